@@ -1,0 +1,49 @@
+# Every target sets up .venv by itself; a fresh machine needs only Python >= 3.10 and a C compiler.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PYTEST := $(BIN)/python -m pytest
+DEMO := demo-out
+LIGHT := $(shell $(BIN)/python -c "import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), 'backend/test/data/light'))" 2>/dev/null)
+
+.PHONY: help setup demo test test-fast bench completions docs lint check clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)  ## create .venv with tvmc and its test tools
+
+demo: $(STAMP)  ## load, inspect and run a model that ships with the onnx wheel
+	@mkdir -p $(DEMO)
+	$(BIN)/python -m tvmc.demo $(DEMO)
+
+test: $(STAMP)  ## the whole test suite
+	$(PYTEST) -n 2 -q
+
+test-fast: $(STAMP)  ## the test suite without slow model-level tests
+	$(PYTEST) -n 2 -q -m "not slow"
+
+bench: $(STAMP)  ## tvmc beside onnxruntime on the light models
+	$(BIN)/python -m tvmc.bench
+
+completions: $(STAMP)  ## regenerate completions/ from the Click app
+	$(BIN)/python -m tvmc.cli.completion completions
+
+docs: $(STAMP)  ## regenerate docs/cli.md from the Click app
+	$(BIN)/python -m tvmc.cli.docgen docs/cli.md
+
+lint: $(STAMP)  ## ruff check and format check
+	$(BIN)/ruff check tvmc tests
+	$(BIN)/ruff format --check tvmc tests
+
+check: lint test-fast  ## the fast dev loop
+
+clean:
+	rm -rf $(VENV) $(DEMO) .pytest_cache .ruff_cache

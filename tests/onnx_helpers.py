@@ -1,0 +1,101 @@
+"""Build one-node ONNX models and compare tvmc's reference path with onnxruntime."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from tvmc.frontend import convert_model
+from tvmc.ops import run_reference
+from tvmc.passes import IMPORT_PIPELINE, run_passes
+
+
+def onnx_type(dtype: Any) -> int:
+    return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+
+
+def single_node_model(
+    op_type: str,
+    inputs: Mapping[str, np.ndarray],
+    attrs: Mapping[str, Any] | None = None,
+    constants: Mapping[str, np.ndarray] | None = None,
+    num_outputs: int = 1,
+    opset: int = 17,
+    input_order: Sequence[str] | None = None,
+) -> onnx.ModelProto:
+    """A model with one `op_type` node; `inputs` are runtime inputs, `constants` initializers.
+
+    `input_order` gives the node's input list (use '' for an absent optional input); by default
+    runtime inputs come first, then constants.
+    """
+    constants = dict(constants or {})
+    order = list(input_order) if input_order is not None else [*inputs, *constants]
+    outputs = [f"out{i}" for i in range(num_outputs)]
+    node = helper.make_node(op_type, order, outputs, **dict(attrs or {}))
+    graph = helper.make_graph(
+        [node],
+        f"{op_type.lower()}_test",
+        [helper.make_tensor_value_info(k, onnx_type(v.dtype), v.shape) for k, v in inputs.items()],
+        [helper.make_empty_tensor_value_info(o) for o in outputs],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in constants.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = min(model.ir_version, 10)  # what the installed onnxruntime reads
+    return model
+
+
+def run_onnxruntime(model: onnx.ModelProto, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    return session.run(None, dict(inputs))
+
+
+def run_tvmc_reference(model: onnx.ModelProto, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    graph = convert_model(model)
+    graph = run_passes(graph, IMPORT_PIPELINE, verify=True)
+    out = run_reference(graph, inputs)
+    return [out[o.name] for o in model.graph.output]
+
+
+def assert_close(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> None:
+    assert actual.shape == expected.shape, f"shape {actual.shape} != {expected.shape}"
+    assert actual.dtype == expected.dtype, f"dtype {actual.dtype} != {expected.dtype}"
+    if actual.dtype.kind in "fc":
+        np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
+    else:
+        np.testing.assert_array_equal(actual, expected)
+
+
+def check_node(
+    op_type: str,
+    inputs: Mapping[str, np.ndarray],
+    attrs: Mapping[str, Any] | None = None,
+    constants: Mapping[str, np.ndarray] | None = None,
+    num_outputs: int = 1,
+    opset: int = 17,
+    input_order: Sequence[str] | None = None,
+    rtol: float = 1e-5,
+    atol: float = 1e-6,
+) -> None:
+    """One ONNX node through tvmc's frontend + references against onnxruntime.
+
+    Default tolerance: float32 references compute in float32 or float64, onnxruntime in float32
+    with vectorised math; 1e-5 relative is a few ulps of accumulated rounding.
+    """
+    inputs = {k: np.asarray(v) for k, v in inputs.items()}
+    model = single_node_model(op_type, inputs, attrs, constants, num_outputs, opset, input_order)
+    expected = run_onnxruntime(model, inputs)
+    actual = run_tvmc_reference(model, inputs)
+    assert len(actual) == len(expected)
+    for a, e in zip(actual, expected):
+        assert_close(a, np.asarray(e), rtol, atol)

@@ -1,0 +1,16 @@
+"""Environment variables tvmc reads, declared once (documented in docs/environment.md)."""
+
+from __future__ import annotations
+
+import os
+
+# Number of worker threads for compiled code; default: the machine's physical cores.
+NUM_THREADS_ENV = "TVMC_NUM_THREADS"
+# Set to any value to disable colour (https://no-color.org); Rich honours it as well.
+NO_COLOR_ENV = "NO_COLOR"
+
+
+def env_int(name: str) -> int | None:
+    """An integer environment variable, or None when unset or empty."""
+    value = os.environ.get(name, "").strip()
+    return int(value) if value else None

@@ -1,0 +1,51 @@
+"""One error hierarchy for everything a user can cause; each class carries its exit code."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class TVMCError(Exception):
+    """Base of user-facing errors: the CLI prints `Error: <message>` and exits with `exit_code`."""
+
+    exit_code = 4  # TVMC's own exit code for user errors
+
+
+class UsageError(TVMCError):
+    """Bad option value, malformed --input-shapes, unknown config key, ..."""
+
+    exit_code = 2
+
+
+class ModelError(TVMCError):
+    """A model file that is missing, unreadable, truncated or inconsistent."""
+
+    exit_code = 4
+
+
+class UnsupportedModelError(TVMCError):
+    """A well-formed model that uses something tvmc does not support (an op, a dynamic shape)."""
+
+    exit_code = 5
+
+
+class InputError(TVMCError):
+    """Inputs that do not match the model: unknown name, wrong shape or dtype."""
+
+    exit_code = 2
+
+
+class PackageError(TVMCError):
+    """A package or saved model that is corrupt, foreign or from an incompatible version."""
+
+    exit_code = 4
+
+
+INTERNAL_ERROR_EXIT_CODE = 70  # sysexits EX_SOFTWARE: a bug in tvmc, not in the user's input
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """A ' Did you mean X?' suffix naming the closest valid choice, or ''."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" Did you mean '{close[0]}'?" if close else ""

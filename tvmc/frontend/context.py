@@ -1,0 +1,119 @@
+"""The state a converter works on: the graph being built, constants, and how to add a node."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tvmc.errors import ModelError, UnsupportedModelError
+from tvmc.graph import Graph, Node, TensorType
+from tvmc.ops import get_op
+from tvmc.ops.registry import evaluate_node
+
+
+@dataclass
+class OnnxNode:
+    """An ONNX node with decoded attributes (tensors as numpy arrays, strings as str)."""
+
+    op_type: str
+    name: str
+    inputs: list[str]
+    outputs: list[str]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    domain: str = ""
+
+    def input(self, index: int) -> str:
+        """The name of input `index`, or '' when it is absent (optional inputs)."""
+        return self.inputs[index] if index < len(self.inputs) else ""
+
+    def describe(self) -> str:
+        return f"{self.op_type} node {self.name!r}"
+
+
+class ConvertContext:
+    """Builds a Graph while converting; nodes whose inputs are all constant fold at once."""
+
+    def __init__(self, graph: Graph, opset: int):
+        self.graph = graph
+        self.opset = opset
+        self.current: OnnxNode | None = None
+
+    # ---- reading -------------------------------------------------------------------------------
+    def type(self, name: str) -> TensorType:
+        return self.graph.types[name]
+
+    def const(self, name: str) -> np.ndarray | None:
+        """The value of a constant tensor, or None for a runtime value (or an absent input)."""
+        return self.graph.params.get(name) if name else None
+
+    def require_const(self, node: OnnxNode, index: int, what: str) -> np.ndarray:
+        """Input `index` of `node` as a constant; an error when it is computed at run time."""
+        value = self.const(node.input(index))
+        if value is None:
+            raise UnsupportedModelError(
+                f"{node.describe()}: input {index} ({what}) must be a constant after folding; "
+                "tvmc compiles static shapes only"
+            )
+        return value
+
+    def attr_or_input(self, node: OnnxNode, attr: str, index: int, default: Any = None) -> Any:
+        """Opset data: a value that was attribute `attr` in old opsets and input `index` in new ones."""
+        if attr in node.attrs:
+            return node.attrs[attr]
+        if node.input(index):
+            return self.require_const(node, index, attr).tolist()
+        return default
+
+    # ---- writing -------------------------------------------------------------------------------
+    def add_const(self, array: np.ndarray, name: str | None = None) -> str:
+        """A new constant tensor; returns its name."""
+        array = np.require(array, requirements="C")  # keeps 0-d arrays 0-d
+        name = name or self.graph.fresh_name(f"{self._hint()}_const")
+        self.graph.params[name] = array
+        self.graph.types[name] = TensorType.of(array)
+        return name
+
+    def add(
+        self,
+        op: str,
+        inputs: list[str],
+        attrs: dict[str, Any] | None = None,
+        outputs: list[str] | None = None,
+        num_outputs: int = 1,
+    ) -> list[str]:
+        """Add node `op` (our op name); returns output names. Constant inputs fold immediately."""
+        opdef = get_op(op)
+        where = self.current.describe() if self.current else op
+        try:
+            attrs = opdef.normalize_attrs(attrs or {}, where)
+            node_inputs = list(inputs)
+            types = opdef.infer(attrs, [self.type(n) for n in node_inputs if n])
+        except ValueError as exc:
+            raise ModelError(f"{where}: {exc}") from None
+        if outputs is None:
+            outputs = [self.graph.fresh_name(f"{self._hint()}_{op.lower()}") for _ in types]
+        outputs = list(outputs)[: len(types)]
+        if len(outputs) < len(types):
+            outputs += [self.graph.fresh_name(f"{outputs[0]}_{i}") for i in range(len(outputs), len(types))]
+        node = Node(op, node_inputs, outputs, attrs, self._node_name(op))
+        values = [self.const(n) for n in node_inputs if n]
+        if values and all(v is not None for v in values):
+            for name, array in zip(outputs, evaluate_node(node, values)):
+                self.add_const(array, name)
+            return outputs
+        for name, typ in zip(outputs, types):
+            self.graph.types[name] = typ
+        self.graph.nodes.append(node)
+        return outputs
+
+    def _hint(self) -> str:
+        if self.current is None:
+            return "t"
+        return self.current.outputs[0] if self.current.outputs else self.current.name or "t"
+
+    def _node_name(self, op: str) -> str:
+        base = self.current.name if self.current and self.current.name else op
+        taken = {n.name for n in self.graph.nodes[-8:]}
+        return base if base not in taken else f"{base}/{op}"

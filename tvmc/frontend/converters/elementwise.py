@@ -1,0 +1,49 @@
+"""Converters of elementwise ONNX ops."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from tvmc.frontend.context import ConvertContext, OnnxNode
+from tvmc.frontend.converters import converter, same_name
+
+same_name(
+    [
+        "Relu", "Sigmoid", "HardSwish", "Softplus", "Tanh", "Erf", "Sqrt", "Exp", "Log",
+        "Neg", "Abs", "Reciprocal", "Floor", "Ceil", "Not", "Identity",
+        "LeakyRelu", "Elu", "HardSigmoid", "Gelu",
+        "Sub", "Mul", "Div", "Pow", "PRelu",
+        "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or",
+        "Sum", "Max", "Min", "Mean", "Where",
+    ],
+    ignore=["consumed_inputs"],  # opset < 6 bookkeeping with no effect on results
+)  # fmt: skip
+
+
+@converter("Add")
+def Add(ctx: ConvertContext, node: OnnxNode) -> None:
+    # opset < 7 Add had broadcast/axis attributes; only numpy-style broadcasting remains
+    ctx.add("Add", node.inputs, {}, outputs=node.outputs)
+
+
+@converter("Clip")
+def Clip(ctx: ConvertContext, node: OnnxNode) -> None:
+    lo = ctx.attr_or_input(node, "min", 1)
+    hi = ctx.attr_or_input(node, "max", 2)
+    ctx.add("Clip", [node.inputs[0]], {"min": lo, "max": hi}, outputs=node.outputs)
+
+
+@converter("Cast")
+def Cast(ctx: ConvertContext, node: OnnxNode) -> None:
+    to = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(node.attrs["to"])).name
+    ctx.add("Cast", [node.inputs[0]], {"to": to}, outputs=node.outputs)
+
+
+@converter("Dropout")
+def Dropout(ctx: ConvertContext, node: OnnxNode) -> None:
+    """Inference: the data passes through; the optional mask is all ones."""
+    ctx.add("Identity", [node.inputs[0]], outputs=node.outputs[:1])
+    if len(node.outputs) > 1 and node.outputs[1]:
+        mask = np.ones(ctx.type(node.inputs[0]).shape, dtype=bool)
+        ctx.add_const(mask, node.outputs[1])

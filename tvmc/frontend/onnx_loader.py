@@ -1,0 +1,183 @@
+"""Read an ONNX file into a Graph: inputs with static shapes, constants folded, ops converted."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from tvmc.errors import InputError, ModelError, UnsupportedModelError
+from tvmc.frontend.context import ConvertContext, OnnxNode
+from tvmc.frontend.converters import CONVERTERS
+from tvmc.graph import DTYPES, Graph, TensorType
+
+logger = logging.getLogger("tvmc.frontend")
+
+MIN_OPSET, MAX_OPSET = 7, 22
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def read_onnx(path: str) -> onnx.ModelProto:
+    """Parse an ONNX file with its external data; ModelError on anything unreadable."""
+    if not os.path.exists(path):
+        raise ModelError(f"model file {path!r} does not exist")
+    if os.path.isdir(path):
+        raise ModelError(f"{path!r} is a directory, not a model file")
+    if os.path.getsize(path) == 0:
+        raise ModelError(f"model file {path!r} is empty")
+    try:
+        model = onnx.load(path, load_external_data=False)
+    except Exception as exc:  # protobuf raises DecodeError and friends
+        raise ModelError(
+            f"{path!r} is not a valid ONNX model (truncated or not ONNX?): {exc}"
+        ) from None
+    if not model.graph.node and not model.graph.output:
+        raise ModelError(f"{path!r} holds no ONNX graph (is it really an ONNX model?)")
+    try:
+        onnx.external_data_helper.load_external_data_for_model(
+            model, os.path.dirname(os.path.abspath(path))
+        )
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"cannot read the external data of {path!r}: {exc}") from None
+    return model
+
+
+def onnx_dtype(elem_type: int, what: str) -> str:
+    """Our dtype name for an ONNX element type."""
+    try:
+        name = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).name
+    except Exception:
+        name = onnx.TensorProto.DataType.Name(elem_type) if elem_type else "undefined"
+    if name not in DTYPES:
+        raise UnsupportedModelError(f"{what} has element type {name}, which tvmc does not support")
+    return name
+
+
+def decode_attribute(attr: onnx.AttributeProto) -> Any:
+    value = onnx.helper.get_attribute_value(attr)
+    if isinstance(value, onnx.TensorProto):
+        return numpy_helper.to_array(value)
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, list) and value and isinstance(value[0], bytes):
+        return [v.decode() for v in value]
+    if isinstance(value, (onnx.GraphProto, list)) and attr.type in (
+        onnx.AttributeProto.GRAPH,
+        onnx.AttributeProto.GRAPHS,
+    ):
+        raise UnsupportedModelError(f"attribute {attr.name!r} holds a subgraph (control flow)")
+    return value
+
+
+def model_opset(model: onnx.ModelProto) -> int:
+    for entry in model.opset_import:
+        if entry.domain in _DEFAULT_DOMAINS:
+            return entry.version
+    return MAX_OPSET
+
+
+def check_supported(model: onnx.ModelProto) -> None:
+    """One error listing every unsupported op type, its count and its first node."""
+    counts: Counter[str] = Counter()
+    first: dict[str, str] = {}
+    for node in model.graph.node:
+        key = node.op_type if node.domain in _DEFAULT_DOMAINS else f"{node.domain}.{node.op_type}"
+        if node.domain in _DEFAULT_DOMAINS and node.op_type in CONVERTERS:
+            continue
+        counts[key] += 1
+        first.setdefault(key, node.name or (node.output[0] if node.output else "?"))
+    if counts:
+        listing = ", ".join(
+            f"{op} ({n} node{'s' * (n > 1)}, first {first[op]!r})" for op, n in counts.most_common()
+        )
+        raise UnsupportedModelError(f"the model uses ops tvmc does not support: {listing}")
+
+
+def graph_inputs(
+    model: onnx.ModelProto,
+    shape_dict: Mapping[str, tuple[int, ...]] | None,
+    dtype_dict: Mapping[str, str] | None,
+) -> dict[str, TensorType]:
+    """The runtime inputs (not initializers) with their static types."""
+    initializers = {init.name for init in model.graph.initializer}
+    declared = [i for i in model.graph.input if i.name not in initializers]
+    names = [i.name for i in declared]
+    for what, given in (("--input-shapes", shape_dict), ("--input-dtypes", dtype_dict)):
+        unknown = sorted(set(given or {}) - set(names))
+        if unknown:
+            raise InputError(f"{what} names {unknown}, not inputs of the model; its inputs: {names}")
+    types: dict[str, TensorType] = {}
+    for value in declared:
+        tensor_type = value.type.tensor_type
+        if not value.type.HasField("tensor_type"):
+            raise UnsupportedModelError(f"input {value.name!r} is not a tensor")
+        dtype = (dtype_dict or {}).get(value.name) or onnx_dtype(
+            tensor_type.elem_type, f"input {value.name!r}"
+        )
+        if shape_dict and value.name in shape_dict:
+            shape = tuple(shape_dict[value.name])
+        else:
+            dims = [d.dim_value if d.HasField("dim_value") else None for d in tensor_type.shape.dim]
+            if any(d is None for d in dims):
+                shown = [d.dim_param or "?" if d.dim_value == 0 else d.dim_value
+                         for d in tensor_type.shape.dim]  # fmt: skip
+                example = ",".join("1" if isinstance(d, str) else str(d) for d in shown)
+                raise UnsupportedModelError(
+                    f"input {value.name!r} has a dynamic shape {shown}; give a static one, "
+                    f"e.g. --input-shapes \"{value.name}:[{example}]\""
+                )
+            shape = tuple(dims)  # type: ignore[arg-type]
+        types[value.name] = TensorType(shape, dtype)
+    return types
+
+
+def convert_model(
+    model: onnx.ModelProto,
+    shape_dict: Mapping[str, tuple[int, ...]] | None = None,
+    dtype_dict: Mapping[str, str] | None = None,
+) -> Graph:
+    """Convert an in-memory ONNX model into a Graph with every shape known."""
+    opset = model_opset(model)
+    if opset < MIN_OPSET:
+        raise UnsupportedModelError(
+            f"the model uses opset {opset}; tvmc supports opsets {MIN_OPSET} to {MAX_OPSET} "
+            "(upgrade it with onnx.version_converter)"
+        )
+    if opset > MAX_OPSET:
+        logger.warning("opset %d is newer than %d; converting with the newest rules", opset, MAX_OPSET)
+    check_supported(model)
+    inputs = graph_inputs(model, shape_dict, dtype_dict)
+    graph = Graph(list(inputs), [o.name for o in model.graph.output], [], dict(inputs), {},
+                  model.graph.name or "main")  # fmt: skip
+    ctx = ConvertContext(graph, opset)
+    for init in model.graph.initializer:
+        ctx.add_const(numpy_helper.to_array(init), init.name)
+    for proto in model.graph.node:
+        node = OnnxNode(
+            proto.op_type,
+            proto.name,
+            list(proto.input),
+            list(proto.output),
+            {a.name: decode_attribute(a) for a in proto.attribute},
+            proto.domain,
+        )
+        while node.inputs and not node.inputs[-1]:
+            node.inputs.pop()
+        missing = [n for n in node.inputs if n and n not in graph.types]
+        if missing:
+            raise ModelError(
+                f"{node.describe()} reads {missing}, which no earlier node produces "
+                "(the graph is not topologically sorted or is broken)"
+            )
+        ctx.current = node
+        CONVERTERS[node.op_type](ctx, node)
+    undefined = [o for o in graph.outputs if o not in graph.types]
+    if undefined:
+        raise ModelError(f"graph outputs {undefined} are never produced")
+    return graph

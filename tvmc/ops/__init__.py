@@ -1,0 +1,13 @@
+"""Ops: one module per family; each op's `OpDef` holds its attributes, shape rule and reference.
+
+In: tvmc.graph. Out: `OPS`, `get_op`, `infer_node`, `evaluate_node`, `run_reference`.
+The numpy references serve constant folding and tests, never the compiled run path.
+"""
+
+from tvmc.ops.registry import OPS, OpDef, evaluate_node, get_op, infer_node
+
+# Importing the families registers their ops.
+from tvmc.ops import elementwise  # noqa: E402,F401  isort: skip
+from tvmc.ops.interpret import run_reference  # noqa: E402  isort: skip
+
+__all__ = ["OPS", "OpDef", "evaluate_node", "get_op", "infer_node", "run_reference"]

@@ -1,0 +1,52 @@
+"""Shape/dtype helpers shared by the op modules."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tvmc.graph import TensorType
+from tvmc.ops.registry import Attrs
+
+FLOAT_DTYPES = ("float16", "float32", "float64")
+
+
+def same_as_first(attrs: Attrs, types: list[TensorType]) -> list[TensorType]:
+    """One output typed like the first input (unary elementwise ops)."""
+    return [types[0]]
+
+
+def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """Numpy/ONNX multidirectional broadcasting; ValueError names the clash."""
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise ValueError(f"shapes {[list(s) for s in shapes]} do not broadcast") from None
+
+
+def same_dtype(types: list[TensorType], op: str) -> str:
+    """The common dtype of inputs that ONNX requires to agree."""
+    dtypes = {t.dtype for t in types}
+    if len(dtypes) != 1:
+        raise ValueError(f"{op} inputs must share one dtype, got {sorted(dtypes)}")
+    return types[0].dtype
+
+
+def broadcast_rule(op: str, out_dtype: str | None = None):
+    """Rule for n-ary broadcasting ops; `out_dtype` overrides the result type (e.g. 'bool')."""
+
+    def rule(attrs: Attrs, types: list[TensorType]) -> list[TensorType]:
+        dtype = same_dtype(types, op)
+        return [TensorType(broadcast_shape(*(t.shape for t in types)), out_dtype or dtype)]
+
+    return rule
+
+
+def normalize_axis(axis: int, ndim: int, op: str = "") -> int:
+    """A possibly negative axis as an index into `ndim` dims; ValueError when out of range."""
+    if not -ndim <= axis < max(ndim, 1):
+        raise ValueError(f"{op} axis {axis} is out of range for rank {ndim}")
+    return axis % ndim if ndim else 0
+
+
+def normalize_axes(axes, ndim: int, op: str = "") -> tuple[int, ...]:
+    return tuple(normalize_axis(int(a), ndim, op) for a in axes)

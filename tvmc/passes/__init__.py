@@ -1,0 +1,65 @@
+"""Graph passes: pure `Graph -> Graph` functions with one job each, run as named lists.
+
+In: tvmc.graph, tvmc.ops. Out: `Pass`, the pipelines (`IMPORT_PIPELINE`), `run_passes`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from tvmc.graph import Graph
+from tvmc.ops import infer_node
+from tvmc.passes.simplify import eliminate_dead_nodes, fold_constants, remove_identities
+
+
+@dataclass(frozen=True)
+class Pass:
+    """A named graph pass; `why` is shown by `--dump-code graph` and the docs."""
+
+    name: str
+    run: Callable[[Graph], Graph]
+    why: str
+
+
+# Run by `tvmc.load`: the graph a user inspects with `tvmc load --dump`.
+IMPORT_PIPELINE: list[Pass] = [
+    Pass("fold-constants", fold_constants, "weights made by ConstantOfShape/Shape arithmetic"),
+    Pass("remove-identities", remove_identities, "Identity and inference-time Dropout do nothing"),
+    Pass("eliminate-dead-nodes", eliminate_dead_nodes, "drop what no output depends on"),
+]
+
+ALL_PASSES: dict[str, Pass] = {p.name: p for p in IMPORT_PIPELINE}
+
+
+def run_passes(
+    graph: Graph,
+    passes: Iterable[Pass],
+    disabled: Iterable[str] = (),
+    verify: bool = False,
+    timings: dict[str, float] | None = None,
+) -> Graph:
+    """Apply `passes` in order, skipping `disabled` names; optionally verify after each."""
+    skip = set(disabled)
+    for p in passes:
+        if p.name in skip:
+            continue
+        start = time.perf_counter()
+        graph = p.run(graph)
+        if timings is not None:
+            timings[p.name] = timings.get(p.name, 0.0) + time.perf_counter() - start
+        if verify:
+            graph.verify(infer_node)
+    return graph
+
+
+__all__ = [
+    "ALL_PASSES",
+    "IMPORT_PIPELINE",
+    "Pass",
+    "eliminate_dead_nodes",
+    "fold_constants",
+    "remove_identities",
+    "run_passes",
+]
