@@ -5,7 +5,6 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 DEMO := demo-out
-LIGHT := $(shell $(BIN)/python -c "import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), 'backend/test/data/light'))" 2>/dev/null)
 
 .PHONY: help setup demo test test-fast bench completions docs lint check clean
 
@@ -30,8 +29,8 @@ test: $(STAMP)  ## the whole test suite
 test-fast: $(STAMP)  ## the test suite without slow model-level tests
 	$(PYTEST) -n 2 -q -m "not slow"
 
-bench: $(STAMP)  ## tvmc beside onnxruntime on the light models
-	$(BIN)/python -m tvmc.bench
+bench: $(STAMP)  ## tvmc beside onnxruntime on the light models (import time today)
+	$(BIN)/python benchmarks/models.py
 
 completions: $(STAMP)  ## regenerate completions/ from the Click app
 	$(BIN)/python -m tvmc.cli.completion completions

@@ -43,7 +43,7 @@ def read_onnx(path: str) -> onnx.ModelProto:
         onnx.external_data_helper.load_external_data_for_model(
             model, os.path.dirname(os.path.abspath(path))
         )
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, onnx.checker.ValidationError) as exc:
         raise ModelError(f"cannot read the external data of {path!r}: {exc}") from None
     return model
 

@@ -7,7 +7,7 @@ The numpy references serve constant folding and tests, never the compiled run pa
 from tvmc.ops.registry import OPS, OpDef, evaluate_node, get_op, infer_node
 
 # Importing the families registers their ops.
-from tvmc.ops import elementwise  # noqa: E402,F401  isort: skip
+from tvmc.ops import conv, elementwise, linalg, norm, pool, reduce, resize, tensor  # noqa: E402,F401  isort: skip
 from tvmc.ops.interpret import run_reference  # noqa: E402  isort: skip
 
 __all__ = ["OPS", "OpDef", "evaluate_node", "get_op", "infer_node", "run_reference"]

@@ -40,4 +40,4 @@ def same_name(op_types: Iterable[str], ignore: Iterable[str] = ()) -> None:
 
 
 # Importing the families registers their converters.
-from tvmc.frontend.converters import elementwise  # noqa: E402,F401
+from tvmc.frontend.converters import conv, elementwise, linalg, tensor  # noqa: E402,F401

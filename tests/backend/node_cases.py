@@ -1,0 +1,116 @@
+"""The ONNX backend node tests (onnx.backend.test.case.node) through tvmc's reference path.
+
+`python -m tests.backend.node_cases` prints the report by op: passed / failed / unsupported.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import warnings
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from tvmc.errors import TVMCError, UnsupportedModelError
+from tvmc.frontend import convert_model
+from tvmc.frontend.converters import CONVERTERS
+from tvmc.ops import run_reference
+from tvmc.passes import IMPORT_PIPELINE, run_passes
+
+PASSED, FAILED, UNSUPPORTED = "passed", "failed", "unsupported"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str
+    reason: str = ""
+
+
+@functools.cache
+def node_cases() -> dict:
+    """All node test cases by name (generated in memory by onnx; about 1,900)."""
+    from onnx.backend.test.case.node import collect_testcases
+
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        return {case.name: case for case in collect_testcases()}
+
+
+def op_types(case) -> set[str]:
+    return {node.op_type for node in case.model.graph.node}
+
+
+def supported(case) -> bool:
+    """Every op of the case has a converter (domain default)."""
+    return all(n.domain in ("", "ai.onnx") and n.op_type in CONVERTERS for n in case.model.graph.node)
+
+
+def run_case(case) -> Outcome:
+    """Convert and evaluate one case on each of its data sets; compare as onnx's runner does."""
+    if not supported(case):
+        missing = sorted(op_types(case) - set(CONVERTERS))
+        return Outcome(UNSUPPORTED, f"ops {missing}")
+    model = case.model
+    initializers = {init.name for init in model.graph.initializer}
+    input_names = [i.name for i in model.graph.input if i.name not in initializers]
+    output_names = [o.name for o in model.graph.output]
+    try:
+        for inputs, expected in case.data_sets:
+            if len(inputs) != len(input_names) or any(
+                not isinstance(x, np.ndarray) for x in [*inputs, *expected]
+            ):
+                return Outcome(UNSUPPORTED, "non-tensor (sequence/optional) inputs or outputs")
+            shapes = {n: tuple(x.shape) for n, x in zip(input_names, inputs)}
+            with np.errstate(all="ignore"):
+                graph = run_passes(convert_model(model, shapes), IMPORT_PIPELINE)
+                results = run_reference(graph, dict(zip(input_names, inputs)))
+            for name, want in zip(output_names, expected):
+                got = results[name]
+                if got.dtype != want.dtype or got.shape != want.shape:
+                    return Outcome(FAILED, f"{name}: got {got.dtype}{list(got.shape)}, "
+                                           f"want {want.dtype}{list(want.shape)}")  # fmt: skip
+                if want.dtype.kind in "fc":
+                    ok = np.allclose(got, want, rtol=case.rtol, atol=case.atol, equal_nan=True)
+                else:
+                    ok = np.array_equal(got, want)
+                if not ok:
+                    return Outcome(FAILED, f"{name}: values differ")
+    except UnsupportedModelError as exc:
+        return Outcome(UNSUPPORTED, str(exc))
+    except TVMCError as exc:
+        return Outcome(FAILED, f"{type(exc).__name__}: {exc}")
+    except Exception as exc:  # a bug in a reference or rule: report it, keep going
+        return Outcome(FAILED, f"{type(exc).__name__}: {exc}")
+    return Outcome(PASSED)
+
+
+def main_op(case) -> str:
+    """The op a case is about: its name's op for expanded/multi-node cases, else its node."""
+    ops = [n.op_type for n in case.model.graph.node]
+    return ops[0] if len(ops) == 1 else f"{ops[-1]}*"
+
+
+def report(stream=sys.stdout) -> Counter:
+    """Print passed/failed/unsupported by op and return the totals."""
+    by_op: dict[str, Counter] = defaultdict(Counter)
+    totals: Counter = Counter()
+    failures = []
+    for name, case in sorted(node_cases().items()):
+        outcome = run_case(case)
+        by_op[main_op(case)][outcome.status] += 1
+        totals[outcome.status] += 1
+        if outcome.status == FAILED:
+            failures.append(f"  {name}: {outcome.reason}")
+    print(f"{'op':28} {'passed':>7} {'failed':>7} {'unsupp':>7}", file=stream)
+    for op, counts in sorted(by_op.items()):
+        print(f"{op:28} {counts[PASSED]:7} {counts[FAILED]:7} {counts[UNSUPPORTED]:7}", file=stream)
+    print(f"{'total':28} {totals[PASSED]:7} {totals[FAILED]:7} {totals[UNSUPPORTED]:7}", file=stream)
+    if failures:
+        print("failures:", *failures, sep="\n", file=stream)
+    return totals
+
+
+if __name__ == "__main__":
+    report()

@@ -1,0 +1,105 @@
+"""Loading ONNX files: inputs, opsets, external data, and every user error."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import tvmc
+from tvmc.errors import InputError, ModelError, UnsupportedModelError
+
+
+def relu_model(shape=(1, 3), opset=13, extra_nodes=(), dim_param=False):
+    dims = ["N", *shape[1:]] if dim_param else list(shape)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu0"), *extra_nodes]
+    graph = helper.make_graph(nodes, "g", [x], [y])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def save(model, tmp_path, name="m.onnx"):
+    path = tmp_path / name
+    onnx.save(model, path)
+    return str(path)
+
+
+def test_load_keeps_names_and_shapes(tmp_path):
+    model = tvmc.load(save(relu_model((2, 5)), tmp_path))
+    assert list(model.inputs) == ["x"] and list(model.outputs) == ["y"]
+    assert model.inputs["x"].shape == (2, 5)
+
+
+def test_input_shapes_and_dtypes_override(tmp_path):
+    path = save(relu_model(dim_param=True), tmp_path)
+    with pytest.raises(UnsupportedModelError, match=r"dynamic shape \['N', 3\].*--input-shapes"):
+        tvmc.load(path)
+    model = tvmc.load(path, shape_dict={"x": (4, 3)}, dtype_dict={"x": "float64"})
+    assert str(model.inputs["x"]) == "float64[4,3]" and str(model.outputs["y"]) == "float64[4,3]"
+    with pytest.raises(InputError, match=r"names \['nope'\].*its inputs: \['x'\]"):
+        tvmc.load(path, shape_dict={"nope": (1,)})
+
+
+def test_unsupported_ops_are_listed_once(tmp_path):
+    extra = [
+        helper.make_node("FooBar", ["y"], ["f1"], name="foo_a"),
+        helper.make_node("FooBar", ["f1"], ["f2"], name="foo_b"),
+        helper.make_node("Baz", ["f2"], ["f3"], name="baz", domain="com.example"),
+    ]
+    path = save(relu_model(extra_nodes=extra), tmp_path)
+    with pytest.raises(UnsupportedModelError) as info:
+        tvmc.load(path)
+    message = str(info.value)
+    assert "FooBar (2 nodes, first 'foo_a')" in message
+    assert "com.example.Baz (1 node, first 'baz')" in message
+
+
+def test_opset_too_old(tmp_path):
+    with pytest.raises(UnsupportedModelError, match="opset 6"):
+        tvmc.load(save(relu_model(opset=6), tmp_path))
+
+
+@pytest.mark.parametrize("content", [b"", b"\x00garbage\xff" * 10])
+def test_bad_files(tmp_path, content):
+    path = tmp_path / "bad.onnx"
+    path.write_bytes(content)
+    with pytest.raises(ModelError):
+        tvmc.load(str(path))
+
+
+def test_truncated_model(tmp_path):
+    x = np.ones((64, 64), np.float32)
+    model = relu_model((64, 64))
+    model.graph.initializer.append(numpy_helper.from_array(x, "w"))
+    data = model.SerializeToString()
+    path = tmp_path / "cut.onnx"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ModelError, match="not a valid ONNX model"):
+        tvmc.load(str(path))
+
+
+def test_missing_and_directory(tmp_path):
+    with pytest.raises(ModelError, match="does not exist"):
+        tvmc.load(str(tmp_path / "none.onnx"))
+    with pytest.raises(ModelError, match="is a directory"):
+        tvmc.load(str(tmp_path))
+
+
+def test_external_data(tmp_path):
+    w = np.arange(4096, dtype=np.float32).reshape(64, 64)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 64])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "w"], ["y"])], "g", [x], [y], [numpy_helper.from_array(w, "w")]
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    path = tmp_path / "ext.onnx"
+    onnx.save(model, path, save_as_external_data=True, location="ext.bin", size_threshold=0)
+    assert (tmp_path / "ext.bin").exists()
+    loaded = tvmc.load(str(path))
+    np.testing.assert_array_equal(loaded.params["w"], w)
+    (tmp_path / "ext.bin").unlink()
+    with pytest.raises(ModelError, match="external data"):
+        tvmc.load(str(path))

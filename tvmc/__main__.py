@@ -1,0 +1,3 @@
+from tvmc.cli.main import main
+
+main()
