@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 DEMO := demo-out
 
-.PHONY: help setup demo test test-fast bench completions docs lint check clean
+.PHONY: help setup demo test test-fast bench completions docs docs-check lint check clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -38,11 +38,15 @@ completions: $(STAMP)  ## regenerate completions/ from the Click app
 docs: $(STAMP)  ## regenerate docs/cli.md from the Click app
 	$(BIN)/python -m tvmc.cli.docgen docs/cli.md
 
+docs-check: $(STAMP)  ## fail if docs/cli.md or completions/ are out of date
+	$(BIN)/python -m tvmc.cli.docgen --check docs/cli.md
+	$(BIN)/python -m tvmc.cli.completion --check completions
+
 lint: $(STAMP)  ## ruff check and format check
 	$(BIN)/ruff check tvmc tests
 	$(BIN)/ruff format --check tvmc tests
 
-check: lint test-fast  ## the fast dev loop
+check: lint docs-check test-fast  ## the fast dev loop
 
 clean:
 	rm -rf $(VENV) $(DEMO) .pytest_cache .ruff_cache

@@ -35,9 +35,9 @@ def main(runs: int = 5) -> None:
             path = f"{tmp}/{name}.onnx"
             onnx.save(randomized_light_model(name), path)
             nodes = len(tvmc.load(path).graph.nodes)
-            ours = median_seconds(lambda: tvmc.load(path), runs)
+            ours = median_seconds(lambda p=path: tvmc.load(p), runs)
             theirs = median_seconds(
-                lambda: ort.InferenceSession(path, providers=["CPUExecutionProvider"]), runs
+                lambda p=path: ort.InferenceSession(p, providers=["CPUExecutionProvider"]), runs
             )
             print(f"{name:22} {nodes:6} {ours:14.3f} {theirs:16.3f} {ours / theirs:6.2f}")
             sys.stdout.flush()

@@ -60,7 +60,9 @@ def run_onnxruntime(model: onnx.ModelProto, inputs: Mapping[str, np.ndarray]) ->
     return session.run(None, dict(inputs))
 
 
-def run_tvmc_reference(model: onnx.ModelProto, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+def run_tvmc_reference(
+    model: onnx.ModelProto, inputs: Mapping[str, np.ndarray]
+) -> list[np.ndarray]:
     graph = convert_model(model)
     graph = run_passes(graph, IMPORT_PIPELINE, verify=True)
     out = run_reference(graph, inputs)

@@ -19,8 +19,18 @@ ALLOWED = {
     "codegen": BASE | {"kernel"},
     "runtime": BASE | {"graph", "kernel", "codegen"},
     "autotune": BASE | {"graph", "kernel", "ops", "passes", "codegen", "runtime"},
-    "driver": BASE | {"graph", "kernel", "ops", "frontend", "passes", "codegen", "runtime",
-                      "autotune", "version"},  # fmt: skip
+    "driver": BASE
+    | {
+        "graph",
+        "kernel",
+        "ops",
+        "frontend",
+        "passes",
+        "codegen",
+        "runtime",
+        "autotune",
+        "version",
+    },  # fmt: skip
     "cli": BASE | {"driver", "version"},
 }
 

@@ -1,7 +1,7 @@
 """tvmc: a deep-learning compiler with a TVMC-style command line.
 
-    import tvmc
-    model = tvmc.load("model.onnx")        # TVMCModel
+import tvmc
+model = tvmc.load("model.onnx")        # TVMCModel
 """
 
 __version__ = "0.1.0"

@@ -30,6 +30,14 @@ class UnsupportedModelError(TVMCError):
     exit_code = 5
 
 
+class NonConstantInputError(UnsupportedModelError):
+    """A value tvmc must know at compile time (axes, pads, a shape) is computed at run time."""
+
+    def __init__(self, message: str, tensor: str):
+        super().__init__(message)
+        self.tensor = tensor
+
+
 class InputError(TVMCError):
     """Inputs that do not match the model: unknown name, wrong shape or dtype."""
 

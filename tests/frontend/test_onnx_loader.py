@@ -92,7 +92,11 @@ def test_external_data(tmp_path):
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 64])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
     graph = helper.make_graph(
-        [helper.make_node("Add", ["x", "w"], ["y"])], "g", [x], [y], [numpy_helper.from_array(w, "w")]
+        [helper.make_node("Add", ["x", "w"], ["y"])],
+        "g",
+        [x],
+        [y],
+        [numpy_helper.from_array(w, "w")],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     path = tmp_path / "ext.onnx"

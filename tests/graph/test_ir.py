@@ -80,7 +80,10 @@ def test_json_round_trip_is_exact():
     again = graph_from_json(graph_to_json(graph), graph.params)
     assert again.nodes == graph.nodes
     assert (again.inputs, again.outputs, again.types, again.name) == (
-        graph.inputs, graph.outputs, graph.types, graph.name
+        graph.inputs,
+        graph.outputs,
+        graph.types,
+        graph.name,
     )
     assert list(again.params) == list(graph.params)
     assert graph_to_json(again) == graph_to_json(graph)

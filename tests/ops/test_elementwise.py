@@ -7,7 +7,19 @@ import pytest
 
 from tests.onnx_helpers import check_node
 
-UNARY = ["Relu", "Sigmoid", "Tanh", "Exp", "Neg", "Abs", "Erf", "HardSwish", "Softplus", "Floor", "Ceil"]
+UNARY = [
+    "Relu",
+    "Sigmoid",
+    "Tanh",
+    "Exp",
+    "Neg",
+    "Abs",
+    "Erf",
+    "HardSwish",
+    "Softplus",
+    "Floor",
+    "Ceil",
+]
 POSITIVE = ["Sqrt", "Log", "Reciprocal"]
 
 
@@ -55,7 +67,10 @@ def test_integer_division_truncates(dtype):
 
 @pytest.mark.parametrize("op", ["Sum", "Max", "Min", "Mean"])
 def test_variadic(op, rng):
-    xs = {f"x{i}": rng.standard_normal(s).astype(np.float32) for i, s in enumerate([(2, 3), (3,), (1, 3)])}
+    xs = {
+        f"x{i}": rng.standard_normal(s).astype(np.float32)
+        for i, s in enumerate([(2, 3), (3,), (1, 3)])
+    }
     check_node(op, xs)
 
 

@@ -9,9 +9,8 @@ from typing import Any
 import click
 from rich.console import Console
 
-from tvmc.driver import MODEL_FORMATS
+from tvmc.driver import MODEL_FORMATS, parse_input_dtypes, parse_input_shapes
 from tvmc.errors import TVMCError
-from tvmc.driver import parse_input_dtypes, parse_input_shapes
 
 # Results go to stdout; logs, progress and errors to stderr, so `--format json | jq` works.
 out = Console(highlight=False, soft_wrap=True)
@@ -61,16 +60,14 @@ def model_options(fn):
     fn = click.option(
         "--input-shapes",
         type=ShapesType(),
-        help="Static input shapes, e.g. 'data:[1,3,224,224] mask:[1,128]' (default: as in the model).",
+        help="Static input shapes, e.g. 'data:[1,3,224,224] mask:[1,128]' (default: the model's).",
     )(fn)
     return fn
 
 
 def format_option(fn):
     """--format text|json (and --json as a shorthand)."""
-    fn = click.option(
-        "--json", "json_flag", is_flag=True, help="Shorthand for --format json."
-    )(fn)
+    fn = click.option("--json", "json_flag", is_flag=True, help="Shorthand for --format json.")(fn)
     fn = click.option(
         "--format",
         "output_format",

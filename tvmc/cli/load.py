@@ -6,12 +6,15 @@ import click
 from rich.table import Table
 
 from tvmc.cli.common import err, format_option, model_options, out, print_json, wants_json
+from tvmc.cli.completion import FileWithExt
 from tvmc.driver import load
 
 
 @click.command("load")
-@click.argument("model_file", type=click.Path(dir_okay=True))
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Save the loaded model (.tvmc).")
+@click.argument("model_file", type=FileWithExt((".onnx", ".tvmc"), dir_okay=True))
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False), help="Save the loaded model (.tvmc)."
+)
 @click.option("--dump", is_flag=True, help="Print the whole graph IR.")
 @model_options
 @format_option
@@ -29,8 +32,12 @@ def load_command(
         print_json(
             {
                 "model": model_file,
-                "inputs": {k: {"shape": list(t.shape), "dtype": t.dtype} for k, t in model.inputs.items()},
-                "outputs": {k: {"shape": list(t.shape), "dtype": t.dtype} for k, t in model.outputs.items()},
+                "inputs": {
+                    k: {"shape": list(t.shape), "dtype": t.dtype} for k, t in model.inputs.items()
+                },
+                "outputs": {
+                    k: {"shape": list(t.shape), "dtype": t.dtype} for k, t in model.outputs.items()
+                },
                 "nodes": len(graph.nodes),
                 "ops": graph.op_counts(),
                 "params": len(graph.params),

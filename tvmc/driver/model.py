@@ -54,9 +54,7 @@ class TVMCModel:
         lines += [f"  output {name}: {typ}" for name, typ in self.outputs.items()]
         counts = ", ".join(f"{op} x{n}" for op, n in self.graph.op_counts().items())
         lines.append(f"  {len(self.graph.nodes)} nodes: {counts}")
-        lines.append(
-            f"  {len(self.params)} params, {self.graph.param_bytes() / 1e6:.2f} MB"
-        )
+        lines.append(f"  {len(self.params)} params, {self.graph.param_bytes() / 1e6:.2f} MB")
         return "\n".join(lines) + "\n\n" + self.graph.dump()
 
     def save(self, path: str) -> str:
@@ -67,8 +65,12 @@ class TVMCModel:
             "format": "tvmc.model",
             "format_version": SAVED_MODEL_FORMAT_VERSION,
             "tvmc_version": __version__,
-            "inputs": {k: {"shape": list(t.shape), "dtype": t.dtype} for k, t in self.inputs.items()},
-            "outputs": {k: {"shape": list(t.shape), "dtype": t.dtype} for k, t in self.outputs.items()},
+            "inputs": {
+                k: {"shape": list(t.shape), "dtype": t.dtype} for k, t in self.inputs.items()
+            },
+            "outputs": {
+                k: {"shape": list(t.shape), "dtype": t.dtype} for k, t in self.outputs.items()
+            },
         }
         members = {
             "metadata.json": json.dumps(metadata, indent=1).encode(),
@@ -91,7 +93,9 @@ class TVMCModel:
     def load(cls, path: str) -> TVMCModel:
         """Read a model written by `save`."""
         start = time.perf_counter()
-        members = read_tar_members(path, ("metadata.json", "graph.json", "params.npz"), "saved model")
+        members = read_tar_members(
+            path, ("metadata.json", "graph.json", "params.npz"), "saved model"
+        )
         try:
             metadata = json.loads(members["metadata.json"])
         except ValueError as exc:
@@ -128,7 +132,10 @@ def read_tar_members(path: str, names: tuple[str, ...], what: str) -> dict[str, 
                     handle = tar.extractfile(member)
                     found[member.name] = handle.read() if handle else b""
     except (tarfile.TarError, OSError, EOFError) as exc:
-        raise ModelError(f"{path!r} is not a readable {what} (corrupt or truncated?): {exc}") from None
+        reason = str(exc).splitlines()[-1].lstrip("- ")  # tarfile lists each method it tried
+        raise ModelError(
+            f"{path!r} is not a readable {what} (corrupt or truncated?): {reason}"
+        ) from None
     missing = [n for n in names if n not in found]
     if missing:
         raise ModelError(f"{path!r} is not a valid {what}: it lacks {', '.join(missing)}")
@@ -168,7 +175,9 @@ def load(
     start = time.perf_counter()
     if fmt == "tvmc":
         if shape_dict or dtype_dict:
-            raise UsageError("a saved .tvmc model has fixed input shapes; load the .onnx to change them")
+            raise UsageError(
+                "a saved .tvmc model has fixed input shapes; load the .onnx to change them"
+            )
         return TVMCModel.load(path)
     graph = load_onnx(path, shape_dict, dtype_dict)
     graph = run_passes(graph, IMPORT_PIPELINE)

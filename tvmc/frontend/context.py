@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from tvmc.errors import ModelError, UnsupportedModelError
+from tvmc.errors import ModelError, NonConstantInputError
 from tvmc.graph import Graph, Node, TensorType
 from tvmc.ops import get_op
 from tvmc.ops.registry import evaluate_node
@@ -52,14 +52,15 @@ class ConvertContext:
         """Input `index` of `node` as a constant; an error when it is computed at run time."""
         value = self.const(node.input(index))
         if value is None:
-            raise UnsupportedModelError(
+            raise NonConstantInputError(
                 f"{node.describe()}: input {index} ({what}) must be a constant after folding; "
-                "tvmc compiles static shapes only"
+                "tvmc compiles static shapes only",
+                node.input(index),
             )
         return value
 
     def attr_or_input(self, node: OnnxNode, attr: str, index: int, default: Any = None) -> Any:
-        """Opset data: a value that was attribute `attr` in old opsets and input `index` in new ones."""
+        """Opset data: a value that was attribute `attr` in old opsets, input `index` in new."""
         if attr in node.attrs:
             return node.attrs[attr]
         if node.input(index):
@@ -96,7 +97,9 @@ class ConvertContext:
             outputs = [self.graph.fresh_name(f"{self._hint()}_{op.lower()}") for _ in types]
         outputs = list(outputs)[: len(types)]
         if len(outputs) < len(types):
-            outputs += [self.graph.fresh_name(f"{outputs[0]}_{i}") for i in range(len(outputs), len(types))]
+            outputs += [
+                self.graph.fresh_name(f"{outputs[0]}_{i}") for i in range(len(outputs), len(types))
+            ]
         node = Node(op, node_inputs, outputs, attrs, self._node_name(op))
         values = [self.const(n) for n in node_inputs if n]
         if values and all(v is not None for v in values):

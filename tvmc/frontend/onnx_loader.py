@@ -111,7 +111,9 @@ def graph_inputs(
     for what, given in (("--input-shapes", shape_dict), ("--input-dtypes", dtype_dict)):
         unknown = sorted(set(given or {}) - set(names))
         if unknown:
-            raise InputError(f"{what} names {unknown}, not inputs of the model; its inputs: {names}")
+            raise InputError(
+                f"{what} names {unknown}, not inputs of the model; its inputs: {names}"
+            )
     types: dict[str, TensorType] = {}
     for value in declared:
         tensor_type = value.type.tensor_type
@@ -130,7 +132,7 @@ def graph_inputs(
                 example = ",".join("1" if isinstance(d, str) else str(d) for d in shown)
                 raise UnsupportedModelError(
                     f"input {value.name!r} has a dynamic shape {shown}; give a static one, "
-                    f"e.g. --input-shapes \"{value.name}:[{example}]\""
+                    f'e.g. --input-shapes "{value.name}:[{example}]"'
                 )
             shape = tuple(dims)  # type: ignore[arg-type]
         types[value.name] = TensorType(shape, dtype)
@@ -150,7 +152,9 @@ def convert_model(
             "(upgrade it with onnx.version_converter)"
         )
     if opset > MAX_OPSET:
-        logger.warning("opset %d is newer than %d; converting with the newest rules", opset, MAX_OPSET)
+        logger.warning(
+            "opset %d is newer than %d; converting with the newest rules", opset, MAX_OPSET
+        )
     check_supported(model)
     inputs = graph_inputs(model, shape_dict, dtype_dict)
     graph = Graph(list(inputs), [o.name for o in model.graph.output], [], dict(inputs), {},

@@ -21,7 +21,7 @@ def parse_input_shapes(text: str) -> dict[str, tuple[int, ...]]:
         match = _SHAPE_ITEM.match(text, pos)
         if not match:
             raise UsageError(
-                f"malformed --input-shapes near {text[pos:pos + 30]!r}: "
+                f"malformed --input-shapes near {text[pos : pos + 30]!r}: "
                 "expected items like 'data:[1,3,224,224]' separated by spaces or commas"
             )
         name, dims_text = match.group(1), match.group(2).strip()
@@ -54,7 +54,7 @@ def parse_input_dtypes(text: str) -> dict[str, str]:
         match = _DTYPE_ITEM.match(text, pos)
         if not match:
             raise UsageError(
-                f"malformed --input-dtypes near {text[pos:pos + 30]!r}: "
+                f"malformed --input-dtypes near {text[pos : pos + 30]!r}: "
                 "expected items like 'input_ids:int64' separated by spaces or commas"
             )
         name, dtype = match.group(1), match.group(2)

@@ -100,7 +100,7 @@ InferFn = Callable[[Node, list[TensorType]], list[TensorType]]
 
 @dataclass
 class Graph:
-    """A dataflow graph with runtime `inputs`, constant `params` and `nodes` in topological order."""
+    """A dataflow graph: runtime `inputs`, constant `params`, `nodes` in topological order."""
 
     inputs: list[str]
     outputs: list[str]
@@ -164,7 +164,7 @@ class Graph:
         self.nodes = ordered
 
     def verify(self, infer: InferFn | None = None) -> None:
-        """Check structure (every tensor defined once, before use, typed) and, given `infer`, types."""
+        """Check structure (each tensor defined once, before use, typed); with `infer`, types."""
         problems: list[str] = []
         defined: set[str] = set()
 
@@ -180,7 +180,9 @@ class Graph:
         for name, array in self.params.items():
             define(name, "param")
             if name in self.types and TensorType.of(array) != self.types[name]:
-                problems.append(f"param {name!r} is {TensorType.of(array)}, typed {self.types[name]}")
+                problems.append(
+                    f"param {name!r} is {TensorType.of(array)}, typed {self.types[name]}"
+                )
         for node in self.nodes:
             for name in node.inputs:
                 if name and name not in defined:
@@ -193,7 +195,9 @@ class Graph:
                 if expected != actual:
                     got = ", ".join(map(str, actual))
                     want = ", ".join(map(str, expected))
-                    problems.append(f"node {node.name!r} ({node.op}) outputs {got}, rule says {want}")
+                    problems.append(
+                        f"node {node.name!r} ({node.op}) outputs {got}, rule says {want}"
+                    )
         for name in self.outputs:
             if name not in defined:
                 problems.append(f"graph output {name!r} is never defined")

@@ -43,7 +43,13 @@ def graph_from_json(text: str, params: dict[str, Any]) -> Graph:
             )
         types = {k: TensorType(tuple(v["shape"]), v["dtype"]) for k, v in doc["types"].items()}
         nodes = [
-            Node(n["op"], n["inputs"], n["outputs"], {k: canonical_attr(v) for k, v in n["attrs"].items()}, n["name"])
+            Node(
+                n["op"],
+                n["inputs"],
+                n["outputs"],
+                {k: canonical_attr(v) for k, v in n["attrs"].items()},
+                n["name"],
+            )
             for n in doc["nodes"]
         ]
         missing = [p for p in doc["params"] if p not in params]

@@ -50,3 +50,10 @@ def normalize_axis(axis: int, ndim: int, op: str = "") -> int:
 
 def normalize_axes(axes, ndim: int, op: str = "") -> tuple[int, ...]:
     return tuple(normalize_axis(int(a), ndim, op) for a in axes)
+
+
+def broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    """Whether `shape` broadcasts one way onto `target` (ONNX unidirectional broadcasting)."""
+    if len(shape) > len(target):
+        return False
+    return all(d in (1, t) for d, t in zip(reversed(shape), reversed(target)))

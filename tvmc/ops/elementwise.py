@@ -180,7 +180,7 @@ def _pow_rule(attrs, types):
 
 @register("Pow", _pow_rule, kind=BROADCAST, num_inputs=2)
 def pow_(attrs, a, b):
-    """The exponent may have another dtype than the base (ONNX allows it); the result is the base's."""
+    """The exponent may have another dtype than the base (ONNX allows it); result: the base's."""
     return np.power(a.astype(np.float64), b.astype(np.float64)).astype(a.dtype)
 
 
@@ -215,7 +215,9 @@ def _fold(fn):
 _variadic("Sum", _fold(np.add))
 _variadic("Max", _fold(np.maximum))
 _variadic("Min", _fold(np.minimum))
-_variadic("Mean", lambda xs: np.broadcast_to(_mean(xs), np.broadcast_shapes(*(x.shape for x in xs))))
+_variadic(
+    "Mean", lambda xs: np.broadcast_to(_mean(xs), np.broadcast_shapes(*(x.shape for x in xs)))
+)
 
 
 def _where_rule(attrs, types):

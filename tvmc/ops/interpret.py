@@ -24,7 +24,9 @@ def check_inputs(graph: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str, np
         array = np.asarray(inputs[name])
         expected = graph.types[name]
         if TensorType.of(array) != expected:
-            raise InputError(f"input {name!r} is {TensorType.of(array)}, the model expects {expected}")
+            raise InputError(
+                f"input {name!r} is {TensorType.of(array)}, the model expects {expected}"
+            )
         checked[name] = array
     return checked
 

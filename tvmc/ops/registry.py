@@ -1,4 +1,4 @@
-"""The op registry: one `OpDef` per op holds its attributes, shape/dtype rule and numpy reference."""
+"""The op registry: one `OpDef` per op holds its attributes, shape/dtype rule, numpy reference."""
 
 from __future__ import annotations
 
@@ -77,7 +77,9 @@ def register(
     def wrap(fn: Reference) -> Reference:
         if name in OPS:
             raise AssertionError(f"op {name} registered twice")
-        OPS[name] = OpDef(name, infer, fn, dict(attrs or {}), kind, arity, (fn.__doc__ or "").strip())
+        OPS[name] = OpDef(
+            name, infer, fn, dict(attrs or {}), kind, arity, (fn.__doc__ or "").strip()
+        )
         return fn
 
     return wrap

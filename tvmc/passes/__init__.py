@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from tvmc.graph import Graph
 from tvmc.ops import infer_node
+from tvmc.passes.fold_batch_norm import fold_batch_norm
 from tvmc.passes.simplify import eliminate_dead_nodes, fold_constants, remove_identities
 
 
@@ -30,7 +31,13 @@ IMPORT_PIPELINE: list[Pass] = [
     Pass("eliminate-dead-nodes", eliminate_dead_nodes, "drop what no output depends on"),
 ]
 
-ALL_PASSES: dict[str, Pass] = {p.name: p for p in IMPORT_PIPELINE}
+# Run by `tvmc compile` after import: rewrites that change the graph's arithmetic, not its meaning.
+OPTIMIZE_PIPELINE: list[Pass] = [
+    Pass("fold-batch-norm", fold_batch_norm, "a BatchNormalization after a Conv is a new weight"),
+    Pass("eliminate-dead-nodes", eliminate_dead_nodes, "drop the params folding replaced"),
+]
+
+ALL_PASSES: dict[str, Pass] = {p.name: p for p in [*IMPORT_PIPELINE, *OPTIMIZE_PIPELINE]}
 
 
 def run_passes(
@@ -58,7 +65,9 @@ __all__ = [
     "ALL_PASSES",
     "IMPORT_PIPELINE",
     "Pass",
+    "OPTIMIZE_PIPELINE",
     "eliminate_dead_nodes",
+    "fold_batch_norm",
     "fold_constants",
     "remove_identities",
     "run_passes",

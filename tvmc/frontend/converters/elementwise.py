@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
+from tvmc.errors import UnsupportedModelError
 from tvmc.frontend.context import ConvertContext, OnnxNode
 from tvmc.frontend.converters import converter, same_name
 
@@ -43,6 +44,13 @@ def Cast(ctx: ConvertContext, node: OnnxNode) -> None:
 @converter("Dropout")
 def Dropout(ctx: ConvertContext, node: OnnxNode) -> None:
     """Inference: the data passes through; the optional mask is all ones."""
+    training = node.attrs.get("is_test", 1) == 0 or (
+        node.input(2) and bool(ctx.require_const(node, 2, "training_mode"))
+    )
+    if training:
+        raise UnsupportedModelError(
+            f"{node.describe()}: training mode is not supported (inference only)"
+        )
     ctx.add("Identity", [node.inputs[0]], outputs=node.outputs[:1])
     if len(node.outputs) > 1 and node.outputs[1]:
         mask = np.ones(ctx.type(node.inputs[0]).shape, dtype=bool)

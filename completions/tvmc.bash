@@ -1,0 +1,111 @@
+# tvmc bash completion, generated from the Click app by `make completions`; do not edit.
+# Source it from ~/.bashrc or install it for bash-completion (completions/README.md).
+
+# Sets subcommands, options and value_options for the command whose words are "$1".
+__tvmc_spec() {
+    case "$1" in
+        tvmc)
+            subcommands=(load)
+            options=(--config --help --verbose --version -h -v)
+            value_options=(--config)
+            ;;
+        'tvmc load')
+            subcommands=()
+            options=(--dump --format --help --input-dtypes --input-shapes --json --model-format --output -h -o)
+            value_options=(--format --input-dtypes --input-shapes --model-format --output -o)
+            ;;
+    esac
+}
+
+# Completes "$3" as the value of option "$2" (@N: the Nth argument) of command "$1".
+__tvmc_values() {
+    local cur=$3
+    COMPREPLY=()
+    case "$1 $2" in
+        'tvmc --config') __tvmc_files "$cur" ;;
+        'tvmc load -o'|'tvmc load --output') __tvmc_files "$cur" ;;
+        'tvmc load --model-format') __tvmc_words "$cur" onnx tvmc ;;
+        'tvmc load --format') __tvmc_words "$cur" json text ;;
+        'tvmc load @0') __tvmc_files "$cur" '*.onnx' '*.tvmc' ;;
+    esac
+}
+
+# Completes "$1" with the words that follow it.
+__tvmc_words() {
+    local cur=$1 word
+    shift
+    COMPREPLY=()
+    for word in "$@"; do
+        [[ $word == "$cur"* ]] && COMPREPLY+=("$word")
+    done
+}
+
+# Completes "$1" with files matching the glob patterns that follow (none: any file) and directories.
+__tvmc_files() {
+    local cur=$1 pattern IFS=$'\n'
+    shift
+    compopt -o filenames 2>/dev/null
+    if (($# == 0)); then
+        COMPREPLY=($(compgen -f -- "$cur"))
+        return
+    fi
+    COMPREPLY=($(compgen -d -- "$cur"))
+    for pattern in "$@"; do
+        COMPREPLY+=($(compgen -f -X '!'"$pattern" -- "$cur"))
+    done
+}
+
+# Completes "$1" with directories.
+__tvmc_dirs() {
+    local IFS=$'\n'
+    compopt -o filenames 2>/dev/null
+    COMPREPLY=($(compgen -d -- "$1"))
+}
+
+# True when "$1" is one of the words that follow it.
+__tvmc_has() {
+    local word=$1
+    shift
+    [[ " $* " == *" $word "* ]]
+}
+
+_tvmc() {
+    local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
+    local path=tvmc nargs=0 expect= only_args= i word
+    local -a subcommands options value_options
+    __tvmc_spec "$path"
+    # Walk the words before the cursor: enter subcommands, skip option values, count arguments.
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        word=${COMP_WORDS[i]}
+        if [[ $word == = ]]; then
+            continue  # `--opt=value` split at '=' by COMP_WORDBREAKS; the value follows
+        elif [[ -n $expect ]]; then
+            expect=
+        elif [[ -z $only_args && $word == -- ]]; then
+            only_args=1
+        elif [[ -z $only_args && $word == -* ]]; then
+            __tvmc_has "$word" "${value_options[@]}" && expect=1
+        elif ((nargs == 0)) && __tvmc_has "$word" "${subcommands[@]}"; then
+            path="$path $word"
+            __tvmc_spec "$path"
+        else
+            nargs=$((nargs + 1))
+        fi
+    done
+    if [[ $cur == = ]]; then
+        cur=
+    elif [[ $prev == = ]]; then
+        prev=${COMP_WORDS[COMP_CWORD - 2]}
+    fi
+    if [[ -z $only_args && $prev == -* ]] && __tvmc_has "$prev" "${value_options[@]}"; then
+        __tvmc_values "$path" "$prev" "$cur"
+    elif [[ -z $only_args && $cur == -* ]]; then
+        __tvmc_words "$cur" "${options[@]}"
+    elif ((nargs == 0 && ${#subcommands[@]} > 0)); then
+        __tvmc_words "$cur" "${subcommands[@]}"
+    else
+        __tvmc_values "$path" "@$nargs" "$cur"
+    fi
+}
+
+complete -F _tvmc tvmc
