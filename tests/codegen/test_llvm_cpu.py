@@ -1,0 +1,176 @@
+"""CPU code generation: every example kernel, both load paths, against the interpreter and numpy."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from tests.kernel.examples import CPU_EXAMPLES, TOLERANCE
+from tvmc.codegen import (
+    CodegenOptions,
+    CPUModule,
+    KernelSignature,
+    emit_cpu,
+    load_jit,
+    load_object,
+    load_shared,
+)
+from tvmc.kernel import (
+    Buffer,
+    Kernel,
+    KernelIRError,
+    allocate,
+    if_then_else,
+    interpret,
+    loop,
+    seq,
+)
+
+# The compiled code uses polynomial exp/tanh/erf (< 4e-7 relative, see test_mathfuncs) and
+# reorders vector sums, so it meets the interpreter's tolerances against the float64 references
+# and against the interpreter itself (float16 differs by at most an ulp, ~1e-3).
+
+
+@functools.cache
+def _compiled(name: str):
+    ex = CPU_EXAMPLES[name]()
+    return ex, emit_cpu([ex.kernel])
+
+
+@pytest.mark.parametrize("loader", [load_shared, load_jit], ids=["shared", "jit"])
+@pytest.mark.parametrize("name", sorted(CPU_EXAMPLES))
+def test_example_matches_interpreter_and_numpy(name, loader):
+    ex, artifact = _compiled(name)
+    compiled = ex.inputs(np.random.default_rng(1))
+    interpreted = [a.copy() for a in compiled]
+    loader(artifact).run(ex.kernel.name, *compiled)
+    interpret(ex.kernel, *interpreted)
+    outputs = slice(len(compiled) - ex.n_outputs, None)
+    for got, oracle, want in zip(
+        compiled[outputs], interpreted[outputs], ex.reference(*interpreted)
+    ):
+        rtol, atol = TOLERANCE.get(got.dtype.name, (0, 0))
+        np.testing.assert_allclose(got, oracle, rtol=rtol, atol=atol)
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+
+
+def test_vectorized_loop_becomes_vector_ir():
+    _, artifact = _compiled("add_vectorized")
+    assert "<16 x float>" in artifact.unoptimized_ir  # explicit, not left to the vectorizer
+    _, mm = _compiled("matmul_tiled")
+    assert "llvm.fma.v16f32" in mm.unoptimized_ir
+    assert "vfmadd" in mm.assembly
+
+
+def test_polynomial_math_needs_no_libm():
+    _, artifact = _compiled("fused_chain")
+    assert "tvmc.exp.v16f32" in artifact.unoptimized_ir
+    for symbol in ("@expf", "@tanhf", "@erff"):
+        assert symbol not in artifact.llvm_ir
+
+
+def test_noalias_and_alignment_flags():
+    a, c = Buffer("A", (64,)), Buffer("C", (64,))
+    body = loop("i", 64, lambda i: c.store(i, a[i]))
+    plain = emit_cpu([Kernel("copy", (a, c), body)]).unoptimized_ir
+    assert 'ptr noalias %"A"' in plain and "align 64" not in plain.split("define")[1].split("\n")[0]
+    aliased = emit_cpu([Kernel("copy", (a, c), body, {"noalias": False})]).unoptimized_ir
+    assert "noalias" not in aliased.split("define")[1].split("\n")[0]
+    aligned = emit_cpu([Kernel("copy", (a, c), body)], options=CodegenOptions(aligned_params=True))
+    assert "align 64" in aligned.unoptimized_ir.split("define")[1].split("\n")[0]
+
+
+def test_large_scratch_goes_to_the_heap_and_still_works():
+    x, y = Buffer("X", (64,)), Buffer("Y", (64,))
+    k = Kernel(
+        "heap",
+        (x, y),
+        allocate(
+            "big",
+            (64, 64),
+            lambda big: seq(
+                loop("i", 64, lambda i: big.store((i, 63), x[i] * 2.0)),
+                loop("i", 64, lambda i: y.store(i, big[i, 63])),
+            ),
+        ),
+    )
+    artifact = emit_cpu([k], options=CodegenOptions(stack_limit=1024))
+    assert "aligned_alloc" in artifact.llvm_ir and "@free" in artifact.llvm_ir
+    xv, yv = np.arange(64, dtype=np.float32), np.zeros(64, np.float32)
+    load_jit(artifact).run("heap", xv, yv)
+    np.testing.assert_array_equal(yv, xv * 2)
+
+
+def test_several_kernels_and_extra_functions_share_one_module():
+    a, c = Buffer("A", (8,)), Buffer("C", (8,))
+    mod = CPUModule()
+    mod.add_kernel(Kernel("double", (a, c), loop("i", 8, lambda i: c.store(i, a[i] * 2.0))))
+    mod.add_kernel(Kernel("negate", (a, c), loop("i", 8, lambda i: c.store(i, -a[i]))))
+    # A caller (e.g. a graph entry function) added by other code into the same module.
+    from llvmlite import ir
+
+    ptr = ir.PointerType()
+    entry = ir.Function(mod.module, ir.FunctionType(ir.VoidType(), [ptr, ptr]), "entry")
+    b = ir.IRBuilder(entry.append_basic_block())
+    b.call(mod.module.globals["double"], entry.args)
+    b.call(mod.module.globals["negate"], [entry.args[1], entry.args[1]])
+    b.ret_void()
+    artifact = mod.build()
+    sig = KernelSignature("entry", (("A", (8,), "float32"), ("C", (8,), "float32")))
+    loaded = load_object(artifact.object_code, [*artifact.kernels, sig])
+    av, cv = np.arange(8, dtype=np.float32), np.zeros(8, np.float32)
+    loaded.run("entry", av, cv)
+    np.testing.assert_array_equal(cv, -2 * av)
+    assert KernelSignature.from_json(sig.to_json()) == sig
+
+
+def test_duplicate_kernel_names_and_gpu_loops_are_rejected():
+    a = Buffer("A", (4,))
+    k = Kernel("k", (a,), loop("i", 4, lambda i: a.store(i, 0.0)))
+    mod = CPUModule()
+    mod.add_kernel(k)
+    with pytest.raises(KernelIRError, match="two kernels named k"):
+        mod.add_kernel(k)
+    gpu = Kernel("g", (a,), loop("i", 4, lambda i: a.store(i, 0.0), kind="threadIdx.x"))
+    with pytest.raises(KernelIRError, match="threadIdx.x, which this target lacks"):
+        emit_cpu([gpu])
+
+
+def test_run_checks_arrays():
+    ex, artifact = _compiled("add")
+    mod = load_jit(artifact)
+    with pytest.raises(ValueError, match="A wants a C-contiguous float32"):
+        mod.run("add", np.zeros(100), np.zeros(100, np.float32), np.zeros(100, np.float32))
+
+
+def test_dump_code_kinds():
+    _, artifact = _compiled("add")
+    assert artifact.dump("kernel").startswith("kernel add(")
+    assert "define void @add" in artifact.dump("ll")
+    assert "add:" in artifact.dump("asm")
+    with pytest.raises(ValueError, match="valid: kernel, ll, asm"):
+        artifact.dump("ptx")
+
+
+def test_vectorized_loops_that_need_scalar_code_fall_back_correctly():
+    # A lane-dependent branch and a reduction into one element cannot be vector code: codegen
+    # unrolls them, keeping the serial loop's meaning.
+    x, y, s = Buffer("X", (16,)), Buffer("Y", (16,)), Buffer("S", (1,))
+
+    def relu(i):
+        return if_then_else(x[i] > 0.0, y.store(i, x[i]), y.store(i, 0.0))
+
+    def total(i):
+        return s.store(0, s[0] + x[i])
+
+    body = seq(
+        loop("i", 16, relu, "vectorized"), s.store(0, 0.0), loop("i", 16, total, "vectorized")
+    )
+    k = Kernel("fallback", (x, y, s), body)
+    xv = np.linspace(-1, 1, 16, dtype=np.float32)
+    yv, sv = np.zeros(16, np.float32), np.zeros(1, np.float32)
+    load_jit(emit_cpu([k])).run("fallback", xv, yv, sv)
+    np.testing.assert_array_equal(yv, np.maximum(xv, 0))
+    np.testing.assert_allclose(sv[0], xv.sum(), atol=1e-6)

@@ -1,0 +1,86 @@
+"""NVPTX: PTX text, launch dimensions, shared memory and barriers; ptxas when installed."""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import subprocess
+
+import pytest
+
+from tests.kernel.examples import gpu_elementwise, gpu_row_sum
+from tvmc.codegen.nvptx import LaunchDims, emit_ptx
+from tvmc.kernel import Barrier, Buffer, Kernel, KernelIRError, loop, seq
+
+
+@functools.cache
+def _artifact():
+    return emit_ptx([gpu_elementwise().kernel, gpu_row_sum().kernel])
+
+
+def test_ptx_has_entries_and_launch_dims():
+    art = _artifact()
+    assert ".target sm_90" in art.ptx and ".version 8.6" in art.ptx
+    assert ".visible .entry gpu_ew(" in art.ptx and ".visible .entry gpu_rowsum(" in art.ptx
+    assert art.launch["gpu_ew"] == LaunchDims((8, 1, 1), (128, 1, 1), 0)
+    assert art.launch["gpu_rowsum"] == LaunchDims((6, 1, 1), (64, 1, 1), 256)
+    assert art.launch["gpu_rowsum"].to_json() == {
+        "grid": [6, 1, 1],
+        "block": [64, 1, 1],
+        "shared": 256,
+    }
+
+
+def test_gpu_loops_read_special_registers_and_sync():
+    art = _artifact()
+    assert "%tid.x" in art.ptx and "%ctaid.x" in art.ptx
+    assert "bar.sync" in art.ptx and ".shared .align 16" in art.ptx
+    assert "llvm.nvvm.read.ptx.sreg.tid.x" in art.llvm_ir
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not installed")
+def test_ptx_assembles_with_ptxas(tmp_path):
+    src = tmp_path / "k.ptx"
+    src.write_text(_artifact().ptx)
+    done = subprocess.run(
+        ["ptxas", "-arch=sm_90", str(src), "-o", str(tmp_path / "k.cubin")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_smaller_thread_loops_get_a_guard():
+    y = Buffer("Y", (128,))
+    k = Kernel(
+        "two",
+        (y,),
+        seq(
+            loop("a", 128, lambda a: y.store(a, 1.0), kind="threadIdx.x"),
+            loop("b", 32, lambda b: y.store(b, 2.0), kind="threadIdx.x"),
+        ),
+    )
+    art = emit_ptx([k])
+    assert art.launch["two"].block == (128, 1, 1)
+    assert "setp" in art.ptx  # the 32-wide loop is guarded by tid.x < 32
+
+
+def test_a_barrier_under_a_guard_is_rejected():
+    y = Buffer("Y", (128,))
+    k = Kernel(
+        "bad",
+        (y,),
+        seq(
+            loop("a", 128, lambda a: y.store(a, 1.0), kind="threadIdx.x"),
+            loop("b", 32, lambda b: seq(Barrier(), y.store(b, 2.0)), kind="threadIdx.x"),
+        ),
+    )
+    with pytest.raises(KernelIRError, match="barrier under a guard"):
+        emit_ptx([k])
+
+
+def test_parallel_loops_must_be_bound_on_gpus():
+    y = Buffer("Y", (4,))
+    k = Kernel("par", (y,), loop("i", 4, lambda i: y.store(i, 0.0), kind="parallel"))
+    with pytest.raises(KernelIRError, match="bind it to blockIdx/threadIdx"):
+        emit_ptx([k])

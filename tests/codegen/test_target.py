@@ -1,0 +1,65 @@
+"""Targets: host defaults, -mcpu/-mattr, cross compilation to AArch64."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from tests.kernel.examples import add_vectorized
+from tvmc.codegen import CPUTarget, emit_cpu
+from tvmc.codegen.loader import load_jit
+from tvmc.errors import UsageError
+
+EM_X86_64, EM_AARCH64 = 62, 183
+
+
+def _e_machine(obj: bytes) -> int:
+    assert obj[:4] == b"\x7fELF"
+    return struct.unpack_from("<H", obj, 18)[0]
+
+
+def test_host_target_builds_a_native_elf():
+    t = CPUTarget.host()
+    assert t.is_native and t.cpu
+    artifact = emit_cpu([add_vectorized().kernel])
+    assert _e_machine(artifact.object_code) == EM_X86_64
+
+
+def test_aarch64_cross_compile_gives_an_aarch64_object():
+    t = CPUTarget.parse("llvm -mtriple=aarch64-linux-gnu")
+    assert (t.cpu, t.features, t.is_native) == ("generic", "", False)
+    artifact = emit_cpu([add_vectorized().kernel], target=t)
+    assert _e_machine(artifact.object_code) == EM_AARCH64
+    assert "fadd" in artifact.assembly and "v0.4s" in artifact.assembly  # NEON, not x86
+    with pytest.raises(RuntimeError, match="cannot run code for aarch64"):
+        load_jit(artifact)
+
+
+def test_mattr_disables_avx512():
+    k = add_vectorized().kernel
+    wide = emit_cpu([k], target=CPUTarget.parse("llvm -mcpu=skylake-avx512")).assembly
+    assert "zmm" in wide
+    narrow = emit_cpu([k], target=CPUTarget.parse("llvm -mattr=-avx512f")).assembly
+    assert "zmm" not in narrow and "ymm" in narrow
+
+
+def test_mcpu_is_honoured():
+    t = CPUTarget.parse("llvm -mcpu=haswell")
+    assert (t.cpu, t.features) == ("haswell", "")
+    asm = emit_cpu([add_vectorized().kernel], target=t).assembly
+    assert "ymm" in asm and "zmm" not in asm
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("cuda", "starts with 'llvm'"),
+        ("llvm -mfoo=bar", "unknown llvm target option '-mfoo=bar'"),
+        ("llvm -mattr=avx2", "start with \\+ or -"),
+        ("llvm -mtriple=nonsense-arch-x", "unknown target triple"),
+    ],
+)
+def test_bad_target_strings_are_usage_errors(text, message):
+    with pytest.raises(UsageError, match=message):
+        CPUTarget.parse(text)

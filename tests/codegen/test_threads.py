@@ -1,0 +1,135 @@
+"""Parallel loops on libgomp: same results for any thread count, and GOMP really used."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.kernel.examples import matmul_tiled, parallel_rows
+from tvmc.codegen import (
+    CodegenOptions,
+    emit_cpu,
+    load_jit,
+    load_shared,
+    num_threads,
+    physical_cores,
+    set_num_threads,
+)
+from tvmc.codegen import threads as threads_mod
+from tvmc.config import NUM_THREADS_ENV
+from tvmc.kernel import Buffer, Kernel, nest
+
+needs_gomp = pytest.mark.skipif(threads_mod.find_libgomp() is None, reason="no libgomp")
+
+
+@pytest.fixture(autouse=True)
+def _reset_threads():
+    yield
+    set_num_threads(None)
+
+
+@needs_gomp
+@pytest.mark.parametrize("loader", [load_shared, load_jit], ids=["shared", "jit"])
+def test_one_and_two_threads_agree(loader):
+    for ex in (parallel_rows(), matmul_tiled(m=16, n=64, kk=32)):
+        artifact = emit_cpu([ex.kernel])
+        assert "call void @GOMP_parallel" in artifact.llvm_ir
+        mod = loader(artifact)
+        results = []
+        for n in (1, 2):
+            set_num_threads(n)
+            arrays = ex.inputs(np.random.default_rng(0))
+            mod.run(ex.kernel.name, *arrays)
+            results.append(arrays[-1])
+        np.testing.assert_array_equal(results[0], results[1])
+        np.testing.assert_allclose(results[1], ex.reference(*arrays)[0], rtol=1e-5, atol=1e-6)
+
+
+_COUNT_WORKERS = """
+import json, os, numpy as np
+from tests.kernel.examples import parallel_rows
+from tvmc.codegen import emit_cpu, load_shared, set_num_threads
+ex = parallel_rows()
+mod = load_shared(emit_cpu([ex.kernel]))
+tasks = lambda: len(os.listdir("/proc/self/task"))
+counts = [tasks()]
+for n in (1, 2):
+    set_num_threads(n)
+    mod.run(ex.kernel.name, *ex.inputs(np.random.default_rng(0)))
+    counts.append(tasks())
+print(json.dumps(counts))
+"""
+
+
+@needs_gomp
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux /proc")
+def test_two_threads_start_a_libgomp_worker():
+    # A fresh process, so no earlier test has started libgomp's pool: one thread runs inline,
+    # two start exactly one persistent worker.
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "PYTHONPATH": root}
+    done = subprocess.run(
+        [sys.executable, "-c", _COUNT_WORKERS],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    before, one, two = json.loads(done.stdout.strip().splitlines()[-1])
+    assert one == before and two == before + 1
+
+
+def test_serial_fallback_emits_no_gomp():
+    ex = parallel_rows()
+    artifact = emit_cpu([ex.kernel], options=CodegenOptions(parallel=False))
+    assert "GOMP_parallel" not in artifact.llvm_ir
+    arrays = ex.inputs(np.random.default_rng(0))
+    load_jit(artifact).run(ex.kernel.name, *arrays)
+    np.testing.assert_allclose(arrays[-1], ex.reference(*arrays)[0], rtol=1e-6)
+
+
+def test_nested_parallel_loops_run_the_inner_one_serially():
+    y = Buffer("Y", (4, 4))
+    # int64 loop variables: the thread entry widens omp's int thread numbers.
+    axes = [("i", 4, "parallel"), ("j", 4, "parallel")]
+
+    def point(i, j):
+        return y.store((i, j), (i * 4 + j).astype("float32"))
+
+    k = Kernel("nest", (y,), nest(axes, point, dtype="int64"))
+    artifact = emit_cpu([k])
+    assert artifact.llvm_ir.count("call void @GOMP_parallel") == 1
+    out = np.zeros((4, 4), np.float32)
+    load_jit(artifact).run("nest", out)
+    np.testing.assert_array_equal(out, np.arange(16, dtype=np.float32).reshape(4, 4))
+
+
+def test_thread_count_setting_and_environment(monkeypatch):
+    assert physical_cores() >= 1
+    monkeypatch.setenv(NUM_THREADS_ENV, "3")
+    assert num_threads() == 3
+    set_num_threads(1)
+    assert num_threads() == 1
+    set_num_threads(None)
+    monkeypatch.delenv(NUM_THREADS_ENV)
+    assert num_threads() == physical_cores()
+    with pytest.raises(ValueError, match="positive"):
+        set_num_threads(0)
+
+
+def test_missing_libgomp_falls_back_to_serial_with_a_warning(monkeypatch):
+    monkeypatch.setattr(threads_mod, "find_libgomp", lambda: None)
+    threads_mod.load_libgomp.cache_clear()
+    try:
+        with pytest.warns(UserWarning, match="libgomp not found"):
+            artifact = emit_cpu([parallel_rows().kernel])
+    finally:
+        threads_mod.load_libgomp.cache_clear()
+    assert "GOMP_parallel" not in artifact.llvm_ir

@@ -1,0 +1,49 @@
+"""Code generators: kernel IR -> LLVM IR (llvmlite) -> CPU objects or CUDA PTX.
+
+In: `tvmc.kernel.Kernel`s (imports tvmc.kernel, tvmc.config, tvmc.errors, llvmlite, numpy).
+Out: `emit_cpu` / `CPUModule` -> `CPUArtifact` (LLVM IR, asm, object bytes); `load_shared` /
+`load_jit` -> `LoadedModule` (ctypes functions, libgomp threads); `emit_ptx` -> `PTXArtifact`
+(PTX text and launch dimensions per kernel).
+"""
+
+from tvmc.codegen.llvm_cpu import (
+    NUM_THREADS_SYMBOL,
+    CodegenOptions,
+    CPUArtifact,
+    CPUModule,
+    KernelSignature,
+    emit_cpu,
+)
+from tvmc.codegen.loader import (
+    LoadedModule,
+    link_shared,
+    load_jit,
+    load_library,
+    load_object,
+    load_shared,
+)
+from tvmc.codegen.nvptx import LaunchDims, PTXArtifact, emit_ptx
+from tvmc.codegen.target import CPUTarget
+from tvmc.codegen.threads import num_threads, physical_cores, set_num_threads
+
+__all__ = [
+    "NUM_THREADS_SYMBOL",
+    "CPUArtifact",
+    "CPUModule",
+    "CPUTarget",
+    "CodegenOptions",
+    "KernelSignature",
+    "LaunchDims",
+    "LoadedModule",
+    "PTXArtifact",
+    "emit_cpu",
+    "emit_ptx",
+    "link_shared",
+    "load_jit",
+    "load_library",
+    "load_object",
+    "load_shared",
+    "num_threads",
+    "physical_cores",
+    "set_num_threads",
+]

@@ -1,0 +1,257 @@
+"""Kernels -> one LLVM module for a CPU -> optimised LLVM IR, assembly and an object file.
+
+Each kernel becomes `void name(ptr p0, ptr p1, ...)` over raw, contiguous buffers. A parallel
+loop is outlined into `void body(ptr closure)`: the closure struct carries the buffers and
+values the body uses, each thread takes one contiguous chunk of iterations, and the kernel
+calls `GOMP_parallel(body, &closure, __tvmc_num_threads, 0)` (the global is set by the
+loader). Other code (e.g. a whole-graph entry function) may add functions to `CPUModule.module`
+before `build()`.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+
+from tvmc.codegen.llvm_util import I32, PTR, VOID, declare, ir_type
+from tvmc.codegen.lower_stmt import Lowering, ModuleState
+from tvmc.codegen.target import CPUTarget, optimize
+from tvmc.codegen.threads import load_libgomp
+from tvmc.kernel import Buffer, For, Kernel, KernelIRError, Var, kernel_str, validate
+from tvmc.kernel.transform import free_buffers, free_vars
+
+NUM_THREADS_SYMBOL = "__tvmc_num_threads"
+
+
+@dataclass(frozen=True)
+class KernelSignature:
+    """What a caller needs to call a compiled kernel: its name and its params' types."""
+
+    name: str
+    params: tuple[tuple[str, tuple[int, ...], str], ...]  # (name, shape, dtype)
+
+    @classmethod
+    def of(cls, kernel: Kernel) -> KernelSignature:
+        """The signature of `kernel`."""
+        return cls(kernel.name, tuple((b.name, b.shape, b.dtype) for b in kernel.params))
+
+    def to_json(self) -> dict:
+        """A JSON-shaped dict (for package metadata)."""
+        return {"name": self.name, "params": [[n, list(s), d] for n, s, d in self.params]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> KernelSignature:
+        """Inverse of to_json."""
+        return cls(data["name"], tuple((n, tuple(s), d) for n, s, d in data["params"]))
+
+
+@dataclass(frozen=True)
+class CodegenOptions:
+    """Choices that change the generated code (not the target)."""
+
+    aligned_params: bool = False  # the caller promises 64-byte aligned buffers: `align 64`
+    parallel: bool | None = None  # None: libgomp threads when available (always when cross)
+    opt_level: int = 3
+    stack_limit: int = 256 * 1024  # local scratch above this many bytes comes from the heap
+
+
+class CPULowering(Lowering):
+    """Lowering with parallel loops outlined onto libgomp's thread pool."""
+
+    def __init__(
+        self, state: ModuleState, fn: ir.Function, kernel: Kernel, threads: bool, aligned: bool
+    ) -> None:
+        super().__init__(state, fn, kernel.name)
+        self.kernel = kernel
+        self.threads = threads  # False inside an outlined body: nested parallel loops run serially
+        self.aligned = aligned  # params are 64-byte aligned (CodegenOptions.aligned_params)
+
+    def parallel_loop(self, s: For) -> None:
+        """Outlines `s` and runs it on libgomp's pool (serially when nested)."""
+        if not self.threads:
+            return super().parallel_loop(s)
+        vars_, bufs = free_vars(s), free_buffers(s.body)
+        extent = self.expr(s.extent)
+        values = [self.bufs[b] for b in bufs] + [self.vars[v] for v in vars_] + [extent]
+        closure_t = ir.LiteralStructType([v.type for v in values])
+        impl = self.outline_body(s, bufs, vars_, [v.type for v in values])
+
+        # The thread entry: unpack the closure, take this thread's chunk, run the body on it.
+        name = self.state.unique(f"{self.kernel_name}_par")
+        entry = ir.Function(self.module, ir.FunctionType(VOID, [PTR]), name)
+        entry.linkage = "internal"
+        entry.attributes.add("nounwind")
+        b = ir.IRBuilder(entry.append_basic_block("entry"))
+        fields = [
+            b.load(b.gep(entry.args[0], [_i32(0), _i32(k)], source_etype=closure_t), typ=v.type)
+            for k, v in enumerate(values)
+        ]
+        begin, end = self.chunk(b, fields[-1], s.var.dtype)
+        b.call(impl, [*fields[:-1], begin, end])
+        b.ret_void()
+
+        slot = self.alloca_b.alloca(closure_t, name="closure")
+        slot.type = PTR  # llvmlite types allocas; opaque keeps gep/store type checks happy
+        for k, v in enumerate(values):
+            self.b.store(v, self.b.gep(slot, [_i32(0), _i32(k)], source_etype=closure_t))
+        gomp = declare(self.module, "GOMP_parallel", VOID, [PTR, PTR, I32, I32])
+        nthreads = self.b.load(num_threads_global(self.module), typ=I32)
+        self.b.call(gomp, [entry, slot, nthreads, _i32(0)])
+
+    def outline_body(
+        self, s: For, bufs: list[Buffer], vars_: list[Var], types: list[ir.Type]
+    ) -> ir.Function:
+        """`impl(buffers..., values..., begin, end)`: the loop over [begin, end).
+
+        A function of its own so its pointer params can carry `noalias` (kept as alias scopes
+        when LLVM inlines it into the thread entry); pointers loaded from a struct carry none.
+        """
+        t = ir_type(s.var.dtype)
+        fnty = ir.FunctionType(VOID, [*types[:-1], t, t])
+        impl = ir.Function(self.module, fnty, self.state.unique(f"{self.kernel_name}_body"))
+        impl.linkage = "internal"
+        impl.attributes.add("nounwind")
+        for arg, buf in zip(impl.args, bufs):
+            arg.name = buf.name
+            if buf.scope != "global" or self.kernel.noalias(buf):
+                arg.add_attribute("noalias")
+            if buf.scope != "global" or self.aligned:
+                arg.attributes.align = 64  # allocations are 64-byte aligned too
+        child = CPULowering(self.state, impl, self.kernel, threads=False, aligned=self.aligned)
+        child.bufs.update(zip(bufs, impl.args))
+        child.vars.update(zip(vars_, impl.args[len(bufs) :]))
+        child.serial_loop(s.var, impl.args[-2], impl.args[-1], s.body)
+        return child.finish()
+
+    def chunk(self, b: ir.IRBuilder, extent: ir.Value, dtype: str) -> tuple[ir.Value, ir.Value]:
+        """[begin, end) of this thread's contiguous share of `extent` iterations."""
+        tid = b.call(declare(self.module, "omp_get_thread_num", I32, []), [])
+        nt = b.call(declare(self.module, "omp_get_num_threads", I32, []), [])
+        t = extent.type
+        if t != I32:
+            tid, nt = b.sext(tid, t), b.sext(nt, t)
+        chunk = b.sdiv(b.sub(b.add(extent, nt), ir.Constant(t, 1)), nt)
+        begin = b.mul(tid, chunk)
+        end = b.add(begin, chunk)
+        return begin, b.select(b.icmp_signed("<", end, extent), end, extent)
+
+
+def _i32(v: int) -> ir.Constant:
+    return ir.Constant(I32, v)
+
+
+def num_threads_global(module: ir.Module) -> ir.GlobalVariable:
+    """The module's `i32 __tvmc_num_threads` (0 lets libgomp choose), defined once."""
+    existing = module.globals.get(NUM_THREADS_SYMBOL)
+    if existing is not None:
+        return existing
+    gv = ir.GlobalVariable(module, I32, NUM_THREADS_SYMBOL)
+    gv.initializer = ir.Constant(I32, 0)
+    gv.type = PTR  # llvmlite hands back a typed pointer; opaque keeps loads consistent
+    return gv
+
+
+class CPUModule:
+    """An LLVM module being filled with kernels (and any other functions) for one CPU target."""
+
+    def __init__(
+        self,
+        target: CPUTarget | None = None,
+        options: CodegenOptions | None = None,
+        name: str = "tvmc",
+    ) -> None:
+        self.target = target or CPUTarget.host()
+        self.options = options or CodegenOptions()
+        self.module = ir.Module(name)
+        self.module.triple = self.target.triple
+        self.state = ModuleState(self.module, stack_limit=self.options.stack_limit)
+        self.kernels: list[Kernel] = []
+        parallel = self.options.parallel
+        if parallel is None:
+            parallel = load_libgomp() if self.target.is_native else True
+        self.parallel = parallel
+
+    def add_kernel(self, kernel: Kernel) -> ir.Function:
+        """Validates and lowers `kernel` into the module; returns its LLVM function."""
+        validate(kernel)
+        if kernel.name in self.module.globals:
+            raise KernelIRError(f"two kernels named {kernel.name} in one module")
+        fn = ir.Function(
+            self.module, ir.FunctionType(VOID, [PTR] * len(kernel.params)), kernel.name
+        )
+        fn.attributes.add("nounwind")
+        for arg, buf in zip(fn.args, kernel.params):
+            arg.name = buf.name
+            if kernel.noalias(buf):
+                arg.add_attribute("noalias")
+            if self.options.aligned_params:
+                arg.attributes.align = 64
+        low = CPULowering(
+            self.state, fn, kernel, threads=self.parallel, aligned=self.options.aligned_params
+        )
+        low.bufs.update(zip(kernel.params, fn.args))
+        low.stmt(kernel.body)
+        self.kernels.append(kernel)
+        return low.finish()
+
+    def build(self) -> CPUArtifact:
+        """Optimises the module at O`opt_level` and emits object code."""
+        unoptimized = str(self.module)
+        tm = self.target.target_machine(self.options.opt_level)
+        mod = llvm.parse_assembly(unoptimized)
+        mod.verify()
+        optimize(mod, tm, self.options.opt_level)
+        return CPUArtifact(
+            target=self.target,
+            kernels=tuple(KernelSignature.of(k) for k in self.kernels),
+            llvm_ir=str(mod),
+            object_code=tm.emit_object(mod),
+            unoptimized_ir=unoptimized,
+            kernel_text="\n\n".join(kernel_str(k) for k in self.kernels),
+            uses_threads=NUM_THREADS_SYMBOL in self.module.globals,
+            _module=mod,
+            _tm=tm,
+        )
+
+
+@dataclass
+class CPUArtifact:
+    """Compiled code for one CPU target: optimised LLVM IR, object bytes, assembly on demand."""
+
+    target: CPUTarget
+    kernels: tuple[KernelSignature, ...]
+    llvm_ir: str
+    object_code: bytes
+    unoptimized_ir: str = ""
+    kernel_text: str = ""
+    uses_threads: bool = False
+    _module: llvm.ModuleRef | None = field(default=None, repr=False)
+    _tm: llvm.TargetMachine | None = field(default=None, repr=False)
+
+    @functools.cached_property
+    def assembly(self) -> str:
+        """Target assembly of the optimised module."""
+        if self._module is None or self._tm is None:
+            raise ValueError("assembly is only available for freshly built artifacts")
+        return self._tm.emit_assembly(self._module)
+
+    def dump(self, kind: str) -> str:
+        """`--dump-code` text: kernel (kernel IR), ll (LLVM IR) or asm."""
+        texts = {"kernel": lambda: self.kernel_text, "ll": lambda: self.llvm_ir}
+        texts["asm"] = lambda: self.assembly
+        if kind not in texts:
+            raise ValueError(f"unknown code kind {kind!r}; valid: {', '.join(texts)}")
+        return texts[kind]()
+
+
+def emit_cpu(
+    kernels: list[Kernel], target: CPUTarget | None = None, options: CodegenOptions | None = None
+) -> CPUArtifact:
+    """Compiles `kernels` into one object for `target` (default: this machine)."""
+    cpu = CPUModule(target, options)
+    for k in kernels:
+        cpu.add_kernel(k)
+    return cpu.build()

@@ -1,0 +1,128 @@
+"""Loading compiled CPU code into this process: a linked .so (ctypes) or raw object bytes (MCJIT).
+
+Both give the same `LoadedModule`: ctypes functions taking one `c_void_p` per buffer. The module
+keeps the library or JIT engine alive; drop the functions before the module.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+
+import llvmlite.binding as llvm
+import numpy as np
+
+from tvmc.codegen import threads
+from tvmc.codegen.llvm_cpu import NUM_THREADS_SYMBOL, CPUArtifact, KernelSignature
+from tvmc.codegen.target import init_llvm
+
+
+class LoadedModule:
+    """Callable kernels of one compiled module, plus its thread-count knob."""
+
+    def __init__(
+        self,
+        kernels: Sequence[KernelSignature],
+        address_of: dict[str, int],
+        threads_address: int | None,
+        keepalive: object,
+    ) -> None:
+        self.signatures = {k.name: k for k in kernels}
+        self._keepalive = keepalive  # the CDLL or JIT engine that owns the code
+        self.functions = {
+            k.name: ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * len(k.params)))(address_of[k.name])
+            for k in kernels
+        }
+        self._threads = ctypes.c_int32.from_address(threads_address) if threads_address else None
+        threads.register(self)
+
+    def __getitem__(self, name: str) -> ctypes._CFuncPtr:
+        return self.functions[name]
+
+    def write_num_threads(self, n: int) -> None:
+        """Sets the thread count this module's parallel loops ask libgomp for."""
+        if self._threads is not None:
+            self._threads.value = n
+
+    def run(self, name: str, *arrays: np.ndarray) -> None:
+        """Calls kernel `name` on numpy arrays after checking shapes, dtypes and contiguity."""
+        sig = self.signatures[name]
+        if len(arrays) != len(sig.params):
+            raise ValueError(f"kernel {name} takes {len(sig.params)} arrays, got {len(arrays)}")
+        for (pname, shape, dtype), a in zip(sig.params, arrays):
+            if a.shape != shape or a.dtype != np.dtype(dtype) or not a.flags.c_contiguous:
+                raise ValueError(
+                    f"kernel {name}: {pname} wants a C-contiguous {dtype}{list(shape)}, "
+                    f"got {a.dtype}{list(a.shape)}"
+                )
+        self.functions[name](*(ctypes.c_void_p(a.ctypes.data) for a in arrays))
+
+
+def link_shared(object_code: bytes, path: str, uses_threads: bool = True) -> None:
+    """Links object bytes into a shared library at `path` with the system C compiler."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise RuntimeError("no C compiler to link with; use load_jit instead")
+    with tempfile.TemporaryDirectory(prefix="tvmc-link-") as tmp:
+        obj = os.path.join(tmp, "mod.o")
+        with open(obj, "wb") as f:
+            f.write(object_code)
+        libs = (["-lgomp"] if uses_threads and threads.find_libgomp() else []) + ["-lm"]
+        cmd = [cc, "-shared", "-o", path, obj, *libs]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"linking failed ({' '.join(cmd)}):\n{done.stderr}")
+
+
+def load_library(path: str, kernels: Sequence[KernelSignature]) -> LoadedModule:
+    """Loads a shared library built by link_shared."""
+    threads.load_libgomp()  # first, so OMP_WAIT_POLICY is set before libgomp initialises
+    lib = ctypes.CDLL(os.path.abspath(path))
+    addresses = {k.name: ctypes.cast(getattr(lib, k.name), ctypes.c_void_p).value for k in kernels}
+    try:
+        nthreads = ctypes.addressof(ctypes.c_int32.in_dll(lib, NUM_THREADS_SYMBOL))
+    except ValueError:
+        nthreads = None
+    return LoadedModule(kernels, addresses, nthreads, lib)  # type: ignore[arg-type]
+
+
+def load_shared(artifact: CPUArtifact) -> LoadedModule:
+    """Links the artifact's object into a temporary .so and loads it with ctypes."""
+    _check_native(artifact)
+    with tempfile.TemporaryDirectory(prefix="tvmc-so-") as tmp:
+        path = os.path.join(tmp, "mod.so")
+        link_shared(artifact.object_code, path, artifact.uses_threads)
+        return load_library(path, artifact.kernels)  # dlopen keeps the mapping after unlink
+
+
+def load_object(object_code: bytes, kernels: Sequence[KernelSignature]) -> LoadedModule:
+    """Loads object bytes without a linker, into a fresh MCJIT engine."""
+    init_llvm()
+    threads.load_libgomp()  # its symbols must resolve from the process
+    tm = llvm.Target.from_default_triple().create_target_machine(jit=True)
+    owner = llvm.parse_assembly("")
+    owner.triple = tm.triple
+    engine = llvm.create_mcjit_compiler(owner, tm)
+    engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
+    engine.finalize_object()
+    addresses = {k.name: engine.get_function_address(k.name) for k in kernels}
+    missing = [n for n, a in addresses.items() if not a]
+    if missing:
+        raise RuntimeError(f"kernels missing from the object: {missing}")
+    nthreads = engine.get_global_value_address(NUM_THREADS_SYMBOL) or None
+    return LoadedModule(kernels, addresses, nthreads, engine)
+
+
+def load_jit(artifact: CPUArtifact) -> LoadedModule:
+    """Loads the artifact's object bytes in-process with MCJIT (no linker needed)."""
+    _check_native(artifact)
+    return load_object(artifact.object_code, artifact.kernels)
+
+
+def _check_native(artifact: CPUArtifact) -> None:
+    if not artifact.target.is_native:
+        raise RuntimeError(f"cannot run code for {artifact.target.triple} on this machine")

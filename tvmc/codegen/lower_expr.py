@@ -1,0 +1,385 @@
+"""Kernel IR expressions -> llvmlite values: arithmetic, casts, memory access, intrinsics.
+
+Shared by the CPU and NVPTX generators. Vectors are explicit `<N x T>` values; a scalar
+operand meeting a vector is splatted. A load or store whose flattened index is a unit-stride
+ramp becomes one vector load/store; other vector indices are gathered lane by lane.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from tvmc.codegen.llvm_util import (
+    I64,
+    declare,
+    element,
+    intrinsic,
+    ir_type,
+    lanes_of,
+    mem_type,
+    splat,
+)
+from tvmc.codegen.mathfuncs import POLY_FUNCTIONS, math_function
+from tvmc.kernel import (
+    Add,
+    And,
+    BinaryOp,
+    Broadcast,
+    Buffer,
+    Call,
+    Cast,
+    CmpOp,
+    Div,
+    Expr,
+    FloatImm,
+    FloorDiv,
+    IntImm,
+    Load,
+    Max,
+    Min,
+    Mod,
+    Mul,
+    Not,
+    Or,
+    Ramp,
+    Select,
+    Sub,
+    Var,
+    is_float,
+)
+
+_CMP = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "==", "!=": "!="}
+_LLVM_UNARY = {"sqrt": "sqrt", "fabs": "fabs", "floor": "floor", "ceil": "ceil"}
+_LLVM_UNARY["round_even"] = "roundeven"
+_LIBM_F64 = {"tanh": "tanh", "erf": "erf"}
+
+
+def _signed(dtype: str) -> bool:
+    return dtype.startswith("int")
+
+
+def affine_lanes(e: Expr) -> tuple[Expr, int] | None:
+    """(scalar base, constant lane stride) when `e` is base + lane * stride, else None."""
+    if e.lanes == 1:
+        return e, 0
+    if isinstance(e, Ramp) and isinstance(e.stride, IntImm):
+        return e.base, e.stride.value
+    if isinstance(e, Broadcast):
+        return e.value, 0
+    if isinstance(e, (Add, Sub)):
+        a, b = affine_lanes(e.a), affine_lanes(e.b)
+        if a is None or b is None:
+            return None
+        if isinstance(e, Add):
+            return Add(a[0], b[0]), a[1] + b[1]
+        return Sub(a[0], b[0]), a[1] - b[1]
+    if isinstance(e, Mul):
+        for x, y in ((e.a, e.b), (e.b, e.a)):
+            c = y.value if isinstance(y, Broadcast) else y
+            if isinstance(c, IntImm):
+                inner = affine_lanes(x)
+                return None if inner is None else (Mul(inner[0], c), inner[1] * c.value)
+    return None
+
+
+class ExprLowering:
+    """Expression half of a function lowering; `b`, `vars`, `bufs` are set by the subclass."""
+
+    module: ir.Module
+    b: ir.IRBuilder
+    vars: dict[Var, ir.Value]
+    bufs: dict[Buffer, ir.Value]
+
+    # ---- helpers ---------------------------------------------------------------------------------
+    def widen(self, value: ir.Value, lanes: int) -> ir.Value:
+        """`value` splatted to `lanes` when it is a scalar."""
+        if lanes == 1 or lanes_of(value.type) == lanes:
+            return value
+        vt = ir.VectorType(value.type, lanes)
+        if isinstance(value, ir.Constant):
+            return ir.Constant(vt, [value] * lanes)
+        one = self.b.insert_element(ir.Constant(vt, ir.Undefined), value, ir.Constant(I64, 0))
+        zeros = ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes)
+        return self.b.shuffle_vector(one, ir.Constant(vt, ir.Undefined), zeros)
+
+    def iota(self, t: ir.Type, lanes: int, stride: int = 1) -> ir.Constant:
+        return ir.Constant(ir.VectorType(t, lanes), [k * stride for k in range(lanes)])
+
+    def int_op(self, op: str, a: ir.Value, b: ir.Value, signed: bool = True) -> ir.Value:
+        value = getattr(self.b, op)(a, b)
+        if signed:
+            value.flags.append("nsw")  # C semantics for index math: lets LLVM widen and hoist
+        return value
+
+    # ---- expressions -----------------------------------------------------------------------------
+    def expr(self, e: Expr) -> ir.Value:
+        """The LLVM value of `e`."""
+        if isinstance(e, Var):
+            return self.vars[e]
+        if isinstance(e, (IntImm, FloatImm)):
+            return ir.Constant(ir_type(e.dtype), e.value)
+        if isinstance(e, CmpOp):
+            return self.compare(e)
+        if isinstance(e, BinaryOp):
+            return self.binary(e)
+        if isinstance(e, Not):
+            return self.b.not_(self.expr(e.a))
+        if isinstance(e, Select):
+            c, t, f = self.expr(e.cond), self.expr(e.t), self.expr(e.f)
+            return self.b.select(c, self.widen(t, e.lanes), self.widen(f, e.lanes))
+        if isinstance(e, Cast):
+            return self.cast(self.expr(e.value), e.value.dtype, e.dtype)
+        if isinstance(e, Load):
+            return self.load(e)
+        if isinstance(e, Ramp):
+            base = self.widen(self.expr(e.base), e.lanes)
+            step = self.int_op(
+                "mul",
+                self.widen(self.expr(e.stride), e.lanes),
+                self.iota(ir_type(e.dtype), e.lanes),
+            )
+            return self.int_op("add", base, step, _signed(e.dtype))
+        if isinstance(e, Broadcast):
+            return self.widen(self.expr(e.value), e.lanes)
+        if isinstance(e, Call):
+            return self.call(e)
+        raise TypeError(f"cannot lower expression {type(e).__name__}")
+
+    def binary(self, e: BinaryOp) -> ir.Value:
+        """Arithmetic, min/max and logic on two operands."""
+        a = self.widen(self.expr(e.a), e.lanes)
+        b = self.widen(self.expr(e.b), e.lanes)
+        dt, fp, signed = e.dtype, is_float(e.dtype), _signed(e.dtype)
+        if isinstance(e, (Min, Max)):
+            op = "<" if isinstance(e, Min) else ">"
+            cmp = self.b.fcmp_ordered(op, a, b) if fp else self._icmp(op, a, b, signed)
+            return self.b.select(cmp, a, b)
+        if isinstance(e, And):
+            return self.b.and_(a, b)
+        if isinstance(e, Or):
+            return self.b.or_(a, b)
+        if isinstance(e, (Add, Sub, Mul)):
+            name = {Add: "add", Sub: "sub", Mul: "mul"}[type(e)]
+            return getattr(self.b, "f" + name)(a, b) if fp else self.int_op(name, a, b, signed)
+        if isinstance(e, Div):
+            if fp:
+                return self.b.fdiv(a, b)
+            return self.b.sdiv(a, b) if signed else self.b.udiv(a, b)
+        if isinstance(e, (FloorDiv, Mod)):
+            return self.floor_div_mod(e, a, b, dt)
+        raise TypeError(f"cannot lower {type(e).__name__}")
+
+    def floor_div_mod(self, e: BinaryOp, a: ir.Value, b: ir.Value, dtype: str) -> ir.Value:
+        """Python's // and % (rounding towards minus infinity) from LLVM's truncating ops."""
+        if is_float(dtype):
+            if isinstance(e, FloorDiv):
+                return self.b.call(intrinsic(self.module, "floor", a.type, 1), [self.b.fdiv(a, b)])
+            r = self.b.frem(a, b)
+            zero = splat(a.type, 0.0)
+            diff = self.b.xor(self.b.fcmp_ordered("<", r, zero), self.b.fcmp_ordered("<", b, zero))
+            fix = self.b.and_(self.b.fcmp_ordered("!=", r, zero), diff)
+            return self.b.fadd(r, self.b.select(fix, b, zero))
+        if not _signed(dtype):
+            return self.b.udiv(a, b) if isinstance(e, FloorDiv) else self.b.urem(a, b)
+        zero = splat(a.type, 0)
+        r = self.b.srem(a, b)
+        wrong_sign = self.b.icmp_signed("<", self.b.xor(r, b), zero)
+        fix = self.b.and_(self.b.icmp_signed("!=", r, zero), wrong_sign)
+        if isinstance(e, FloorDiv):
+            return self.b.sub(self.b.sdiv(a, b), self.b.zext(fix, a.type))
+        return self.b.add(r, self.b.select(fix, b, zero))
+
+    def _icmp(self, op: str, a: ir.Value, b: ir.Value, signed: bool) -> ir.Value:
+        return self.b.icmp_signed(op, a, b) if signed else self.b.icmp_unsigned(op, a, b)
+
+    def compare(self, e: CmpOp) -> ir.Value:
+        """A comparison, giving i1 (or a vector of i1)."""
+        a = self.widen(self.expr(e.a), e.lanes)
+        b = self.widen(self.expr(e.b), e.lanes)
+        op = _CMP[e.symbol]
+        if is_float(e.a.dtype):
+            # != is unordered (true for NaN) like numpy and C; the rest are ordered.
+            fn = self.b.fcmp_unordered if op == "!=" else self.b.fcmp_ordered
+            return fn(op, a, b)
+        return self._icmp(op, a, b, _signed(e.a.dtype))
+
+    def cast(self, v: ir.Value, src: str, dst: str) -> ir.Value:
+        """`v` of dtype `src` converted to `dst` (lanes preserved)."""
+        if src == dst:
+            return v
+        lanes = lanes_of(v.type)
+        t = ir_type(dst, lanes)
+        if dst == "bool":
+            if is_float(src):
+                return self.b.fcmp_unordered("!=", v, splat(v.type, 0.0))
+            return self.b.icmp_unsigned("!=", v, splat(v.type, 0))
+        if is_float(src) and is_float(dst):
+            return self.b.fpext(v, t) if _fbits(dst) > _fbits(src) else self.b.fptrunc(v, t)
+        if is_float(dst):
+            return self.b.sitofp(v, t) if _signed(src) else self.b.uitofp(v, t)
+        if is_float(src):
+            return self.b.fptosi(v, t) if _signed(dst) else self.b.fptoui(v, t)
+        sw, dw = t_width(v.type), t_width(t)
+        if dw < sw:
+            return self.b.trunc(v, t)
+        if dw == sw:
+            return v
+        return self.b.sext(v, t) if _signed(src) else self.b.zext(v, t)
+
+    # ---- memory ----------------------------------------------------------------------------------
+    def flat_offset(self, buf: Buffer, indices: tuple[Expr, ...]) -> ir.Value:
+        """Row-major element offset (i64, possibly a vector) of `indices` into `buf`."""
+        lanes = max(i.lanes for i in indices)
+        total: ir.Value | None = None
+        for idx, stride in zip(indices, buf.strides):
+            v = self.cast(self.expr(idx), idx.dtype, "int64")
+            v = self.widen(v, lanes)
+            if stride != 1:
+                v = self.int_op("mul", v, splat(v.type, stride))
+            total = v if total is None else self.int_op("add", total, v)
+        return total if total is not None else ir.Constant(I64, 0)
+
+    def address(self, buf: Buffer, indices: tuple[Expr, ...]) -> tuple[str, ir.Value, int]:
+        """(kind, offset, lanes): kind is scalar, contiguous, uniform or gather."""
+        lanes = max((i.lanes for i in indices), default=1)
+        if lanes == 1:
+            return "scalar", self.flat_offset(buf, indices), 1
+        parts = [affine_lanes(i) for i in indices]
+        if any(p is None for p in parts):
+            return "gather", self.flat_offset(buf, indices), lanes
+        base = self.flat_offset(buf, tuple(p[0] for p in parts))  # type: ignore[index]
+        step = sum(p[1] * s for p, s in zip(parts, buf.strides))  # type: ignore[index]
+        if step == 1:
+            return "contiguous", base, lanes
+        if step == 0:
+            return "uniform", base, lanes
+        offsets = self.int_op("add", self.widen(base, lanes), self.iota(I64, lanes, step))
+        return "gather", offsets, lanes
+
+    def element_ptr(self, buf: Buffer, offset: ir.Value) -> ir.Value:
+        return self.b.gep(self.bufs[buf], [offset], inbounds=True, source_etype=mem_type(buf.dtype))
+
+    def load(self, e: Load) -> ir.Value:
+        """A scalar, vector, broadcast or gathered load."""
+        buf = e.buffer
+        kind, off, lanes = self.address(buf, e.indices)
+        align = buf.itemsize
+        if kind == "contiguous":
+            v = self.b.load(self.element_ptr(buf, off), typ=mem_type(buf.dtype, lanes), align=align)
+        elif kind in ("scalar", "uniform"):
+            v = self.b.load(self.element_ptr(buf, off), typ=mem_type(buf.dtype), align=align)
+            v = self.widen(v, lanes)
+        else:
+            v = ir.Constant(mem_type(buf.dtype, lanes), ir.Undefined)
+            for k in range(lanes):
+                o = self.b.extract_element(off, ir.Constant(I64, k))
+                x = self.b.load(self.element_ptr(buf, o), typ=mem_type(buf.dtype), align=align)
+                v = self.b.insert_element(v, x, ir.Constant(I64, k))
+        if buf.dtype == "bool":
+            v = self.b.icmp_unsigned("!=", v, splat(v.type, 0))
+        return v
+
+    def store(self, buf: Buffer, indices: tuple[Expr, ...], value: Expr) -> None:
+        """A scalar, vector or scattered store of `value`."""
+        kind, off, lanes = self.address(buf, indices)
+        lanes = max(lanes, value.lanes)
+        v = self.widen(self.expr(value), lanes)
+        if buf.dtype == "bool":
+            v = self.b.zext(v, mem_type("bool", lanes))
+        align = buf.itemsize
+        if kind == "contiguous":
+            self.b.store(v, self.element_ptr(buf, off), align=align)
+        elif kind == "scalar":
+            self.b.store(v, self.element_ptr(buf, off), align=align)
+        elif kind == "uniform":  # every lane hits one element: the last lane wins, as serially
+            last = self.b.extract_element(v, ir.Constant(I64, lanes - 1))
+            self.b.store(last, self.element_ptr(buf, off), align=align)
+        else:
+            for k in range(lanes):  # lane order, so overlapping lanes behave like a serial loop
+                o = self.b.extract_element(off, ir.Constant(I64, k))
+                x = self.b.extract_element(v, ir.Constant(I64, k))
+                self.b.store(x, self.element_ptr(buf, o), align=align)
+
+    # ---- intrinsics ------------------------------------------------------------------------------
+    def call(self, e: Call) -> ir.Value:
+        """An intrinsic call (float16 computes in float32)."""
+        args = [self.widen(self.expr(a), e.lanes if e.lanes > 1 else a.lanes) for a in e.args]
+        t = args[0].type
+        if e.name.startswith("reduce_"):
+            return self.reduce(e.name[7:], args[0], e.dtype)
+        if e.dtype == "float16":  # compute in float32, round once
+            f32 = ir_type("float32", lanes_of(t))
+            wide = [self.b.fpext(a, f32) for a in args]
+            return self.b.fptrunc(self.float_call(e.name, wide, f32), t)
+        return self.float_call(e.name, args, t)
+
+    def float_call(self, name: str, args: list[ir.Value], t: ir.Type) -> ir.Value:
+        """A float intrinsic on values of type `t` (float32 or float64, scalar or vector)."""
+        f32 = str(element(t)) == "float"
+        if name in POLY_FUNCTIONS and f32:
+            return self.b.call(math_function(self.module, name, t), args)
+        if name in _LLVM_UNARY:
+            return self.b.call(intrinsic(self.module, _LLVM_UNARY[name], t, 1), args)
+        if name == "fma":
+            return self.b.call(intrinsic(self.module, "fma", t, 3), args)
+        if name == "pow":
+            return self.pow(args[0], args[1], t)
+        if name in ("exp", "log"):
+            return self.b.call(intrinsic(self.module, name, t, 1), args)
+        if name == "sigmoid":
+            ex = self.b.call(intrinsic(self.module, "exp", t, 1), [self.b.fneg(args[0])])
+            return self.b.fdiv(splat(t, 1.0), self.b.fadd(splat(t, 1.0), ex))
+        if name in _LIBM_F64:
+            return self.per_lane(
+                lambda x: self.b.call(declare(self.module, _LIBM_F64[name], x.type, [x.type]), [x]),
+                args[0],
+            )
+        raise TypeError(f"cannot lower intrinsic {name} for {t}")
+
+    def pow(self, x: ir.Value, y: ir.Value, t: ir.Type) -> ir.Value:
+        """x**y (llvm.pow, i.e. libm's powf/pow on CPUs)."""
+        return self.b.call(intrinsic(self.module, "pow", t, 2), [x, y])
+
+    def per_lane(self, fn, v: ir.Value) -> ir.Value:  # type: ignore[no-untyped-def]
+        lanes = lanes_of(v.type)
+        if lanes == 1:
+            return fn(v)
+        out = ir.Constant(v.type, ir.Undefined)
+        for k in range(lanes):
+            x = fn(self.b.extract_element(v, ir.Constant(I64, k)))
+            out = self.b.insert_element(out, x, ir.Constant(I64, k))
+        return out
+
+    def reduce(self, kind: str, v: ir.Value, dtype: str) -> ir.Value:
+        """Horizontal add/max/min by halving shuffles (a tree, so log2(lanes) steps)."""
+        fp, signed = is_float(dtype), _signed(dtype)
+
+        def combine(a: ir.Value, b: ir.Value) -> ir.Value:
+            if kind == "add":
+                return self.b.fadd(a, b) if fp else self.b.add(a, b)
+            op = ">" if kind == "max" else "<"
+            cmp = self.b.fcmp_ordered(op, a, b) if fp else self._icmp(op, a, b, signed)
+            return self.b.select(cmp, a, b)
+
+        lanes = lanes_of(v.type)
+        while lanes > 1 and lanes % 2 == 0:
+            half = lanes // 2
+            mask = ir.VectorType(ir.IntType(32), half)
+            lo = self.b.shuffle_vector(v, v, ir.Constant(mask, list(range(half))))
+            hi = self.b.shuffle_vector(v, v, ir.Constant(mask, list(range(half, lanes))))
+            v, lanes = combine(lo, hi), half
+        if lanes == 1 and isinstance(v.type, ir.VectorType):
+            return self.b.extract_element(v, ir.Constant(I64, 0))
+        acc = self.b.extract_element(v, ir.Constant(I64, 0)) if lanes > 1 else v
+        for k in range(1, lanes):
+            acc = combine(acc, self.b.extract_element(v, ir.Constant(I64, k)))
+        return acc
+
+
+def _fbits(dtype: str) -> int:
+    return {"float16": 16, "float32": 32, "float64": 64}[dtype]
+
+
+def t_width(t: ir.Type) -> int:
+    """Bit width of an integer type or of a vector's integer elements."""
+    return t.element.width if isinstance(t, ir.VectorType) else t.width

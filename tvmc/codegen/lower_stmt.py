@@ -1,0 +1,184 @@
+"""Kernel IR statements -> the body of one LLVM function (loops, branches, scratch memory).
+
+`Lowering` is target-neutral; the CPU generator adds parallel loops (libgomp) and the NVPTX
+generator adds GPU-bound loops, shared memory and barriers by overriding the hooks
+`parallel_loop`, `gpu_loop`, `allocate` and `barrier`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from llvmlite import ir
+
+from tvmc.codegen.llvm_util import I64, PTR, declare, ir_type, mem_type
+from tvmc.codegen.lower_expr import ExprLowering
+from tvmc.kernel import (
+    Allocate,
+    Barrier,
+    Buffer,
+    Evaluate,
+    For,
+    IfThenElse,
+    IntImm,
+    KernelIRError,
+    Let,
+    SeqStmt,
+    Stmt,
+    Store,
+    Var,
+)
+from tvmc.kernel.transform import vectorize_loop
+
+MAX_UNROLL = 1024  # a loop asking to unroll (or scalarised vector loop) beyond this is a bug
+
+
+@dataclass
+class ModuleState:
+    """What the lowerings of one module share: the module, options, name counters."""
+
+    module: ir.Module
+    stack_limit: int = 256 * 1024  # larger local scratch goes to the heap (worker stacks are small)
+    counters: dict[str, int] = field(default_factory=dict)
+
+    def unique(self, base: str) -> str:
+        n = self.counters.get(base, 0)
+        self.counters[base] = n + 1
+        return f"{base}{n}"
+
+
+class Lowering(ExprLowering):
+    """Lowers statements into `fn`; allocas sit in the entry block so SROA makes them registers."""
+
+    def __init__(self, state: ModuleState, fn: ir.Function, kernel_name: str) -> None:
+        self.state, self.module, self.fn, self.kernel_name = state, state.module, fn, kernel_name
+        self.entry = fn.append_basic_block("entry")
+        self.start = fn.append_basic_block("start")
+        self.alloca_b = ir.IRBuilder(self.entry)
+        self.b = ir.IRBuilder(self.start)
+        self.vars: dict[Var, ir.Value] = {}
+        self.bufs: dict[Buffer, ir.Value] = {}
+
+    def finish(self) -> ir.Function:
+        """Closes the function (return, entry branch) and returns it."""
+        self.b.ret_void()
+        self.alloca_b.branch(self.start)
+        return self.fn
+
+    # ---- statements ------------------------------------------------------------------------------
+    def stmt(self, s: Stmt) -> None:
+        """Emits `s` at the builder's position."""
+        if isinstance(s, SeqStmt):
+            for x in s.stmts:
+                self.stmt(x)
+        elif isinstance(s, Store):
+            self.store(s.buffer, s.indices, s.value)
+        elif isinstance(s, For):
+            self.loop(s)
+        elif isinstance(s, Let):
+            self.vars[s.var] = self.expr(s.value)
+            self.stmt(s.body)
+            del self.vars[s.var]
+        elif isinstance(s, IfThenElse):
+            self.if_then_else(s)
+        elif isinstance(s, Allocate):
+            self.bufs[s.buffer], release = self.allocate(s.buffer)
+            self.stmt(s.body)
+            release()
+            del self.bufs[s.buffer]
+        elif isinstance(s, Barrier):
+            self.barrier()
+        elif isinstance(s, Evaluate):
+            self.expr(s.value)
+        else:
+            raise TypeError(f"cannot lower statement {type(s).__name__}")
+
+    def if_then_else(self, s: IfThenElse) -> None:
+        """A branch on a scalar condition."""
+        cond = self.expr(s.cond)
+        if s.else_ is None:
+            with self.b.if_then(cond):
+                self.stmt(s.then)
+            return
+        with self.b.if_else(cond) as (then, otherwise):
+            with then:
+                self.stmt(s.then)
+            with otherwise:
+                self.stmt(s.else_)
+
+    def loop(self, s: For) -> None:
+        """Dispatches on the loop kind."""
+        if s.kind == "serial":
+            self.serial_loop(
+                s.var, ir.Constant(ir_type(s.var.dtype), 0), self.expr(s.extent), s.body
+            )
+        elif s.kind == "unrolled":
+            self.unroll(s)
+        elif s.kind == "vectorized":
+            body = vectorize_loop(s)
+            if body is not None:
+                self.stmt(body)
+            else:
+                self.unroll(s)  # not expressible with vectors: scalarise, still straight-line code
+        elif s.kind == "parallel":
+            self.parallel_loop(s)
+        else:
+            self.gpu_loop(s)
+
+    def unroll(self, s: For) -> None:
+        """The body once per iteration, with the variable a constant."""
+        if not isinstance(s.extent, IntImm) or s.extent.value > MAX_UNROLL:
+            raise KernelIRError(f"cannot unroll loop {s.var.name} of extent {s.extent}")
+        for k in range(s.extent.value):
+            self.vars[s.var] = ir.Constant(ir_type(s.var.dtype), k)
+            self.stmt(s.body)
+        self.vars.pop(s.var, None)
+
+    def serial_loop(self, var: Var, begin: ir.Value, end: ir.Value, body: Stmt) -> None:
+        """`for var in [begin, end)` as a counted loop with a phi induction variable."""
+        name = var.name
+        pre = self.b.block
+        header = self.fn.append_basic_block(f"{name}.header")
+        loop_body = self.fn.append_basic_block(f"{name}.body")
+        exit_ = self.fn.append_basic_block(f"{name}.exit")
+        self.b.branch(header)
+        self.b.position_at_end(header)
+        i = self.b.phi(begin.type, name=name)
+        i.add_incoming(begin, pre)
+        self.b.cbranch(self.b.icmp_signed("<", i, end), loop_body, exit_)
+        self.b.position_at_end(loop_body)
+        self.vars[var] = i
+        self.stmt(body)
+        nxt = self.b.add(i, ir.Constant(begin.type, 1))
+        nxt.flags.extend(["nuw", "nsw"])
+        i.add_incoming(nxt, self.b.block)
+        self.b.branch(header)
+        self.b.position_at_end(exit_)
+        del self.vars[var]
+
+    # ---- hooks -----------------------------------------------------------------------------------
+    def parallel_loop(self, s: For) -> None:
+        """Default: a parallel loop runs serially (targets with threads override this)."""
+        self.serial_loop(s.var, ir.Constant(ir_type(s.var.dtype), 0), self.expr(s.extent), s.body)
+
+    def gpu_loop(self, s: For) -> None:
+        """Default: GPU-bound loops are an error (CPU targets)."""
+        raise KernelIRError(f"loop {s.var.name} is bound to {s.kind}, which this target lacks")
+
+    def barrier(self) -> None:
+        """Default: barriers are an error (CPU targets)."""
+        raise KernelIRError("barrier() needs a GPU target")
+
+    def allocate(self, buf: Buffer) -> tuple[ir.Value, object]:
+        """Scratch memory for `buf` and a callable that releases it at the end of its scope."""
+        t = ir.ArrayType(mem_type(buf.dtype), buf.size)
+        if buf.nbytes <= self.state.stack_limit:
+            ptr = self.alloca_b.alloca(t, name=buf.name)
+            ptr.align = 64
+            ptr.type = PTR  # llvmlite types allocas; opaque keeps gep/store type checks happy
+            return ptr, lambda: None
+        malloc = declare(self.module, "aligned_alloc", PTR, [I64, I64])
+        free = declare(self.module, "free", ir.VoidType(), [PTR])
+        size = -(-buf.nbytes // 64) * 64  # aligned_alloc wants a multiple of the alignment
+        ptr = self.b.call(malloc, [ir.Constant(I64, 64), ir.Constant(I64, size)], name=buf.name)
+        return ptr, lambda: self.b.call(free, [ptr])

@@ -1,0 +1,177 @@
+"""Kernels -> NVPTX LLVM IR -> PTX text for CUDA, with launch dimensions per kernel.
+
+A loop bound to `threadIdx.x` (or blockIdx.*, threadIdx.y/z) is not a loop on the GPU: its
+variable is the hardware index. The launch extent of an axis is the largest extent bound to it
+in the kernel; a loop with a smaller extent is guarded by `if (i < extent)`. Shared scratch is
+an addrspace(3) global, `Barrier` is `llvm.nvvm.barrier.cta.sync.aligned.all(0)`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+
+from tvmc.codegen.llvm_cpu import KernelSignature
+from tvmc.codegen.llvm_util import I32, PTR, VOID, declare, element, mem_type
+from tvmc.codegen.lower_stmt import Lowering, ModuleState
+from tvmc.codegen.mathfuncs import math_function
+from tvmc.codegen.target import init_llvm, optimize
+from tvmc.kernel import (
+    GPU_KINDS,
+    Allocate,
+    Barrier,
+    Buffer,
+    For,
+    IntImm,
+    Kernel,
+    KernelIRError,
+    kernel_str,
+    validate,
+)
+from tvmc.kernel.transform import contains, walk
+
+NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
+_SREG = {"threadIdx": "tid", "blockIdx": "ctaid"}
+
+
+@dataclass(frozen=True)
+class LaunchDims:
+    """How to launch one kernel: grid and block extents (x, y, z) and static shared bytes."""
+
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int
+
+    def to_json(self) -> dict:
+        """A JSON-shaped dict (for package metadata)."""
+        return {"grid": list(self.grid), "block": list(self.block), "shared": self.shared_bytes}
+
+
+@dataclass(frozen=True)
+class PTXArtifact:
+    """PTX for one module, the LLVM IR it came from, and each kernel's launch dimensions."""
+
+    arch: str
+    ptx: str
+    llvm_ir: str
+    kernels: tuple[KernelSignature, ...]
+    launch: dict[str, LaunchDims]
+    kernel_text: str = ""
+
+
+def launch_dims(kernel: Kernel) -> tuple[dict[str, int], LaunchDims]:
+    """Per GPU axis, the launch extent (the largest constant extent bound to it)."""
+    axes: dict[str, int] = {}
+    shared = 0
+    for n in walk(kernel.body):
+        if isinstance(n, For) and n.kind in GPU_KINDS:
+            if not isinstance(n.extent, IntImm):
+                raise KernelIRError(f"kernel {kernel.name}: {n.kind} loop needs a constant extent")
+            axes[n.kind] = max(axes.get(n.kind, 1), n.extent.value)
+        elif isinstance(n, Allocate) and n.buffer.scope == "shared":
+            shared += n.buffer.nbytes
+    grid = tuple(axes.get(f"blockIdx.{d}", 1) for d in "xyz")
+    block = tuple(axes.get(f"threadIdx.{d}", 1) for d in "xyz")
+    if block[0] * block[1] * block[2] > 1024:
+        raise KernelIRError(f"kernel {kernel.name}: {block} threads per block exceeds 1024")
+    return axes, LaunchDims(grid, block, shared)  # type: ignore[arg-type]
+
+
+class NVPTXLowering(Lowering):
+    """Lowering where GPU-bound loops read special registers instead of counting."""
+
+    def __init__(self, state: ModuleState, fn: ir.Function, kernel: Kernel, axes: dict[str, int]):
+        super().__init__(state, fn, kernel.name)
+        self.axes = axes
+
+    def gpu_loop(self, s: For) -> None:
+        """The loop variable is the hardware index, guarded if the launch is wider."""
+        axis, dim = s.kind.split(".")
+        sreg = declare(self.module, f"llvm.nvvm.read.ptx.sreg.{_SREG[axis]}.{dim}", I32, [])
+        index = self.cast(self.b.call(sreg, []), "int32", s.var.dtype)
+        self.vars[s.var] = index
+        extent = s.extent.value  # type: ignore[attr-defined]
+        if self.axes[s.kind] > extent:
+            if contains(s.body, Barrier):
+                raise KernelIRError(
+                    f"{s.kind} loop {s.var.name} of extent {extent} under a launch of "
+                    f"{self.axes[s.kind]} needs a guard, and a barrier under a guard deadlocks"
+                )
+            with self.b.if_then(self.b.icmp_signed("<", index, ir.Constant(index.type, extent))):
+                self.stmt(s.body)
+        else:
+            self.stmt(s.body)
+        del self.vars[s.var]
+
+    def parallel_loop(self, s: For) -> None:
+        """GPUs have no thread pool: parallel loops must be bound instead."""
+        raise KernelIRError(f"loop {s.var.name} is parallel; bind it to blockIdx/threadIdx on GPUs")
+
+    def barrier(self) -> None:
+        """__syncthreads()."""
+        fn = declare(self.module, "llvm.nvvm.barrier.cta.sync.aligned.all", VOID, [I32])
+        self.b.call(fn, [ir.Constant(I32, 0)])
+
+    def allocate(self, buf: Buffer) -> tuple[ir.Value, object]:
+        """Shared scratch is an addrspace(3) global; local scratch an alloca."""
+        if buf.scope != "shared":  # per-thread local memory: always an alloca, never malloc
+            ptr = self.alloca_b.alloca(ir.ArrayType(mem_type(buf.dtype), buf.size), name=buf.name)
+            ptr.align = 16
+            ptr.type = PTR
+            return ptr, lambda: None
+        t = ir.ArrayType(mem_type(buf.dtype), buf.size)
+        gv = ir.GlobalVariable(self.module, t, self.state.unique(f"{buf.name}_shared"), addrspace=3)
+        gv.linkage = "internal"
+        gv.align = 16
+        gv.initializer = ir.Constant(t, ir.Undefined)
+        gv.type = ir.PointerType(addrspace=3)  # opaque, so geps and loads type-check
+        return gv, lambda: None
+
+    def float_call(self, name: str, args: list[ir.Value], t: ir.Type) -> ir.Value:
+        """Float intrinsics, refusing the ones that would need libm."""
+        f32 = str(element(t)) == "float"
+        if name in ("exp", "log", "tanh", "erf", "sigmoid", "pow") and not f32:
+            raise KernelIRError(f"{name} on {t} has no NVPTX lowering (no libm on the GPU)")
+        return super().float_call(name, args, t)
+
+    def pow(self, x: ir.Value, y: ir.Value, t: ir.Type) -> ir.Value:
+        """exp(y * log(x)): no libm on the GPU; valid for x > 0, which is what models use."""
+        log = self.b.call(math_function(self.module, "log", t), [x])
+        return self.b.call(math_function(self.module, "exp", t), [self.b.fmul(y, log)])
+
+
+def emit_ptx(kernels: list[Kernel], arch: str = "sm_90", ptx_version: str = "ptx86") -> PTXArtifact:
+    """Compiles `kernels` into one PTX module for `arch` (e.g. sm_90)."""
+    init_llvm()
+    module = ir.Module("tvmc_cuda")
+    module.triple = NVPTX_TRIPLE
+    state = ModuleState(module)
+    launch: dict[str, LaunchDims] = {}
+    for kernel in kernels:
+        validate(kernel)
+        axes, launch[kernel.name] = launch_dims(kernel)
+        fn = ir.Function(module, ir.FunctionType(VOID, [PTR] * len(kernel.params)), kernel.name)
+        fn.calling_convention = "ptx_kernel"
+        for arg, buf in zip(fn.args, kernel.params):
+            arg.name = buf.name
+            if kernel.noalias(buf):
+                arg.add_attribute("noalias")
+        low = NVPTXLowering(state, fn, kernel, axes)
+        low.bufs.update(zip(kernel.params, fn.args))
+        low.stmt(kernel.body)
+        low.finish()
+    target = llvm.Target.from_triple(NVPTX_TRIPLE)
+    tm = target.create_target_machine(cpu=arch, features=f"+{ptx_version}", opt=3)
+    mod = llvm.parse_assembly(str(module))
+    mod.verify()
+    optimize(mod, tm)
+    return PTXArtifact(
+        arch=arch,
+        ptx=tm.emit_assembly(mod),
+        llvm_ir=str(mod),
+        kernels=tuple(KernelSignature.of(k) for k in kernels),
+        launch=launch,
+        kernel_text="\n\n".join(kernel_str(k) for k in kernels),
+    )

@@ -1,0 +1,117 @@
+"""LLVM targets: which triple/cpu/features to compile for, and the LLVM objects for them."""
+
+from __future__ import annotations
+
+import functools
+import shlex
+from dataclasses import dataclass
+
+import llvmlite.binding as llvm
+
+from tvmc.errors import UsageError
+
+_LLVM_OPTIONS = ("-mtriple", "-mcpu", "-mattr")
+
+
+@functools.cache
+def init_llvm() -> None:
+    """Registers every target and asm printer once (native, cross, NVPTX)."""
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+
+
+@functools.cache
+def host_triple() -> str:
+    """The triple of this process, e.g. x86_64-unknown-linux-gnu."""
+    init_llvm()
+    return llvm.get_process_triple()
+
+
+def _arch(triple: str) -> str:
+    return triple.split("-", 1)[0].replace("amd64", "x86_64")
+
+
+@dataclass(frozen=True)
+class CPUTarget:
+    """An LLVM CPU target; an object built for it runs only where these features exist."""
+
+    triple: str
+    cpu: str
+    features: str = ""
+
+    @classmethod
+    def host(cls) -> CPUTarget:
+        """This machine: its triple, CPU name and every feature it reports."""
+        return cls.from_options()
+
+    @classmethod
+    def from_options(
+        cls, mtriple: str | None = None, mcpu: str | None = None, mattr: str | None = None
+    ) -> CPUTarget:
+        """TVM's `-mtriple/-mcpu/-mattr`: unset triple and cpu mean the host; mattr refines."""
+        init_llvm()
+        triple = mtriple or host_triple()
+        native = _arch(triple) == _arch(host_triple())
+        try:
+            llvm.Target.from_triple(triple)
+        except RuntimeError as err:
+            raise UsageError(f"unknown target triple {triple!r}: {err}") from None
+        cpu = mcpu or (llvm.get_host_cpu_name() if native else "generic")
+        base = llvm.get_host_cpu_features().flatten() if native and not mcpu else ""
+        extra = ",".join(f.strip() for f in (mattr or "").split(",") if f.strip())
+        for feature in extra.split(",") if extra else ():
+            if feature[0] not in "+-":
+                raise UsageError(f"-mattr entries start with + or -, got {feature!r}")
+        # Later entries win in LLVM's feature strings, so the user's -mattr goes last.
+        features = ",".join(f for f in (base, extra) if f)
+        return cls(triple, cpu, features)
+
+    @classmethod
+    def parse(cls, target: str) -> CPUTarget:
+        """A target string such as `llvm -mcpu=znver4 -mattr=-avx512f`."""
+        words = shlex.split(target)
+        if not words or words[0] != "llvm":
+            raise UsageError(f"a CPU target starts with 'llvm', got {target!r}")
+        options: dict[str, str] = {}
+        for word in words[1:]:
+            key, _, value = word.partition("=")
+            if key not in _LLVM_OPTIONS or not value:
+                valid = ", ".join(f"{o}=..." for o in _LLVM_OPTIONS)
+                raise UsageError(f"unknown llvm target option {word!r}; valid: {valid}")
+            options[key[1:]] = value
+        return cls.from_options(**options)
+
+    @property
+    def is_native(self) -> bool:
+        """Whether objects for this target can run in this process."""
+        return _arch(self.triple) == _arch(host_triple())
+
+    def target_machine(self, opt_level: int = 3) -> llvm.TargetMachine:
+        """An LLVM TargetMachine emitting position-independent code (for .so and MCJIT alike)."""
+        init_llvm()
+        target = llvm.Target.from_triple(self.triple)
+        return target.create_target_machine(
+            cpu=self.cpu,
+            features=self.features,
+            opt=opt_level,
+            reloc="pic",
+            codemodel="default",
+        )
+
+    def __str__(self) -> str:
+        return f"llvm -mtriple={self.triple} -mcpu={self.cpu}" + (
+            f" -mattr={self.features}" if self.features else ""
+        )
+
+
+def optimize(module: llvm.ModuleRef, tm: llvm.TargetMachine, speed_level: int = 3) -> None:
+    """Runs the new pass manager's O`speed_level` pipeline on `module` in place."""
+    module.triple = tm.triple
+    module.data_layout = str(tm.target_data)  # else the vectorizer's cost model is wrong
+    pto = llvm.create_pipeline_tuning_options(speed_level=speed_level)
+    pto.loop_vectorization = speed_level >= 2
+    pto.slp_vectorization = speed_level >= 2
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(module, pb)

@@ -1,0 +1,423 @@
+"""Kernel IR expressions: frozen dataclasses with operator overloading for template authors.
+
+Every expression has an element `dtype` (a numpy dtype name) and a number of `lanes` (1 for a
+scalar). A binary operation may mix a scalar with a vector: the scalar is broadcast implicitly.
+Vars and Buffers compare by identity (two loops may both call their variable `i`); every other
+node compares structurally.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Union
+
+if TYPE_CHECKING:
+    from tvmc.kernel.buffer import Buffer
+
+FLOAT_DTYPES = ("float16", "float32", "float64")
+INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+DTYPES = (*FLOAT_DTYPES, *INT_DTYPES, "bool")
+
+
+class KernelIRError(ValueError):
+    """A malformed kernel: a bug in a schedule template, never in the user's model."""
+
+
+def is_float(dtype: str) -> bool:
+    """True for float16/32/64."""
+    return dtype in FLOAT_DTYPES
+
+
+def is_int(dtype: str) -> bool:
+    """True for signed and unsigned integers (not bool)."""
+    return dtype in INT_DTYPES
+
+
+def check_dtype(dtype: str) -> str:
+    """`dtype` itself, or a KernelIRError naming the valid ones."""
+    if dtype not in DTYPES:
+        raise KernelIRError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPES)}")
+    return dtype
+
+
+ExprLike = Union["Expr", int, float, bool]
+
+
+class Expr:
+    """Base of all expressions; arithmetic operators build new nodes."""
+
+    dtype: str
+    lanes: int
+
+    def __add__(self, other: ExprLike) -> Expr:
+        return Add(*coerce_pair(self, other))
+
+    def __radd__(self, other: ExprLike) -> Expr:
+        return Add(*coerce_pair(other, self))
+
+    def __sub__(self, other: ExprLike) -> Expr:
+        return Sub(*coerce_pair(self, other))
+
+    def __rsub__(self, other: ExprLike) -> Expr:
+        return Sub(*coerce_pair(other, self))
+
+    def __mul__(self, other: ExprLike) -> Expr:
+        return Mul(*coerce_pair(self, other))
+
+    def __rmul__(self, other: ExprLike) -> Expr:
+        return Mul(*coerce_pair(other, self))
+
+    def __truediv__(self, other: ExprLike) -> Expr:
+        return Div(*coerce_pair(self, other))
+
+    def __rtruediv__(self, other: ExprLike) -> Expr:
+        return Div(*coerce_pair(other, self))
+
+    def __floordiv__(self, other: ExprLike) -> Expr:
+        return FloorDiv(*coerce_pair(self, other))
+
+    def __rfloordiv__(self, other: ExprLike) -> Expr:
+        return FloorDiv(*coerce_pair(other, self))
+
+    def __mod__(self, other: ExprLike) -> Expr:
+        return Mod(*coerce_pair(self, other))
+
+    def __rmod__(self, other: ExprLike) -> Expr:
+        return Mod(*coerce_pair(other, self))
+
+    def __neg__(self) -> Expr:
+        return Sub(const(0, self.dtype), self)
+
+    def __lt__(self, other: ExprLike) -> Expr:
+        return LT(*coerce_pair(self, other))
+
+    def __le__(self, other: ExprLike) -> Expr:
+        return LE(*coerce_pair(self, other))
+
+    def __gt__(self, other: ExprLike) -> Expr:
+        return GT(*coerce_pair(self, other))
+
+    def __ge__(self, other: ExprLike) -> Expr:
+        return GE(*coerce_pair(self, other))
+
+    def __and__(self, other: ExprLike) -> Expr:
+        return And(*coerce_pair(self, other))
+
+    def __or__(self, other: ExprLike) -> Expr:
+        return Or(*coerce_pair(self, other))
+
+    def __invert__(self) -> Expr:
+        return Not(self)
+
+    def __bool__(self) -> bool:
+        # `if i < n:` in a template is a bug (it would test the node, not the value).
+        raise TypeError("a kernel IR expression has no truth value; use select() or IfThenElse")
+
+    def eq(self, other: ExprLike) -> Expr:
+        """Elementwise `==` (Python's `==` stays structural equality)."""
+        return EQ(*coerce_pair(self, other))
+
+    def ne(self, other: ExprLike) -> Expr:
+        """Elementwise `!=`."""
+        return NE(*coerce_pair(self, other))
+
+    def astype(self, dtype: str) -> Expr:
+        """A Cast to `dtype` (no node when already of that dtype)."""
+        return self if dtype == self.dtype else Cast(dtype, self)
+
+
+def const(value: int | float | bool, dtype: str = "int32") -> Expr:
+    """A literal of `dtype`."""
+    check_dtype(dtype)
+    if is_float(dtype):
+        return FloatImm(float(value), dtype)
+    if isinstance(value, float) and not value.is_integer():
+        raise KernelIRError(f"literal {value} is not an integer but the dtype is {dtype}")
+    return IntImm(int(value), dtype)
+
+
+def as_expr(value: ExprLike, like: str = "int32") -> Expr:
+    """`value` as an Expr; Python numbers become literals of dtype `like`."""
+    if isinstance(value, Expr):
+        return value
+    if isinstance(value, float) and not is_float(like):
+        raise KernelIRError(f"float literal {value} mixed with a {like} expression; cast first")
+    return const(value, like)
+
+
+def coerce_pair(a: ExprLike, b: ExprLike) -> tuple[Expr, Expr]:
+    """Two operands as Exprs of one dtype (numbers adopt the other side's dtype)."""
+    like = a.dtype if isinstance(a, Expr) else b.dtype  # type: ignore[union-attr]
+    x, y = as_expr(a, like), as_expr(b, like)
+    if x.dtype != y.dtype:
+        raise KernelIRError(f"dtype mismatch: {x.dtype} vs {y.dtype} in {x!r} and {y!r}; cast one")
+    return x, y
+
+
+# ---- leaves --------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class Var(Expr):
+    """A loop or let variable; compared by identity."""
+
+    name: str
+    dtype: str = "int32"
+    lanes: int = 1
+
+    def __repr__(self) -> str:
+        return f"Var({self.name}: {self.dtype})"
+
+
+@dataclass(frozen=True)
+class IntImm(Expr):
+    """An integer (or bool) literal."""
+
+    value: int
+    dtype: str = "int32"
+    lanes: ClassVar[int] = 1
+
+
+@dataclass(frozen=True)
+class FloatImm(Expr):
+    """A floating-point literal."""
+
+    value: float
+    dtype: str = "float32"
+    lanes: ClassVar[int] = 1
+
+
+# ---- arithmetic and logic ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BinaryOp(Expr):
+    """Base of two-operand nodes; the result has the operands' dtype and the wider lanes."""
+
+    a: Expr
+    b: Expr
+    symbol: ClassVar[str] = "?"
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return self.a.dtype
+
+    @property
+    def lanes(self) -> int:  # type: ignore[override]
+        return max(self.a.lanes, self.b.lanes)
+
+
+class Add(BinaryOp):
+    """a + b."""
+
+    symbol = "+"
+
+
+class Sub(BinaryOp):
+    """a - b."""
+
+    symbol = "-"
+
+
+class Mul(BinaryOp):
+    """a * b."""
+
+    symbol = "*"
+
+
+class Div(BinaryOp):
+    """True division for floats; C-style truncating division for integers."""
+
+    symbol = "/"
+
+
+class FloorDiv(BinaryOp):
+    """Division rounding towards minus infinity (Python's `//`)."""
+
+    symbol = "//"
+
+
+class Mod(BinaryOp):
+    """Remainder with the divisor's sign (Python's `%`, numpy's mod)."""
+
+    symbol = "%"
+
+
+class Min(BinaryOp):
+    """`a < b ? a : b` (so NaN handling is the select's, identically in every backend)."""
+
+    symbol = "min"
+
+
+class Max(BinaryOp):
+    """`a > b ? a : b`."""
+
+    symbol = "max"
+
+
+class CmpOp(BinaryOp):
+    """Base of comparisons: the result is bool."""
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return "bool"
+
+
+class LT(CmpOp):
+    """a < b."""
+
+    symbol = "<"
+
+
+class LE(CmpOp):
+    """a <= b."""
+
+    symbol = "<="
+
+
+class GT(CmpOp):
+    """a > b."""
+
+    symbol = ">"
+
+
+class GE(CmpOp):
+    """a >= b."""
+
+    symbol = ">="
+
+
+class EQ(CmpOp):
+    """a == b (ordered for floats)."""
+
+    symbol = "=="
+
+
+class NE(CmpOp):
+    """a != b (true when either float is NaN)."""
+
+    symbol = "!="
+
+
+class And(BinaryOp):
+    """Logical and of bools (both sides evaluated)."""
+
+    symbol = "&&"
+
+
+class Or(BinaryOp):
+    """Logical or of bools (both sides evaluated)."""
+
+    symbol = "||"
+
+
+@dataclass(frozen=True)
+class Not(Expr):
+    """Logical negation of a bool."""
+
+    a: Expr
+    dtype: ClassVar[str] = "bool"
+
+    @property
+    def lanes(self) -> int:  # type: ignore[override]
+        return self.a.lanes
+
+
+@dataclass(frozen=True)
+class Select(Expr):
+    """`cond ? t : f`; both arms are evaluated (so never guard an out-of-bounds load with it)."""
+
+    cond: Expr
+    t: Expr
+    f: Expr
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return self.t.dtype
+
+    @property
+    def lanes(self) -> int:  # type: ignore[override]
+        return max(self.cond.lanes, self.t.lanes, self.f.lanes)
+
+
+@dataclass(frozen=True)
+class Cast(Expr):
+    """Conversion to `dtype`; float to int truncates towards zero."""
+
+    dtype: str
+    value: Expr
+
+    @property
+    def lanes(self) -> int:  # type: ignore[override]
+        return self.value.lanes
+
+
+# ---- memory and vectors --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Load(Expr):
+    """`buffer[indices]`; a vector load when an index has lanes (e.g. a unit-stride Ramp)."""
+
+    buffer: Buffer
+    indices: tuple[Expr, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "indices", tuple(as_expr(i) for i in self.indices))
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return self.buffer.dtype
+
+    @property
+    def lanes(self) -> int:  # type: ignore[override]
+        return max((i.lanes for i in self.indices), default=1)
+
+
+@dataclass(frozen=True)
+class Ramp(Expr):
+    """The vector `[base, base + stride, ..., base + (lanes - 1) * stride]`."""
+
+    base: Expr
+    stride: Expr
+    lanes: int
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return self.base.dtype
+
+
+@dataclass(frozen=True)
+class Broadcast(Expr):
+    """A scalar repeated over `lanes`."""
+
+    value: Expr
+    lanes: int
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return self.value.dtype
+
+
+# Intrinsics: name -> (number of args, float only, reduces lanes to 1).
+INTRINSICS: dict[str, tuple[int, bool, bool]] = {
+    **{name: (1, True, False) for name in ("exp", "log", "tanh", "erf", "sigmoid", "sqrt")},
+    **{name: (1, True, False) for name in ("fabs", "floor", "ceil", "round_even")},
+    "pow": (2, True, False),
+    "fma": (3, True, False),
+    "reduce_add": (1, False, True),
+    "reduce_max": (1, False, True),
+    "reduce_min": (1, False, True),
+}
+
+
+@dataclass(frozen=True)
+class Call(Expr):
+    """An intrinsic from INTRINSICS applied to `args` (elementwise over lanes unless reduce_*)."""
+
+    name: str
+    args: tuple[Expr, ...]
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return self.args[0].dtype
+
+    @property
+    def lanes(self) -> int:  # type: ignore[override]
+        if INTRINSICS.get(self.name, (0, False, False))[2]:
+            return 1
+        return max(a.lanes for a in self.args)

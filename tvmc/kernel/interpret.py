@@ -1,0 +1,186 @@
+"""Reference interpreter: runs a Kernel on numpy arrays (a test oracle for small shapes).
+
+The kernel is translated once into Python source (see `python_source`) and executed. Semantics:
+every loop kind runs serially, except GPU thread loops that contain a Barrier, which run their
+threads in lockstep between barriers (each thread is a Python generator that yields at a
+barrier). Every load and store is bounds-checked; scratch buffers start as NaN (floats) or a
+sentinel (integers) so reading before writing shows up in results. Intrinsics are computed in
+float64 and rounded once, so the interpreter is at least as accurate as any backend.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from tvmc.kernel.expr import KernelIRError
+from tvmc.kernel.interpret_emit import PythonEmitter
+from tvmc.kernel.stmt import Kernel
+from tvmc.kernel.validate import validate
+
+_CACHE: weakref.WeakKeyDictionary[Kernel, Callable[..., None]] = weakref.WeakKeyDictionary()
+
+
+def interpret(kernel: Kernel, *arrays: np.ndarray) -> None:
+    """Runs `kernel` on `arrays` (one per param, C-contiguous, right shape and dtype) in place."""
+    if len(arrays) != len(kernel.params):
+        raise KernelIRError(f"kernel {kernel.name} takes {len(kernel.params)} arrays")
+    for buf, arr in zip(kernel.params, arrays):
+        want = (buf.shape, np.dtype(buf.dtype))
+        if (arr.shape, arr.dtype) != want or not arr.flags.c_contiguous:
+            raise KernelIRError(
+                f"kernel {kernel.name}: param {buf.name} wants a C-contiguous {buf.dtype}"
+                f"{list(buf.shape)}, got {arr.dtype}{list(arr.shape)}"
+            )
+    fn = _CACHE.get(kernel)
+    if fn is None:
+        fn = _CACHE[kernel] = _compile(kernel)
+    with np.errstate(all="ignore"):  # inf/nan arithmetic is legitimate kernel behaviour
+        fn(*arrays)
+
+
+def python_source(kernel: Kernel) -> str:
+    """The Python function the interpreter runs for `kernel` (for debugging templates)."""
+    return PythonEmitter(validate(kernel)).source()
+
+
+def _compile(kernel: Kernel) -> Callable[..., None]:
+    emitter = PythonEmitter(validate(kernel))
+    code = compile(emitter.source(), f"<kernel {kernel.name}>", "exec")
+    namespace: dict[str, Any] = {**_RUNTIME, **emitter.constants}
+    exec(code, namespace)
+    return namespace[emitter.function_name]
+
+
+# ---- runtime helpers the generated source calls --------------------------------------------------
+def _check(buf: np.ndarray, name: str, idx: tuple[Any, ...]) -> None:
+    for axis, (i, dim) in enumerate(zip(idx, buf.shape)):
+        lo, hi = (np.min(i), np.max(i)) if isinstance(i, np.ndarray) else (i, i)
+        if lo < 0 or hi >= dim:
+            raise IndexError(f"{name}: index {i!r} out of bounds [0, {dim}) on axis {axis}")
+
+
+def _ld(buf: np.ndarray, name: str, idx: tuple[Any, ...]) -> Any:
+    _check(buf, name, idx)
+    v = buf[idx]
+    if buf.dtype.kind in "iu":
+        return int(v)
+    return bool(v) if buf.dtype.kind == "b" else v
+
+
+def _vld(buf: np.ndarray, name: str, idx: tuple[Any, ...], lanes: int) -> np.ndarray:
+    idx = tuple(np.broadcast_to(np.asarray(i, np.int64), (lanes,)) for i in idx)
+    _check(buf, name, idx)
+    v = buf[idx]
+    return v.astype(np.int64) if buf.dtype.kind in "iu" else v
+
+
+def _st(buf: np.ndarray, name: str, idx: tuple[Any, ...], value: Any) -> None:
+    _check(buf, name, idx)
+    buf[idx] = value
+
+
+def _vst(buf: np.ndarray, name: str, idx: tuple[Any, ...], value: Any, lanes: int) -> None:
+    idx = tuple(np.broadcast_to(np.asarray(i, np.int64), (lanes,)) for i in idx)
+    _check(buf, name, idx)
+    value = np.broadcast_to(value, (lanes,))
+    for k in range(lanes):  # lane order, so overlapping lanes behave like the serial loop
+        buf[tuple(i[k] for i in idx)] = value[k]
+
+
+def _alloc(shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    dt = np.dtype(dtype)
+    fill: Any = np.nan if dt.kind == "f" else (True if dt.kind == "b" else np.iinfo(dt).max // 3)
+    return np.full(shape, fill, dt)
+
+
+def _tdiv(a: Any, b: Any) -> Any:
+    q = np.abs(a) // np.abs(b)
+    return q * np.sign(a) * np.sign(b) if isinstance(q, np.ndarray) else int(q * _sign(a * b))
+
+
+def _sign(x: int) -> int:
+    return (x > 0) - (x < 0)
+
+
+def _sel(c: Any, t: Any, f: Any) -> Any:
+    return t if c else f
+
+
+def _icast(x: Any, dtype: str, lanes: int) -> Any:
+    wrapped = np.asarray(x).astype(np.int64).astype(dtype).astype(np.int64)
+    return wrapped if lanes > 1 else int(wrapped)
+
+
+def _f64(fn: Callable[..., Any], dtype: str, *args: Any) -> Any:
+    result = np.asarray(fn(*(np.asarray(a, np.float64) for a in args)))
+    return result.astype(dtype) if result.ndim else np.dtype(dtype).type(result)
+
+
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+_MATH: dict[str, Callable[..., Any]] = {
+    "exp": np.exp,
+    "log": np.log,
+    "tanh": np.tanh,
+    "erf": lambda x: np.asarray(_erf(x), dtype=np.float64),
+    "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "sqrt": np.sqrt,
+    "fabs": np.abs,
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "round_even": np.rint,
+    "pow": np.power,
+    "fma": lambda a, b, c: a * b + c,  # exact product in float64, then one rounding to float32
+}
+
+
+def _reduce(kind: str, x: np.ndarray, dtype: str) -> Any:
+    if kind == "add":
+        total = np.sum(x, dtype=np.float64 if x.dtype.kind == "f" else np.int64)
+    else:
+        total = np.max(x) if kind == "max" else np.min(x)
+    return np.dtype(dtype).type(total) if x.dtype.kind == "f" else int(total)
+
+
+def _lockstep(threads: list[Iterator[None]]) -> Iterator[None]:
+    """Advances every thread to its next barrier, yields once per barrier, until all finish."""
+    while True:
+        finished = 0
+        for t in threads:
+            try:
+                next(t)
+            except StopIteration:
+                finished += 1
+        if finished == len(threads):
+            return
+        if finished:
+            raise KernelIRError("barrier divergence: some threads finished, others wait at one")
+        yield
+
+
+def _drain(gen: Iterator[None]) -> None:
+    for _ in gen:
+        pass
+
+
+_RUNTIME: dict[str, Any] = {
+    "np": np,
+    "_ld": _ld,
+    "_vld": _vld,
+    "_st": _st,
+    "_vst": _vst,
+    "_alloc": _alloc,
+    "_tdiv": _tdiv,
+    "_sel": _sel,
+    "_icast": _icast,
+    "_f64": _f64,
+    "_MATH": _MATH,
+    "_reduce": _reduce,
+    "_lockstep": _lockstep,
+    "_drain": _drain,
+}

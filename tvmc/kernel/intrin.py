@@ -1,0 +1,140 @@
+"""Expression helpers for template authors: vectors, select/min/max, casts, intrinsic calls."""
+
+from __future__ import annotations
+
+from tvmc.kernel.expr import (
+    INTRINSICS,
+    Broadcast,
+    Call,
+    Expr,
+    ExprLike,
+    KernelIRError,
+    Max,
+    Min,
+    Ramp,
+    Select,
+    as_expr,
+    coerce_pair,
+    is_float,
+)
+
+
+def ramp(base: ExprLike, lanes: int, stride: ExprLike = 1) -> Ramp:
+    """`[base, base + stride, ...]` over `lanes`; a unit-stride Ramp index makes a vector load."""
+    b = as_expr(base, "int32")
+    return Ramp(b, as_expr(stride, b.dtype), int(lanes))
+
+
+def broadcast(value: ExprLike, lanes: int, dtype: str = "float32") -> Broadcast:
+    """`value` repeated over `lanes` (Python numbers become literals of `dtype`)."""
+    return Broadcast(as_expr(value, dtype), int(lanes))
+
+
+def select(cond: Expr, t: ExprLike, f: ExprLike) -> Select:
+    """`cond ? t : f`, evaluating both arms."""
+    x, y = coerce_pair(t, f)
+    return Select(cond, x, y)
+
+
+def minimum(a: ExprLike, b: ExprLike) -> Min:
+    """`a < b ? a : b`."""
+    return Min(*coerce_pair(a, b))
+
+
+def maximum(a: ExprLike, b: ExprLike) -> Max:
+    """`a > b ? a : b`."""
+    return Max(*coerce_pair(a, b))
+
+
+def cast(dtype: str, value: Expr) -> Expr:
+    """`value` converted to `dtype` (float to int truncates)."""
+    return value.astype(dtype) if value.dtype != dtype else value
+
+
+def call(name: str, *args: ExprLike) -> Call:
+    """The intrinsic `name` applied to `args`, checked against INTRINSICS."""
+    if name not in INTRINSICS:
+        raise KernelIRError(f"unknown intrinsic {name!r}; valid: {', '.join(INTRINSICS)}")
+    like = next((a.dtype for a in args if isinstance(a, Expr)), "float32")
+    exprs = tuple(as_expr(a, like) for a in args)
+    arity, float_only, _ = INTRINSICS[name]
+    if len(exprs) != arity:
+        raise KernelIRError(f"{name} takes {arity} argument(s), got {len(exprs)}")
+    if float_only and not is_float(like):
+        raise KernelIRError(f"{name} needs a float argument, got {like}")
+    return Call(name, exprs)
+
+
+def exp(x: Expr) -> Call:
+    """e**x (float32: a vectorisable polynomial in codegen)."""
+    return call("exp", x)
+
+
+def log(x: Expr) -> Call:
+    """Natural logarithm."""
+    return call("log", x)
+
+
+def tanh(x: Expr) -> Call:
+    """Hyperbolic tangent."""
+    return call("tanh", x)
+
+
+def erf(x: Expr) -> Call:
+    """The error function."""
+    return call("erf", x)
+
+
+def sigmoid(x: Expr) -> Call:
+    """1 / (1 + e**-x)."""
+    return call("sigmoid", x)
+
+
+def sqrt(x: Expr) -> Call:
+    """Square root."""
+    return call("sqrt", x)
+
+
+def fabs(x: Expr) -> Call:
+    """Absolute value of a float."""
+    return call("fabs", x)
+
+
+def floor(x: Expr) -> Call:
+    """Round towards minus infinity."""
+    return call("floor", x)
+
+
+def ceil(x: Expr) -> Call:
+    """Round towards plus infinity."""
+    return call("ceil", x)
+
+
+def round_even(x: Expr) -> Call:
+    """Round half to even (numpy's rint)."""
+    return call("round_even", x)
+
+
+def power(x: ExprLike, y: ExprLike) -> Call:
+    """x**y."""
+    return call("pow", x, y)
+
+
+def fma(a: ExprLike, b: ExprLike, c: ExprLike) -> Call:
+    """a * b + c with one rounding (llvm.fma)."""
+    return call("fma", a, b, c)
+
+
+def reduce_add(x: Expr) -> Call:
+    """Sum of the lanes of a vector (order unspecified)."""
+    return call("reduce_add", x)
+
+
+def reduce_max(x: Expr) -> Call:
+    """Largest lane of a vector."""
+    return call("reduce_max", x)
+
+
+def reduce_min(x: Expr) -> Call:
+    """Smallest lane of a vector."""
+    return call("reduce_min", x)

@@ -1,0 +1,107 @@
+"""A whole model in kernel IR terms: kernels, the buffers they run on, and the call order.
+
+Lowering (tvmc.lower) produces a Program from a graph; codegen turns it into one native entry
+function `void <entry>(void **args, void *workspace)` that makes every call in order, so running a
+model is a single foreign call. `args` holds the data pointers of the inputs, then the outputs,
+then the params, in the Program's order; `workspace` is `workspace_bytes` of scratch memory
+(64-byte aligned) where every intermediate tensor lives at its planned offset.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tvmc.kernel.expr import KernelIRError
+from tvmc.kernel.stmt import Kernel
+
+STORAGE_KINDS = ("input", "output", "param", "workspace")
+WORKSPACE_ALIGN = 64
+
+
+@dataclass(frozen=True)
+class ProgramBuffer:
+    """Where one buffer lives: the `index`-th input/output/param, or `offset` bytes into the
+    workspace. Several buffers may share storage (a Reshape is a new view of the same bytes)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    storage: str
+    index: int = 0  # input/output/param: position in its list
+    offset: int = 0  # workspace: byte offset
+
+    def __post_init__(self) -> None:
+        if self.storage not in STORAGE_KINDS:
+            raise KernelIRError(f"buffer {self.name}: unknown storage {self.storage!r}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype,
+                "storage": self.storage, "index": self.index, "offset": self.offset}  # fmt: skip
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ProgramBuffer:
+        return cls(d["name"], tuple(d["shape"]), d["dtype"], d["storage"], d["index"], d["offset"])
+
+
+@dataclass(frozen=True)
+class Call:
+    """Kernel `kernel` on program buffers `args` (one per kernel param, same order)."""
+
+    kernel: str
+    args: tuple[str, ...]
+    node: str = ""  # the graph node (or fused group) this call implements, for profiles
+    flops: int = 0  # floating-point operations of one call, for GFLOP/s in profiles
+
+
+@dataclass
+class Program:
+    """Kernels plus the plan to run them; `inputs`/`outputs`/`params` name buffers in order."""
+
+    kernels: list[Kernel]
+    buffers: dict[str, ProgramBuffer]
+    calls: list[Call]
+    inputs: list[str]
+    outputs: list[str]
+    params: list[str]
+    workspace_bytes: int = 0
+    naive_bytes: int = 0  # what the intermediates would take without memory reuse
+    entry: str = "tvmc_main"
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def kernel(self, name: str) -> Kernel:
+        for k in self.kernels:
+            if k.name == name:
+                return k
+        raise KernelIRError(f"program has no kernel {name!r}")
+
+    def validate(self) -> None:
+        """Calls match their kernels' params in count, shape and dtype; storage is in range."""
+        kernels = {k.name: k for k in self.kernels}
+        for call in self.calls:
+            kernel = kernels.get(call.kernel)
+            if kernel is None:
+                raise KernelIRError(f"call of unknown kernel {call.kernel!r}")
+            if len(call.args) != len(kernel.params):
+                raise KernelIRError(
+                    f"{call.kernel} takes {len(kernel.params)} buffers, "
+                    f"a call passes {len(call.args)}"
+                )
+            for param, arg in zip(kernel.params, call.args):
+                buf = self.buffers[arg]
+                size = 1
+                for d in buf.shape:
+                    size *= d
+                if buf.dtype != param.dtype or max(size, 1) != param.size:
+                    raise KernelIRError(
+                        f"{call.kernel}: param {param.name} is {param.dtype}{list(param.shape)}, "
+                        f"buffer {arg} is {buf.dtype}{list(buf.shape)}"
+                    )
+        counts = {"input": len(self.inputs), "output": len(self.outputs), "param": len(self.params)}
+        for buf in self.buffers.values():
+            if buf.storage in counts and not 0 <= buf.index < counts[buf.storage]:
+                raise KernelIRError(
+                    f"buffer {buf.name}: {buf.storage} index {buf.index} out of range"
+                )
+            if buf.storage == "workspace" and buf.offset % WORKSPACE_ALIGN:
+                raise KernelIRError(f"buffer {buf.name}: workspace offset {buf.offset} unaligned")

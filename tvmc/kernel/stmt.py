@@ -1,0 +1,169 @@
+"""Kernel IR statements, the Kernel itself, and small builders for template authors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from tvmc.kernel.expr import Expr, ExprLike, KernelIRError, Var, as_expr
+
+if TYPE_CHECKING:
+    from tvmc.kernel.buffer import Buffer
+
+GPU_KINDS = tuple(f"{axis}.{d}" for axis in ("blockIdx", "threadIdx") for d in "xyz")
+LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled", *GPU_KINDS)
+
+
+class Stmt:
+    """Base of all statements."""
+
+
+@dataclass(frozen=True)
+class For(Stmt):
+    """`for var in [0, extent)`; `kind` says how codegen maps the iterations."""
+
+    var: Var
+    extent: Expr
+    kind: str
+    body: Stmt
+
+    def __post_init__(self) -> None:
+        if self.kind not in LOOP_KINDS:
+            raise KernelIRError(f"unknown loop kind {self.kind!r}; valid: {', '.join(LOOP_KINDS)}")
+        object.__setattr__(self, "extent", as_expr(self.extent, self.var.dtype))
+
+
+@dataclass(frozen=True)
+class Store(Stmt):
+    """`buffer[indices] = value`; a vector store when value and indices have lanes."""
+
+    buffer: Buffer
+    indices: tuple[Expr, ...]
+    value: Expr
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "indices", tuple(as_expr(i) for i in self.indices))
+        object.__setattr__(self, "value", as_expr(self.value, self.buffer.dtype))
+
+
+@dataclass(frozen=True)
+class Let(Stmt):
+    """Binds `var` to `value` for the duration of `body`."""
+
+    var: Var
+    value: Expr
+    body: Stmt
+
+
+@dataclass(frozen=True)
+class IfThenElse(Stmt):
+    """`if (cond) then else else_` with a scalar bool condition."""
+
+    cond: Expr
+    then: Stmt
+    else_: Stmt | None = None
+
+
+@dataclass(frozen=True)
+class SeqStmt(Stmt):
+    """Statements run in order."""
+
+    stmts: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
+class Allocate(Stmt):
+    """Scratch `buffer` (scope local or shared) live for the duration of `body`, uninitialised."""
+
+    buffer: Buffer
+    body: Stmt
+
+
+@dataclass(frozen=True)
+class Barrier(Stmt):
+    """A GPU block-wide barrier (`__syncthreads`); every thread of the block must reach it."""
+
+    symbol: ClassVar[str] = "barrier"
+
+
+@dataclass(frozen=True)
+class Evaluate(Stmt):
+    """Evaluates an expression for its effect (none today; kept for intrinsics with effects)."""
+
+    value: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class Kernel:
+    """A function `void name(params...)` over contiguous buffers.
+
+    attrs: "noalias" (default True) says the params never overlap; it may also be a collection of
+    the param names that do not alias anything.
+    """
+
+    name: str
+    params: tuple[Buffer, ...]
+    body: Stmt
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", tuple(self.params))
+        if not self.name.isidentifier():
+            raise KernelIRError(f"kernel name {self.name!r} is not an identifier")
+
+    def noalias(self, buffer: Buffer) -> bool:
+        """Whether codegen may mark `buffer`'s pointer noalias."""
+        flag = self.attrs.get("noalias", True)
+        return bool(flag) if isinstance(flag, bool) else buffer.name in flag
+
+
+# ---- builders ------------------------------------------------------------------------------------
+def seq(*stmts: Stmt | None) -> Stmt:
+    """A SeqStmt of `stmts`, flattening nested sequences and dropping None."""
+    flat: list[Stmt] = []
+    for s in stmts:
+        if isinstance(s, SeqStmt):
+            flat.extend(s.stmts)
+        elif s is not None:
+            flat.append(s)
+    return flat[0] if len(flat) == 1 else SeqStmt(tuple(flat))
+
+
+def loop(
+    name: str,
+    extent: ExprLike,
+    body: Callable[[Var], Stmt],
+    kind: str = "serial",
+    dtype: str = "int32",
+) -> For:
+    """`For` over a fresh Var named `name`; `body(var)` builds the loop body."""
+    var = Var(name, dtype)
+    return For(var, as_expr(extent, dtype), kind, body(var))
+
+
+Axis = tuple  # (name, extent) or (name, extent, kind): one loop of a nest
+
+
+def nest(axes: list[Axis], body: Callable[..., Stmt], dtype: str = "int32") -> Stmt:
+    """Perfectly nested loops, outermost first; `body(*vars)` builds the innermost body.
+
+    nest([("i", 4, "parallel"), ("j", 16, "vectorized")], lambda i, j: ...)
+    """
+    vars_ = [Var(axis[0], dtype) for axis in axes]
+    stmt = body(*vars_)
+    for var, axis in zip(reversed(vars_), reversed(axes)):
+        kind = axis[2] if len(axis) > 2 else "serial"
+        stmt = For(var, as_expr(axis[1], dtype), kind, stmt)
+    return stmt
+
+
+def let(name: str, value: Expr, body: Callable[[Var], Stmt]) -> Let:
+    """`Let` of a fresh Var (same dtype and lanes as `value`); `body(var)` builds the scope."""
+    var = Var(name, value.dtype, value.lanes)
+    return Let(var, value, body(var))
+
+
+def if_then_else(cond: Expr, then: Stmt, else_: Stmt | None = None) -> IfThenElse:
+    """`IfThenElse`, named for symmetry with the other builders."""
+    return IfThenElse(cond, then, else_)
