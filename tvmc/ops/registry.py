@@ -43,6 +43,10 @@ class OpDef:
     kind: str = OPAQUE
     num_inputs: tuple[int, int] = (1, 1)  # (min, max) number of inputs
     doc: str = ""
+    # How the op becomes kernel IR (tvmc.ops.lowering): exactly one of them is set.
+    compute: Any = None  # fusable: output indices -> expression over its inputs
+    template: Any = None  # whole kernels, with an optional fused elementwise epilogue
+    epilogue: bool = False  # the template accepts an epilogue
 
     def normalize_attrs(self, attrs: Attrs, where: str) -> Attrs:
         """`attrs` completed with defaults; unknown or missing required ones raise ValueError."""

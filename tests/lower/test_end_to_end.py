@@ -1,0 +1,77 @@
+"""Whole graphs through fusion, lowering, memory planning, one entry function and the executor."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from tvmc.codegen import load_jit, load_shared
+from tvmc.driver.compiler import CompileOptions, build
+from tvmc.frontend import convert_model
+from tvmc.ops import run_reference
+from tvmc.passes import IMPORT_PIPELINE, run_passes
+from tvmc.runtime import Executor, ProgramInfo
+
+
+def model_of(nodes, inputs, outputs, initializers=(), opset=13):
+    graph = helper.make_graph(
+        nodes,
+        "m",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+        [helper.make_empty_tensor_value_info(n) for n in outputs],
+        [numpy_helper.from_array(v, n) for n, v in initializers],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def compile_and_run(model: onnx.ModelProto, inputs: dict, jit: bool = False, **options):
+    graph = run_passes(convert_model(model), IMPORT_PIPELINE)
+    result = build(graph, CompileOptions(**options))
+    program = result.lowered.program
+    info = ProgramInfo(program.entry, program.inputs, program.outputs, program.params,
+                       program.buffers, program.calls, program.workspace_bytes)  # fmt: skip
+    module = (load_jit if jit else load_shared)(result.artifact)
+    executor = Executor(module, info, result.lowered.param_values)
+    executor.set_inputs([inputs[n] for n in graph.inputs])
+    outputs = executor.run()
+    expected = run_reference(graph, inputs)
+    return result, dict(zip(graph.outputs, outputs)), expected
+
+
+def test_elementwise_chain_fuses_into_one_kernel(rng):
+    nodes = [
+        helper.make_node("Add", ["x", "b"], ["t1"]),
+        helper.make_node("Relu", ["t1"], ["t2"]),
+        helper.make_node("Sigmoid", ["t2"], ["y"]),
+    ]
+    b = rng.standard_normal((8,)).astype(np.float32)
+    model = model_of(nodes, [("x", [4, 8])], ["y"], [("b", b)])
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    result, got, want = compile_and_run(model, {"x": x})
+    assert len(result.lowered.program.kernels) == 1
+    np.testing.assert_allclose(got["y"], want["y"], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("opt_level", [0, 3])
+def test_reshape_views_outputs_and_memory_reuse(rng, jit, opt_level):
+    shape = [1, 2, 3, 40]
+    nodes = [
+        helper.make_node("Exp", ["x"], ["e"]),
+        helper.make_node("Reshape", ["e", "s"], ["r"]),
+        helper.make_node("Transpose", ["r"], ["t"], perm=[1, 0]),
+        helper.make_node("Neg", ["t"], ["n"]),
+        helper.make_node("Mul", ["n", "n"], ["y"]),
+        helper.make_node("Identity", ["x"], ["x_again"]),
+        helper.make_node("Flatten", ["y"], ["z"], axis=0),
+    ]
+    s = np.array([6, 40], np.int64)
+    model = model_of(nodes, [("x", shape)], ["y", "x_again", "r", "z"], [("s", s)])
+    x = rng.standard_normal(shape).astype(np.float32)
+    result, got, want = compile_and_run(model, {"x": x}, jit=jit, opt_level=opt_level)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-6, atol=1e-6, err_msg=name)
+    program = result.lowered.program
+    assert program.workspace_bytes <= program.naive_bytes

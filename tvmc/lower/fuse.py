@@ -1,0 +1,88 @@
+"""Fusion: decide which tensors are stored and which are computed on the fly by their reader.
+
+- A template op (conv, matmul, pool, reduction, ...) absorbs the chain of elementwise ops after
+  it as its epilogue (bias, activation, residual add), when each link has one reader.
+- A compute op's result is inlined into its only reader when that reader is a compute (or an
+  epilogue) and inlining does not multiply work: the reader has the same shape, or the producer is
+  a pure index remap (reshape, transpose, slice).
+- Everything else is materialized: stored once, read from memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tvmc.graph import Graph, Node
+from tvmc.ops import OPS
+from tvmc.ops.registry import BROADCAST, ELEMENTWISE, INJECTIVE
+
+
+@dataclass
+class FusionPlan:
+    """The fusion decisions for one graph."""
+
+    inlined: set[str] = field(default_factory=set)  # tensors computed by their reader
+    epilogues: dict[str, list[Node]] = field(default_factory=dict)  # template node -> chain
+    absorbed: set[str] = field(default_factory=set)  # names of nodes inside some epilogue
+
+    def chain_output(self, node: Node) -> str:
+        """The tensor a template node's kernels finally store (after its epilogue)."""
+        chain = self.epilogues.get(node.name, [])
+        return chain[-1].outputs[0] if chain else node.outputs[0]
+
+
+def _elementwise_on(node: Node, tensor: str, graph: Graph) -> bool:
+    """`node` is elementwise/broadcast and its output has the shape of `tensor`."""
+    if OPS[node.op].kind not in (ELEMENTWISE, BROADCAST) or OPS[node.op].compute is None:
+        return False
+    out, src = graph.types[node.outputs[0]], graph.types[tensor]
+    return len(node.outputs) == 1 and out == src  # same shape and dtype as the value it extends
+
+
+def plan_fusion(graph: Graph, enabled: bool = True) -> FusionPlan:
+    """Fusion decisions; `enabled=False` materializes every tensor (one kernel per node)."""
+    plan = FusionPlan()
+    if not enabled:
+        return plan
+    consumers = graph.consumers()
+    outputs = set(graph.outputs)
+
+    def only_reader(tensor: str) -> Node | None:
+        readers = consumers.get(tensor, [])
+        if tensor in outputs or len(readers) != 1:
+            return None
+        reader = readers[0]
+        return reader if reader.inputs.count(tensor) == 1 else None
+
+    for node in graph.nodes:
+        opdef = OPS[node.op]
+        if opdef.template is None or not opdef.epilogue or node.name in plan.absorbed:
+            continue
+        chain: list[Node] = []
+        tensor = node.outputs[0]
+        while (reader := only_reader(tensor)) is not None and _elementwise_on(
+            reader, tensor, graph
+        ):
+            chain.append(reader)
+            plan.absorbed.add(reader.name)
+            tensor = reader.outputs[0]
+        if chain:
+            plan.epilogues[node.name] = chain
+
+    for node in graph.nodes:
+        opdef = OPS[node.op]
+        if opdef.compute is None or node.name in plan.absorbed:
+            continue
+        for tensor in node.outputs:
+            reader = only_reader(tensor)
+            if reader is None:
+                continue
+            reader_is_compute = OPS[reader.op].compute is not None
+            if not (reader_is_compute or reader.name in plan.absorbed):
+                continue
+            same_shape = all(
+                graph.types[o].shape == graph.types[tensor].shape for o in reader.outputs
+            )
+            if same_shape or opdef.kind == INJECTIVE:
+                plan.inlined.add(tensor)
+    return plan

@@ -1,0 +1,296 @@
+"""Graph -> Program: kernels from the ops' computes and templates, buffers, calls, memory plan."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tvmc.graph import Graph, Node, TensorType
+from tvmc.kernel import Buffer, Expr, Kernel
+from tvmc.kernel.program import Call, Program, ProgramBuffer
+from tvmc.lower.fuse import FusionPlan, plan_fusion
+from tvmc.lower.memory import plan_workspace
+from tvmc.ops import OPS
+from tvmc.ops.lowering import (
+    Indices,
+    LowerContext,
+    LoweringTarget,
+    TensorRef,
+    buffer_shape,
+    ref_of_buffer,
+    schedule_injective,
+)
+
+
+@dataclass
+class LoweredModel:
+    """A Program with the values of its params and what each buffer holds."""
+
+    program: Program
+    param_values: dict[str, np.ndarray]
+    fusion: FusionPlan
+    tensor_of: dict[str, str] = field(default_factory=dict)  # program buffer -> graph tensor
+
+
+def _identifier(text: str) -> str:
+    name = "".join(c if c.isalnum() else "_" for c in text).strip("_") or "t"
+    return name if not name[0].isdigit() else f"t_{name}"
+
+
+class _Lowering:
+    """The state of lowering one graph."""
+
+    def __init__(
+        self, graph: Graph, target: LoweringTarget, configs: Mapping[str, Any], fuse: bool
+    ):
+        self.graph = graph
+        self.target = target
+        self.configs = configs
+        self.plan = plan_fusion(graph, fuse)
+        self.names: set[str] = set()
+        self.buffers: dict[str, Buffer] = {}  # graph tensor -> buffer holding it
+        self.storage_of: dict[Buffer, Buffer] = {}  # alias (reshape view) -> its storage owner
+        self.refs: dict[str, TensorRef] = {}
+        self.producer = graph.producers()
+        self.kernels: list[Kernel] = []
+        self.calls: list[tuple[Kernel, str, int]] = []  # (kernel, node name, flops)
+        self.new_params: dict[Buffer, np.ndarray] = {}
+        self.temps: set[Buffer] = set()
+
+    # ---- buffers and refs ----------------------------------------------------------------------
+    def unique(self, hint: str) -> str:
+        base = _identifier(hint)
+        name, n = base, 1
+        while name in self.names:
+            n += 1
+            name = f"{base}_{n}"
+        self.names.add(name)
+        return name
+
+    def buffer(self, tensor: str) -> Buffer:
+        """The buffer that stores `tensor` (created on first use)."""
+        if tensor not in self.buffers:
+            typ = self.graph.types[tensor]
+            self.buffers[tensor] = Buffer(self.unique(tensor), buffer_shape(typ.shape), typ.dtype)
+        return self.buffers[tensor]
+
+    def ref(self, tensor: str) -> TensorRef:
+        """How kernels read `tensor`: from memory, or computed on the fly when inlined."""
+        if tensor in self.refs:
+            return self.refs[tensor]
+        typ = self.graph.types[tensor]
+        if tensor in self.plan.inlined:
+            node = self.producer[tensor]
+            accessors = OPS[node.op].compute(
+                node.attrs, self.input_refs(node), self.out_types(node)
+            )
+            ref = TensorRef(tensor, typ, accessors[node.outputs.index(tensor)])
+        else:
+            ref = ref_of_buffer(tensor, typ, self.buffer(tensor), self.graph.params.get(tensor))
+        self.refs[tensor] = ref
+        return ref
+
+    def input_refs(self, node: Node) -> list[TensorRef]:
+        return [self.ref(name) for name in node.inputs if name]
+
+    def out_types(self, node: Node) -> list[TensorType]:
+        return [self.graph.types[name] for name in node.outputs]
+
+    def context(self, node: Node) -> LowerContext:
+        return LowerContext(self.target, self.configs.get(node.name, {}), _identifier(node.name),
+                            _names=self.names)  # fmt: skip
+
+    # ---- nodes ---------------------------------------------------------------------------------
+    def lower_node(self, node: Node) -> None:
+        opdef = OPS[node.op]
+        if node.name in self.plan.absorbed:
+            return
+        if opdef.template is not None:
+            self.lower_template(node)
+        elif opdef.compute is not None:
+            self.lower_compute(node)
+        else:
+            raise NotImplementedError(f"op {node.op} has no lowering")
+
+    def lower_template(self, node: Node) -> None:
+        chain = self.plan.epilogues.get(node.name, [])
+        outputs = [self.buffer(self.plan.chain_output(node))]
+        outputs += [self.buffer(name) for name in node.outputs[1:]]
+        epilogue = self.epilogue(node, chain) if chain else None
+        ctx = self.context(node)
+        kernels = OPS[node.op].template(ctx, node.attrs, self.input_refs(node), outputs, epilogue)
+        self.new_params.update({buf: value for buf, value in ctx.params})
+        self.temps.update(ctx.temps)
+        self.emit(kernels, node, chain)
+
+    def epilogue(self, node: Node, chain: list[Node]):
+        """Apply the chain's computes to a template's value at given output indices."""
+        graph = self.graph
+
+        def apply(idx: Indices, value: Expr) -> Expr:
+            current, tensor = value, node.outputs[0]
+            for link in chain:
+                refs = []
+                for name in link.inputs:
+                    if name == tensor:
+                        v = current
+                        refs.append(TensorRef(name, graph.types[name], lambda _, v=v: v))
+                    elif name:
+                        refs.append(self.ref(name))
+                accessor = OPS[link.op].compute(link.attrs, refs, self.out_types(link))[0]
+                current, tensor = accessor(idx), link.outputs[0]
+            return current
+
+        return apply
+
+    def lower_compute(self, node: Node) -> None:
+        stored = [name for name in node.outputs if name not in self.plan.inlined]
+        if not stored:
+            return
+        if node.op == "Reshape" and self.alias_reshape(node):
+            return
+        accessors = OPS[node.op].compute(node.attrs, self.input_refs(node), self.out_types(node))
+        ctx = self.context(node)
+        by_shape: dict[tuple[int, ...], list] = {}
+        for name in stored:
+            typ = self.graph.types[name]
+            acc = accessors[node.outputs.index(name)]
+            by_shape.setdefault(typ.shape, []).append((self.buffer(name), typ.ndim, acc))
+        kernels = [schedule_injective(ctx, node.op.lower(), outs) for outs in by_shape.values()]
+        self.emit(kernels, node, [])
+
+    def alias_reshape(self, node: Node) -> bool:
+        """A Reshape of a stored tensor is a view of the same bytes: no kernel, when allowed."""
+        src, dst = node.inputs[0], node.outputs[0]
+        if src in self.plan.inlined or src in self.graph.params:
+            return False
+        owner = self.storage_owner(self.buffer(src))
+        boundary = {self.buffers.get(n) for n in (*self.graph.inputs, *self.graph.outputs)}
+        if dst in self.graph.outputs and owner in boundary:
+            return False  # two caller-owned buffers: copy instead
+        view = self.buffer(dst)
+        if dst in self.graph.outputs:
+            self.storage_of[owner] = view  # the model output's buffer holds the bytes
+            self.storage_of.pop(view, None)
+        else:
+            self.storage_of[view] = owner
+        return True
+
+    def storage_owner(self, buf: Buffer) -> Buffer:
+        while buf in self.storage_of:
+            buf = self.storage_of[buf]
+        return buf
+
+    def emit(self, kernels: list[Kernel], node: Node, chain: list[Node]) -> None:
+        flops = node_flops(self.graph, node)
+        for i, kernel in enumerate(kernels):
+            self.kernels.append(kernel)
+            label = node.name + "".join(f"+{c.op}" for c in chain)
+            self.calls.append((kernel, label, flops if i == len(kernels) - 1 else 0))
+
+    # ---- outputs, storage ----------------------------------------------------------------------
+    def copy_outputs(self) -> dict[int, Buffer]:
+        """Graph outputs that cannot live where they are computed get a copy kernel."""
+        slots: dict[int, Buffer] = {}
+        claimed: set[Buffer] = set()
+        for index, name in enumerate(self.graph.outputs):
+            buf = self.buffer(name)
+            owner = self.storage_owner(buf)
+            fixed = name in self.graph.inputs or name in self.graph.params
+            if fixed or owner in claimed or self.owner_is_input(owner):
+                typ = self.graph.types[name]
+                copy = Buffer(self.unique(f"{name}_out"), buffer_shape(typ.shape), typ.dtype)
+                ctx = LowerContext(self.target, {}, "copy", _names=self.names)
+                src = self.ref(name)
+                kernel = schedule_injective(ctx, "copy", [(copy, typ.ndim, src.read)])
+                self.kernels.append(kernel)
+                self.calls.append((kernel, f"copy {name}", 0))
+                slots[index] = copy
+            else:
+                slots[index] = owner
+            claimed.add(slots[index])
+        return slots
+
+    def owner_is_input(self, owner: Buffer) -> bool:
+        return any(self.buffers.get(n) is owner for n in self.graph.inputs)
+
+
+def node_flops(graph: Graph, node: Node) -> int:
+    """Floating-point operations of the heavy ops (multiply-adds count two), for profiles."""
+    out = graph.types[node.outputs[0]]
+    if node.op in ("Conv", "ConvTranspose"):
+        weight = graph.types[node.inputs[1]]
+        per_output = 2 * math.prod(weight.shape[1:])
+        if node.op == "ConvTranspose":
+            inp = graph.types[node.inputs[0]]
+            return per_output * math.prod(inp.shape) // max(inp.shape[1], 1) * weight.shape[1]
+        return per_output * out.size
+    if node.op in ("MatMul", "Gemm"):
+        a = graph.types[node.inputs[0]]
+        k = a.shape[-1] if not (node.op == "Gemm" and node.attrs.get("transA")) else a.shape[0]
+        return 2 * out.size * k
+    return 0
+
+
+def lower_graph(
+    graph: Graph,
+    target: LoweringTarget | None = None,
+    configs: Mapping[str, Mapping[str, Any]] | None = None,
+    fuse: bool = True,
+) -> LoweredModel:
+    """Lower every node of `graph` to kernels and plan where every buffer lives."""
+    state = _Lowering(graph, target or LoweringTarget(), configs or {}, fuse)
+    for node in graph.nodes:
+        state.lower_node(node)
+    out_slots = state.copy_outputs()
+    return _assemble(state, out_slots)
+
+
+def _assemble(state: _Lowering, out_slots: dict[int, Buffer]) -> LoweredModel:
+    graph = state.graph
+    fixed: dict[Buffer, tuple[str, int]] = {}
+    for index, name in enumerate(graph.inputs):
+        fixed[state.buffer(name)] = ("input", index)
+    for index, buf in out_slots.items():
+        fixed[buf] = ("output", index)
+    used = [b for k in state.kernels for b in k.params]
+    param_values: dict[str, np.ndarray] = {}
+    params: list[str] = []
+    tensor_of = {buf.name: tensor for tensor, buf in state.buffers.items()}
+    for buf in dict.fromkeys(used):
+        tensor = tensor_of.get(buf.name)
+        value = graph.params.get(tensor) if tensor is not None else state.new_params.get(buf)
+        if value is not None and state.storage_owner(buf) not in fixed:
+            fixed[buf] = ("param", len(params))
+            params.append(buf.name)
+            param_values[buf.name] = np.ascontiguousarray(value).reshape(buf.shape)
+
+    owners = {buf: state.storage_owner(buf) for buf in dict.fromkeys(used + list(fixed))}
+    workspace = {o.name: o.nbytes for o in set(owners.values()) if o not in fixed}
+    call_args = [[owners[b].name for b in k.params] for k, _, _ in state.calls]
+    offsets, total = plan_workspace(workspace, call_args)
+
+    buffers: dict[str, ProgramBuffer] = {}
+    for buf, owner in owners.items():
+        kind, index = fixed.get(owner, ("workspace", 0))
+        offset = offsets.get(owner.name, 0)
+        buffers[buf.name] = ProgramBuffer(buf.name, buf.shape, buf.dtype, kind, index, offset)
+    program = Program(
+        kernels=state.kernels,
+        buffers=buffers,
+        calls=[
+            Call(k.name, tuple(b.name for b in k.params), label, flops)
+            for k, label, flops in state.calls
+        ],  # fmt: skip
+        inputs=[state.buffer(n).name for n in graph.inputs],
+        outputs=[out_slots[i].name for i in range(len(graph.outputs))],
+        params=params,
+        workspace_bytes=total,
+        naive_bytes=sum(workspace.values()),
+    )
+    program.validate()
+    return LoweredModel(program, param_values, state.plan, tensor_of)

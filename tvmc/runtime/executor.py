@@ -1,0 +1,202 @@
+"""The executor: bind inputs, call the model's entry function, time it, profile its kernels."""
+
+from __future__ import annotations
+
+import ctypes
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tvmc.codegen import LoadedModule
+from tvmc.errors import InputError
+from tvmc.kernel.program import Call, ProgramBuffer
+
+ALIGN = 64
+
+
+def aligned_empty(shape: tuple[int, ...], dtype: str | np.dtype, align: int = ALIGN) -> np.ndarray:
+    """An uninitialised C-contiguous array whose data starts on an `align`-byte boundary."""
+    dtype = np.dtype(dtype)
+    nbytes = max(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, 1)
+    raw = np.empty(nbytes + align, dtype=np.uint8)
+    start = (-raw.ctypes.data) % align
+    return raw[start : start + nbytes].view(dtype)[: int(np.prod(shape))].reshape(shape)
+
+
+@dataclass
+class ProgramInfo:
+    """What the runtime needs of a compiled Program (read from a package's mod.json)."""
+
+    entry: str
+    inputs: list[str]  # program buffer names, in order
+    outputs: list[str]
+    params: list[str]
+    buffers: dict[str, ProgramBuffer]
+    calls: list[Call]
+    workspace_bytes: int
+    naive_bytes: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "entry": self.entry,
+            "inputs": self.inputs,
+            "outputs": self.outputs,
+            "params": self.params,
+            "buffers": [b.to_json() for b in self.buffers.values()],
+            "calls": [
+                {"kernel": c.kernel, "args": list(c.args), "node": c.node, "flops": c.flops}
+                for c in self.calls
+            ],  # fmt: skip
+            "workspace_bytes": self.workspace_bytes,
+            "naive_bytes": self.naive_bytes,
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ProgramInfo:
+        buffers = [ProgramBuffer.from_json(b) for b in d["buffers"]]
+        calls = [Call(c["kernel"], tuple(c["args"]), c.get("node", ""), c.get("flops", 0))
+                 for c in d["calls"]]  # fmt: skip
+        return cls(d["entry"], list(d["inputs"]), list(d["outputs"]), list(d["params"]),
+                   {b.name: b for b in buffers}, calls, int(d["workspace_bytes"]),
+                   int(d.get("naive_bytes", 0)))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Seconds per inference, one value per repeat (each the mean of `number` runs)."""
+
+    results: tuple[float, ...]
+
+    def _ms(self) -> list[float]:
+        return [t * 1e3 for t in self.results]
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self._ms())
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self._ms())
+
+    @property
+    def max(self) -> float:
+        return max(self._ms())
+
+    @property
+    def min(self) -> float:
+        return min(self._ms())
+
+    @property
+    def std(self) -> float:
+        return statistics.pstdev(self._ms())
+
+    def to_json(self) -> dict[str, float]:
+        """mean/median/max/min/std in milliseconds."""
+        return {f"{k}_ms": getattr(self, k) for k in ("mean", "median", "max", "min", "std")}
+
+
+class Executor:
+    """A loaded model: fixed params and workspace, one `run` = one call of the entry function."""
+
+    def __init__(self, module: LoadedModule, info: ProgramInfo, params: Mapping[str, np.ndarray]):
+        self.module = module
+        self.info = info
+        self.workspace = aligned_empty((max(info.workspace_bytes, 1),), np.uint8)
+        self._params = []
+        for name in info.params:
+            buf = info.buffers[name]
+            array = params[name]
+            if array.dtype != np.dtype(buf.dtype) or array.size != _size(buf.shape):
+                raise InputError(f"param {name} is {array.dtype}{list(array.shape)}, "
+                                 f"the code expects {buf.dtype}{list(buf.shape)}")  # fmt: skip
+            copy = aligned_empty(buf.shape, buf.dtype)
+            copy[...] = array.reshape(buf.shape)
+            self._params.append(copy)
+        self._outputs = [aligned_empty(info.buffers[n].shape, info.buffers[n].dtype)
+                         for n in info.outputs]  # fmt: skip
+        slots = len(info.inputs) + len(info.outputs) + len(info.params)
+        self._args = (ctypes.c_void_p * max(slots, 1))()
+        first_param = len(info.inputs) + len(info.outputs)
+        for i, array in enumerate(self._outputs):
+            self._args[len(info.inputs) + i] = array.ctypes.data
+        for i, array in enumerate(self._params):
+            self._args[first_param + i] = array.ctypes.data
+        self._inputs: list[np.ndarray | None] = [None] * len(info.inputs)
+        self._entry = module[info.entry]
+        self._args_ptr = ctypes.cast(self._args, ctypes.c_void_p)
+        self._workspace_ptr = ctypes.c_void_p(self.workspace.ctypes.data)
+
+    def set_inputs(self, arrays: list[np.ndarray]) -> None:
+        """Bind input arrays (by position); they are checked and kept alive, never copied twice."""
+        for i, (name, array) in enumerate(zip(self.info.inputs, arrays)):
+            buf = self.info.buffers[name]
+            array = np.ascontiguousarray(array)
+            if array.dtype != np.dtype(buf.dtype) or array.size != _size(buf.shape):
+                raise InputError(f"input {i} is {array.dtype}{list(array.shape)}, "
+                                 f"the model expects {buf.dtype}{list(buf.shape)}")  # fmt: skip
+            self._inputs[i] = array
+            self._args[i] = array.ctypes.data
+
+    def run(self) -> list[np.ndarray]:
+        """One inference on the bound inputs; returns copies of the outputs."""
+        self.call()
+        return [array.copy() for array in self._outputs]
+
+    def call(self) -> None:
+        """One call of the entry function (what benchmarks time)."""
+        if any(array is None for array in self._inputs):
+            raise InputError("inputs are not bound; call set_inputs first")
+        self._entry(self._args_ptr, self._workspace_ptr)
+
+    def benchmark(self, number: int = 1, repeat: int = 10, min_repeat_ms: float = 0.0) -> Timings:
+        """TVM's time_evaluator: `repeat` results, each the mean over `number` (or more) runs."""
+        self.call()  # warm-up: page in code and workspace, start the thread pool
+        return Timings(tuple(_time(self.call, number, min_repeat_ms) for _ in range(repeat)))
+
+    def profile(self, repeat: int = 10) -> list[dict[str, Any]]:
+        """Per-call median seconds, by kernel, in run order (calls from Python: slower overall)."""
+        self.call()
+        slots = {**{n: i for i, n in enumerate(self.info.inputs)}}
+        base = len(self.info.inputs)
+        slots.update({n: base + i for i, n in enumerate(self.info.outputs)})
+        base += len(self.info.outputs)
+        slots.update({n: base + i for i, n in enumerate(self.info.params)})
+        rows = []
+        for call in self.info.calls:
+            pointers = [ctypes.c_void_p(self._pointer(a, slots)) for a in call.args]
+            fn = self.module[call.kernel]
+            times = []
+            for _ in range(repeat):
+                start = time.perf_counter()
+                fn(*pointers)
+                times.append(time.perf_counter() - start)
+            rows.append({"kernel": call.kernel, "node": call.node, "flops": call.flops,
+                         "seconds": statistics.median(times)})  # fmt: skip
+        return rows
+
+    def _pointer(self, name: str, slots: Mapping[str, int]) -> int:
+        buf = self.info.buffers[name]
+        if buf.storage == "workspace":
+            return self.workspace.ctypes.data + buf.offset
+        owner = {"input": self.info.inputs, "output": self.info.outputs, "param": self.info.params}
+        return int(self._args[slots[owner[buf.storage][buf.index]]])
+
+
+def _size(shape: tuple[int, ...]) -> int:
+    return max(int(np.prod(shape, dtype=np.int64)), 1)
+
+
+def _time(fn: Callable[[], None], number: int, min_repeat_ms: float) -> float:
+    """Mean seconds per call over `number` calls, raising `number` until `min_repeat_ms` passes."""
+    while True:
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        elapsed = time.perf_counter() - start
+        if elapsed * 1e3 >= min_repeat_ms or min_repeat_ms <= 0:
+            return elapsed / number
+        number = max(number * 2, int(number * min_repeat_ms / max(elapsed * 1e3, 1e-3)) + 1)
