@@ -16,9 +16,10 @@ ALLOWED = {
     "ops": BASE | {"graph", "kernel"},
     "frontend": BASE | {"graph", "ops"},
     "passes": BASE | {"graph", "ops"},
+    "lower": BASE | {"graph", "kernel", "ops", "passes"},
     "codegen": BASE | {"kernel"},
     "runtime": BASE | {"graph", "kernel", "codegen"},
-    "autotune": BASE | {"graph", "kernel", "ops", "passes", "codegen", "runtime"},
+    "autotune": BASE | {"graph", "kernel", "ops", "passes", "lower", "codegen", "runtime"},
     "driver": BASE
     | {
         "graph",
@@ -26,6 +27,7 @@ ALLOWED = {
         "ops",
         "frontend",
         "passes",
+        "lower",
         "codegen",
         "runtime",
         "autotune",
