@@ -29,7 +29,7 @@ test: $(STAMP)  ## the whole test suite
 test-fast: $(STAMP)  ## the test suite without slow model-level tests
 	$(PYTEST) -n 2 -q -m "not slow"
 
-bench: $(STAMP)  ## tvmc beside onnxruntime on the light models (import time today)
+bench: $(STAMP)  ## tvmc beside onnxruntime on the light models: latency, ratio, compile time
 	$(BIN)/python benchmarks/models.py
 
 completions: $(STAMP)  ## regenerate completions/ from the Click app

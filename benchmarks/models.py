@@ -1,46 +1,99 @@
 """`make bench`: tvmc beside onnxruntime on the ONNX light models (randomized weights).
 
-Today it measures import: tvmc.load (parse, convert, fold constants) against onnxruntime's
-session creation, median of several runs. Latency columns join when compile/run land.
+One process, same inputs, same thread count (2 by default, TVMC_NUM_THREADS to change). Per
+model: tvmc load time, compile time, median latency of tvmc (default schedules, no tuning) and
+onnxruntime, the ratio, GFLOP/s reached, and workspace bytes against the naive sum. Medians of
+`--repeat` timed runs after warm-up; the machine is shared, so compare ratios, not lone times.
 """
 
 from __future__ import annotations
 
+import argparse
+import math
 import statistics
 import sys
 import tempfile
 import time
 
+import numpy as np
 import onnx
 
 import tvmc
-from tvmc.models import LIGHT_MODELS, randomized_light_model
+from tvmc.codegen import load_shared, num_threads
+from tvmc.driver.compiler import CompileOptions, build
+from tvmc.models import LIGHT_MODELS, light_model_inputs, randomized_light_model
+from tvmc.runtime import Executor, ProgramInfo
 
 
-def median_seconds(fn, runs: int) -> float:
+def median_ms(fn, repeat: int) -> float:
+    fn()
     times = []
-    for _ in range(runs):
+    for _ in range(repeat):
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return statistics.median(times) * 1e3
 
 
-def main(runs: int = 5) -> None:
+def bench_model(name: str, tmp: str, repeat: int, threads: int) -> dict:
     import onnxruntime as ort
 
-    print(f"{'model':22} {'nodes':>6} {'tvmc load (s)':>14} {'ort session (s)':>16} {'ratio':>6}")
+    path = f"{tmp}/{name}.onnx"
+    onnx_model = randomized_light_model(name)
+    onnx.save(onnx_model, path)
+    inputs = light_model_inputs(onnx_model)
+
+    start = time.perf_counter()
+    model = tvmc.load(path)
+    load_s = time.perf_counter() - start
+    start = time.perf_counter()
+    result = build(model.graph, CompileOptions())
+    compile_s = time.perf_counter() - start
+    p = result.lowered.program
+    info = ProgramInfo(p.entry, p.inputs, p.outputs, p.params, p.buffers, p.calls,
+                       p.workspace_bytes)  # fmt: skip
+    executor = Executor(load_shared(result.artifact), info, result.lowered.param_values)
+    executor.set_inputs([inputs[n] for n in model.graph.inputs])
+    ours = executor.run()[0]
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    theirs = session.run(None, inputs)[0]
+    error = float(np.abs(ours.reshape(theirs.shape) - theirs).max() / np.abs(theirs).max())
+
+    tvmc_ms = median_ms(executor.call, repeat)
+    ort_ms = median_ms(lambda: session.run(None, inputs), repeat)
+    flops = sum(c.flops for c in p.calls)
+    return {
+        "model": name, "load_s": load_s, "compile_s": compile_s, "tvmc_ms": tvmc_ms,
+        "ort_ms": ort_ms, "ratio": tvmc_ms / ort_ms, "gflops": flops / tvmc_ms / 1e6,
+        "workspace_mb": p.workspace_bytes / 1e6, "naive_mb": p.naive_bytes / 1e6, "error": error,
+    }  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="*", default=list(LIGHT_MODELS))
+    parser.add_argument("--repeat", type=int, default=20)
+    args = parser.parse_args()
+    threads = num_threads()
+    print(f"threads: {threads}; times are medians of {args.repeat} runs")
+    header = (f"{'model':20} {'load s':>7} {'compile s':>9} {'tvmc ms':>8} {'ort ms':>8} "
+              f"{'ratio':>6} {'GFLOP/s':>8} {'ws MB':>6} {'naive MB':>8} {'max err':>8}")  # fmt: skip
+    print(header)
+    ratios = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name in LIGHT_MODELS:
-            path = f"{tmp}/{name}.onnx"
-            onnx.save(randomized_light_model(name), path)
-            nodes = len(tvmc.load(path).graph.nodes)
-            ours = median_seconds(lambda p=path: tvmc.load(p), runs)
-            theirs = median_seconds(
-                lambda p=path: ort.InferenceSession(p, providers=["CPUExecutionProvider"]), runs
-            )
-            print(f"{name:22} {nodes:6} {ours:14.3f} {theirs:16.3f} {ours / theirs:6.2f}")
+        for name in args.models:
+            r = bench_model(name, tmp, args.repeat, threads)
+            ratios.append(r["ratio"])
+            print(f"{r['model']:20} {r['load_s']:7.2f} {r['compile_s']:9.2f} {r['tvmc_ms']:8.2f} "
+                  f"{r['ort_ms']:8.2f} {r['ratio']:6.2f} {r['gflops']:8.1f} "
+                  f"{r['workspace_mb']:6.1f} {r['naive_mb']:8.1f} {r['error']:8.1e}")  # fmt: skip
             sys.stdout.flush()
+    geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+    print(f"geometric-mean ratio tvmc/onnxruntime: {geomean:.2f} (max {max(ratios):.2f})")
 
 
 if __name__ == "__main__":

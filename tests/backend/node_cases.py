@@ -1,6 +1,7 @@
 """The ONNX backend node tests (onnx.backend.test.case.node) through tvmc's reference path.
 
-`python -m tests.backend.node_cases` prints the report by op: passed / failed / unsupported.
+`python -m tests.backend.node_cases [--compiled]` prints the report by op: passed / failed /
+unsupported, through the numpy references or compiled for llvm and run natively.
 """
 
 from __future__ import annotations
@@ -75,8 +76,29 @@ def as_array(value):
     return array if array.dtype.name in DTYPES else None
 
 
-def run_case(case) -> Outcome:
-    """Convert and evaluate one case on each of its data sets; compare as onnx's runner does."""
+def evaluate(graph, feeds: dict[str, np.ndarray], compiled: bool) -> dict[str, np.ndarray]:
+    """Outputs by name: the numpy references, or the graph compiled for llvm and run natively."""
+    if not compiled:
+        return run_reference(graph, feeds)
+    from tvmc.codegen import load_shared
+    from tvmc.driver.compiler import CompileOptions, build
+    from tvmc.runtime import Executor, ProgramInfo
+
+    result = build(graph, CompileOptions())
+    p = result.lowered.program
+    info = ProgramInfo(p.entry, p.inputs, p.outputs, p.params, p.buffers, p.calls,
+                       p.workspace_bytes)  # fmt: skip
+    executor = Executor(load_shared(result.artifact), info, result.lowered.param_values)
+    executor.set_inputs([feeds[n] for n in graph.inputs])
+    outputs = executor.run()
+    return {n: out.reshape(graph.types[n].shape) for n, out in zip(graph.outputs, outputs)}
+
+
+def run_case(case, compiled: bool = False) -> Outcome:
+    """Convert and evaluate one case on each of its data sets; compare as onnx's runner does.
+
+    `compiled`: compile for llvm and run the native code instead of the numpy references.
+    """
     if not supported(case):
         missing = sorted(op_types(case) - set(CONVERTERS))
         return Outcome(UNSUPPORTED, f"ops {missing}")
@@ -113,7 +135,7 @@ def run_case(case) -> Outcome:
                         raise
                     bound.update((n, feeds.pop(n)) for n in names)
             with np.errstate(all="ignore"):
-                results = run_reference(graph, feeds)
+                results = evaluate(graph, feeds, compiled)
             for name, want in zip(output_names, expected):
                 got = results[name]
                 if got.dtype != want.dtype or got.shape != want.shape:
@@ -140,13 +162,13 @@ def main_op(case) -> str:
     return ops[0] if len(ops) == 1 else f"{ops[-1]}*"
 
 
-def report(stream=sys.stdout) -> Counter:
+def report(stream=sys.stdout, compiled: bool = False) -> Counter:
     """Print passed/failed/unsupported by op and return the totals."""
     by_op: dict[str, Counter] = defaultdict(Counter)
     totals: Counter = Counter()
     failures = []
     for name, case in sorted(node_cases().items()):
-        outcome = run_case(case)
+        outcome = run_case(case, compiled)
         by_op[main_op(case)][outcome.status] += 1
         totals[outcome.status] += 1
         if outcome.status == FAILED:
@@ -166,4 +188,4 @@ if __name__ == "__main__":
     import logging
 
     logging.getLogger("tvmc").setLevel(logging.ERROR)  # "opset 28 is newer than 22", per case
-    report()
+    report(compiled="--compiled" in sys.argv)

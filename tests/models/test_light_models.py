@@ -37,3 +37,26 @@ def test_light_model_reference_matches_onnxruntime(name):
     actual = run_reference(graph, inputs)[graph.outputs[0]]
     scale = float(np.abs(expected).max())
     np.testing.assert_allclose(actual, expected, rtol=1e-3, atol=1e-4 * scale)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", LIGHT_MODELS)
+def test_light_model_compiled_matches_onnxruntime(name):
+    """Compiled for llvm and run natively; same tolerance as the reference path."""
+    from tvmc.codegen import load_shared
+    from tvmc.driver.compiler import CompileOptions, build
+    from tvmc.runtime import Executor, ProgramInfo
+
+    onnx_model = randomized_light_model(name)
+    inputs = light_model_inputs(onnx_model)
+    graph = run_passes(convert_model(onnx_model), IMPORT_PIPELINE)
+    result = build(graph, CompileOptions())
+    p = result.lowered.program
+    info = ProgramInfo(p.entry, p.inputs, p.outputs, p.params, p.buffers, p.calls,
+                       p.workspace_bytes)  # fmt: skip
+    executor = Executor(load_shared(result.artifact), info, result.lowered.param_values)
+    executor.set_inputs([inputs[n] for n in graph.inputs])
+    actual = executor.run()[0].reshape(graph.types[graph.outputs[0]].shape)
+    (expected,) = run_onnxruntime(onnx_model, inputs)
+    scale = float(np.abs(expected).max())
+    np.testing.assert_allclose(actual, expected, rtol=1e-3, atol=1e-4 * scale)

@@ -92,7 +92,7 @@ class Program:
                 size = 1
                 for d in buf.shape:
                     size *= d
-                if buf.dtype != param.dtype or max(size, 1) != param.size:
+                if buf.dtype != param.dtype or (size and size != param.size):
                     raise KernelIRError(
                         f"{call.kernel}: param {param.name} is {param.dtype}{list(param.shape)}, "
                         f"buffer {arg} is {buf.dtype}{list(buf.shape)}"

@@ -60,6 +60,7 @@ class _Lowering:
         self.calls: list[tuple[Kernel, str, int]] = []  # (kernel, node name, flops)
         self.new_params: dict[Buffer, np.ndarray] = {}
         self.temps: set[Buffer] = set()
+        self.output_copies: dict[str, str] = {}  # copy buffer -> the graph output it holds
 
     # ---- buffers and refs ----------------------------------------------------------------------
     def unique(self, hint: str) -> str:
@@ -109,6 +110,8 @@ class _Lowering:
         opdef = OPS[node.op]
         if node.name in self.plan.absorbed:
             return
+        if all(self.graph.types[name].size == 0 for name in node.outputs):
+            return  # nothing to compute
         if opdef.template is not None:
             self.lower_template(node)
         elif opdef.compute is not None:
@@ -148,7 +151,8 @@ class _Lowering:
         return apply
 
     def lower_compute(self, node: Node) -> None:
-        stored = [name for name in node.outputs if name not in self.plan.inlined]
+        stored = [name for name in node.outputs
+                  if name not in self.plan.inlined and self.graph.types[name].size]  # fmt: skip
         if not stored:
             return
         if node.op == "Reshape" and self.alias_reshape(node):
@@ -204,11 +208,13 @@ class _Lowering:
             if fixed or owner in claimed or self.owner_is_input(owner):
                 typ = self.graph.types[name]
                 copy = Buffer(self.unique(f"{name}_out"), buffer_shape(typ.shape), typ.dtype)
-                ctx = LowerContext(self.target, {}, "copy", _names=self.names)
-                src = self.ref(name)
-                kernel = schedule_injective(ctx, "copy", [(copy, typ.ndim, src.read)])
-                self.kernels.append(kernel)
-                self.calls.append((kernel, f"copy {name}", 0))
+                if typ.size:
+                    ctx = LowerContext(self.target, {}, "copy", _names=self.names)
+                    src = self.ref(name)
+                    kernel = schedule_injective(ctx, "copy", [(copy, typ.ndim, src.read)])
+                    self.kernels.append(kernel)
+                    self.calls.append((kernel, f"copy {name}", 0))
+                self.output_copies[copy.name] = name
                 slots[index] = copy
             else:
                 slots[index] = owner
@@ -261,13 +267,15 @@ def _assemble(state: _Lowering, out_slots: dict[int, Buffer]) -> LoweredModel:
     param_values: dict[str, np.ndarray] = {}
     params: list[str] = []
     tensor_of = {buf.name: tensor for tensor, buf in state.buffers.items()}
+    tensor_of.update(state.output_copies)
     for buf in dict.fromkeys(used):
         tensor = tensor_of.get(buf.name)
         value = graph.params.get(tensor) if tensor is not None else state.new_params.get(buf)
         if value is not None and state.storage_owner(buf) not in fixed:
             fixed[buf] = ("param", len(params))
             params.append(buf.name)
-            param_values[buf.name] = np.ascontiguousarray(value).reshape(buf.shape)
+            value = np.ascontiguousarray(value)
+            param_values[buf.name] = value.reshape(buf.shape) if value.size else value
 
     owners = {buf: state.storage_owner(buf) for buf in dict.fromkeys(used + list(fixed))}
     workspace = {o.name: o.nbytes for o in set(owners.values()) if o not in fixed}
@@ -278,7 +286,9 @@ def _assemble(state: _Lowering, out_slots: dict[int, Buffer]) -> LoweredModel:
     for buf, owner in owners.items():
         kind, index = fixed.get(owner, ("workspace", 0))
         offset = offsets.get(owner.name, 0)
-        buffers[buf.name] = ProgramBuffer(buf.name, buf.shape, buf.dtype, kind, index, offset)
+        tensor = tensor_of.get(buf.name)
+        shape = graph.types[tensor].shape if tensor is not None else buf.shape  # () and empty too
+        buffers[buf.name] = ProgramBuffer(buf.name, shape, buf.dtype, kind, index, offset)
     program = Program(
         kernels=state.kernels,
         buffers=buffers,

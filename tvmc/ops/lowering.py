@@ -53,13 +53,14 @@ class TensorRef:
 
 
 def buffer_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Kernel buffers have at least one dimension; a scalar tensor is a 1-element buffer."""
-    return tuple(shape) if shape else (1,)
+    """Kernel buffers have at least one element: a scalar tensor is a 1-element buffer, and an
+    empty tensor a 1-element placeholder that no kernel writes and nothing meaningfully reads."""
+    return tuple(shape) if shape and all(shape) else (1,)
 
 
 def buffer_read(buffer: Buffer, rank: int) -> Accessor:
     """Read a tensor of `rank` dims stored in `buffer` (row-major)."""
-    if rank == 0:
+    if rank == 0 or buffer.ndim != rank:  # a scalar, or an empty tensor's placeholder
         return lambda idx: buffer[0]
     return lambda idx: buffer[tuple(idx)]
 

@@ -21,7 +21,7 @@ ALIGN = 64
 def aligned_empty(shape: tuple[int, ...], dtype: str | np.dtype, align: int = ALIGN) -> np.ndarray:
     """An uninitialised C-contiguous array whose data starts on an `align`-byte boundary."""
     dtype = np.dtype(dtype)
-    nbytes = max(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, 1)
+    nbytes = max(int(np.prod(shape, dtype=np.int64)), 1) * dtype.itemsize  # empty: a placeholder
     raw = np.empty(nbytes + align, dtype=np.uint8)
     start = (-raw.ctypes.data) % align
     return raw[start : start + nbytes].view(dtype)[: int(np.prod(shape))].reshape(shape)
@@ -187,7 +187,7 @@ class Executor:
 
 
 def _size(shape: tuple[int, ...]) -> int:
-    return max(int(np.prod(shape, dtype=np.int64)), 1)
+    return int(np.prod(shape, dtype=np.int64))
 
 
 def _time(fn: Callable[[], None], number: int, min_repeat_ms: float) -> float:

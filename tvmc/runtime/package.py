@@ -1,0 +1,289 @@
+"""The package format (`tvmc compile -o model.tar`): write it, read it safely, load its code.
+
+A plain tar of `metadata.json`, `mod.json` (the entry function's plan and kernel signatures),
+`mod.params` (numpy .npz, no pickles), `mod.o` (always) and `mod.so` (when a C compiler linked
+it). Reading never extracts: members are read into memory, and only `mod.so` is written, to a
+private temporary directory, for dlopen. The format is documented in docs/package-format.md.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import shutil
+import tarfile
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import llvmlite.binding as llvm
+import numpy as np
+
+from tvmc.codegen import KernelSignature, LoadedModule, link_shared, load_library, load_object
+from tvmc.codegen.target import host_triple, init_llvm
+from tvmc.errors import PackageError
+from tvmc.runtime.executor import ProgramInfo
+
+logger = logging.getLogger("tvmc")
+
+PACKAGE_FORMAT = "tvmc.package"
+PACKAGE_FORMAT_VERSION = 1
+METADATA, PROGRAM, PARAMS, OBJECT, LIBRARY = (
+    "metadata.json",
+    "mod.json",
+    "mod.params",
+    "mod.o",
+    "mod.so",
+)
+REQUIRED_MEMBERS = (METADATA, PROGRAM, PARAMS, OBJECT)
+# metadata.json keys a reader relies on, with their JSON types.
+METADATA_KEYS: dict[str, type | tuple[type, ...]] = {
+    "format": str,
+    "format_version": int,
+    "tvmc_version": str,
+    "target": str,
+    "triple": str,
+    "cpu": str,
+    "features": str,
+    "inputs": list,
+    "outputs": list,
+    "configs": dict,
+    "workspace_bytes": int,
+    "naive_bytes": int,
+}
+_OS_NAMES = ("linux", "darwin", "macos", "windows", "freebsd")
+
+
+@dataclass
+class PackageContents:
+    """Everything a package holds, in memory."""
+
+    metadata: dict[str, Any]
+    program: ProgramInfo
+    kernels: tuple[KernelSignature, ...]
+    params: dict[str, np.ndarray]
+    object_code: bytes
+    shared_library: bytes | None = None
+
+    def members(self) -> dict[str, bytes]:
+        """The tar members by name, in the order they are written."""
+        params = io.BytesIO()
+        np.savez(params, **self.params)
+        program = {**self.program.to_json(), "kernels": [k.to_json() for k in self.kernels]}
+        members = {
+            METADATA: json.dumps(self.metadata, indent=1).encode(),
+            PROGRAM: json.dumps(program).encode(),
+            PARAMS: params.getvalue(),
+            OBJECT: self.object_code,
+        }
+        if self.shared_library is not None:
+            members[LIBRARY] = self.shared_library
+        return members
+
+
+def link_shared_library(object_code: bytes, uses_threads: bool) -> bytes | None:
+    """`mod.so` linked by the system C compiler, or None when there is none (or it fails)."""
+    with tempfile.TemporaryDirectory(prefix="tvmc-link-") as tmp:
+        path = os.path.join(tmp, LIBRARY)
+        try:
+            link_shared(object_code, path, uses_threads)
+        except RuntimeError as exc:
+            logger.warning("no mod.so in the package (the runtime loads mod.o instead): %s", exc)
+            return None
+        with open(path, "rb") as f:
+            return f.read()
+
+
+def write_package(path: str, contents: PackageContents) -> str:
+    """Write the package tar atomically (a temporary file renamed over `path`); returns `path`."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f, tarfile.open(fileobj=f, mode="w") as tar:
+            for name, data in contents.members().items():
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                info.mtime = int(time.time())
+                info.mode = 0o755 if name == LIBRARY else 0o644
+                tar.addfile(info, io.BytesIO(data))
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)  # readers see the old file or the whole new one, never half
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def read_members(path: str) -> dict[str, bytes]:
+    """The package's regular-file members, refusing names that would escape a directory."""
+    if not os.path.exists(path):
+        raise PackageError(f"package {path!r} does not exist")
+    if not os.path.isfile(path):
+        raise PackageError(f"package {path!r} is not a file")
+    members: dict[str, bytes] = {}
+    try:
+        with tarfile.open(path, "r:*") as tar:
+            for member in tar:
+                name = member.name
+                parts = name.replace("\\", "/").split("/")
+                if name.startswith(("/", "\\")) or ".." in parts or ":" in parts[0]:
+                    raise PackageError(f"{path!r} holds a member outside the package: {name!r}")
+                if member.issym() or member.islnk():
+                    raise PackageError(f"{path!r} holds a link {name!r}; refusing it")
+                if member.isdir():
+                    continue
+                if not member.isfile():
+                    raise PackageError(f"{path!r} holds a special file {name!r}; refusing it")
+                name = "/".join(p for p in parts if p not in ("", "."))  # ./mod.o is mod.o
+                if name in members:
+                    raise PackageError(f"{path!r} holds {name!r} twice")
+                handle = tar.extractfile(member)
+                members[name] = handle.read() if handle else b""
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        reason = str(exc).splitlines()[-1].lstrip("- ") if str(exc) else type(exc).__name__
+        raise PackageError(
+            f"{path!r} is not a readable package (corrupt or truncated?): {reason}"
+        ) from None
+    missing = [name for name in REQUIRED_MEMBERS if name not in members]
+    if missing:
+        raise PackageError(f"{path!r} is not a tvmc package: it lacks {', '.join(missing)}")
+    return members
+
+
+def read_package(path: str) -> PackageContents:
+    """Read and validate a package (it is not loaded and may be for another machine)."""
+    members = read_members(path)
+    metadata = _json(path, members, METADATA)
+    if not isinstance(metadata, dict) or metadata.get("format") != PACKAGE_FORMAT:
+        found = metadata.get("format") if isinstance(metadata, dict) else None
+        raise PackageError(f"{path!r} is not a tvmc package (metadata format {found!r})")
+    version = metadata.get("format_version")
+    if version != PACKAGE_FORMAT_VERSION:
+        raise PackageError(
+            f"{path!r} has package format version {version!r}; this tvmc reads "
+            f"{PACKAGE_FORMAT_VERSION}: compile the model again with this tvmc"
+        )
+    for key, kind in METADATA_KEYS.items():
+        if not isinstance(metadata.get(key), kind):
+            raise PackageError(f"{path!r}: corrupt metadata.json: {key!r} missing or malformed")
+    mod = _json(path, members, PROGRAM)
+    try:
+        program = ProgramInfo.from_json(mod)
+        kernels = tuple(KernelSignature.from_json(k) for k in mod["kernels"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PackageError(f"{path!r}: corrupt mod.json: {type(exc).__name__} {exc}") from None
+    try:
+        with np.load(io.BytesIO(members[PARAMS]), allow_pickle=False) as npz:
+            params = {name: npz[name] for name in npz.files}
+    except (ValueError, OSError, EOFError, KeyError) as exc:
+        raise PackageError(f"{path!r}: corrupt mod.params: {exc}") from None
+    contents = PackageContents(
+        metadata, program, kernels, params, members[OBJECT], members.get(LIBRARY)
+    )
+    _check_consistent(path, contents)
+    return contents
+
+
+def _json(path: str, members: Mapping[str, bytes], name: str) -> Any:
+    try:
+        return json.loads(members[name])
+    except ValueError as exc:
+        raise PackageError(f"{path!r}: corrupt {name}: {exc}") from None
+
+
+def _check_consistent(path: str, contents: PackageContents) -> None:
+    """The members agree: metadata names the program's buffers, every param is there."""
+    program, metadata = contents.program, contents.metadata
+    for kind, names in (("inputs", program.inputs), ("outputs", program.outputs)):
+        entries = metadata[kind]
+        if [e.get("buffer") if isinstance(e, dict) else None for e in entries] != names:
+            raise PackageError(f"{path!r}: metadata.json {kind} do not match mod.json")
+    if program.entry not in {k.name for k in contents.kernels}:
+        raise PackageError(f"{path!r}: mod.json lacks the entry function {program.entry!r}")
+    for name in program.params:
+        buf, value = program.buffers.get(name), contents.params.get(name)
+        if buf is None or value is None:
+            raise PackageError(f"{path!r}: mod.params lacks param {name!r}")
+        if value.dtype != np.dtype(buf.dtype) or value.size != int(np.prod(buf.shape)):
+            raise PackageError(
+                f"{path!r}: param {name!r} is {value.dtype}{list(value.shape)}, "
+                f"mod.json expects {buf.dtype}{list(buf.shape)}"
+            )
+
+
+def host_cpu_features() -> dict[str, bool]:
+    """This machine's CPU features as LLVM names them (`avx2`: True, ...)."""
+    init_llvm()
+    return dict(llvm.get_host_cpu_features())
+
+
+def _arch_os(triple: str) -> tuple[str, str]:
+    parts = triple.lower().split("-")
+    arch = parts[0].replace("amd64", "x86_64").replace("arm64", "aarch64")
+    os_name = next((p for p in parts[1:] for o in _OS_NAMES if p.startswith(o)), "")
+    return arch, next((o for o in _OS_NAMES if os_name.startswith(o)), "")
+
+
+def check_host(path: str, metadata: Mapping[str, Any]) -> None:
+    """PackageError unless this machine can run the package's code (triple, CPU features)."""
+    here = host_triple()
+    triple, cpu = metadata["triple"], metadata["cpu"]
+    (arch, os_name), (host_arch, host_os) = _arch_os(triple), _arch_os(here)
+    if arch != host_arch or (os_name and host_os and os_name != host_os):
+        raise PackageError(
+            f"{path!r} was compiled for {triple} (cpu {cpu}); this machine is {here}: compile "
+            f"it for this machine with --target llvm (or --target-llvm-mtriple={here})"
+        )
+    host = host_cpu_features()
+    wanted = [f[1:] for f in metadata["features"].split(",") if f.startswith("+")]
+    missing = [f for f in wanted if not host.get(f, False)]
+    host_cpu = llvm.get_host_cpu_name()
+    if missing:
+        raise PackageError(
+            f"{path!r} needs CPU features this machine ({host_cpu}) lacks: "
+            f"{', '.join('+' + f for f in missing)}; compile it here with --target llvm, or for "
+            f'the oldest machine you deploy to with --target "llvm -mcpu=<cpu>" '
+            f"(or --target-llvm-mattr={','.join('-' + f for f in missing)})"
+        )
+    if not wanted and cpu not in ("generic", host_cpu):
+        logger.warning(
+            "%s was compiled for -mcpu=%s, this machine is %s: its features cannot be checked; "
+            "if it stops with an illegal instruction, compile it here",
+            path,
+            cpu,
+            host_cpu,
+        )
+
+
+def load_module(
+    path: str, contents: PackageContents, use_shared_library: bool = True
+) -> LoadedModule:
+    """The package's code in this process: mod.so with ctypes, else mod.o without a linker."""
+    check_host(path, contents.metadata)
+    if use_shared_library and contents.shared_library is not None:
+        try:
+            return _load_shared(contents.shared_library, contents.kernels)
+        except (OSError, AttributeError) as exc:
+            logger.warning("%s: mod.so does not load here (%s); loading mod.o instead", path, exc)
+    try:
+        return load_object(contents.object_code, contents.kernels)
+    except RuntimeError as exc:
+        raise PackageError(f"{path!r}: mod.o does not load: {exc}") from None
+
+
+def _load_shared(library: bytes, kernels: tuple[KernelSignature, ...]) -> LoadedModule:
+    """dlopen the library from a private directory, removed at once (the mapping stays)."""
+    directory = tempfile.mkdtemp(prefix="tvmc-package-")  # mode 0700: no one else can swap it
+    try:
+        path = os.path.join(directory, LIBRARY)
+        with open(path, "wb") as f:
+            f.write(library)
+        return load_library(path, kernels)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
