@@ -80,8 +80,10 @@ def main() -> None:
     args = parser.parse_args()
     threads = num_threads()
     print(f"threads: {threads}; times are medians of {args.repeat} runs")
-    header = (f"{'model':20} {'load s':>7} {'compile s':>9} {'tvmc ms':>8} {'ort ms':>8} "
-              f"{'ratio':>6} {'GFLOP/s':>8} {'ws MB':>6} {'naive MB':>8} {'max err':>8}")  # fmt: skip
+    header = (
+        f"{'model':20} {'load s':>7} {'compile s':>9} {'tvmc ms':>8} {'ort ms':>8} "
+        f"{'ratio':>6} {'GFLOP/s':>8} {'ws MB':>6} {'naive MB':>8} {'max err':>8}"
+    )
     print(header)
     ratios = []
     with tempfile.TemporaryDirectory() as tmp:
