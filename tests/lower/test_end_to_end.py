@@ -75,3 +75,20 @@ def test_reshape_views_outputs_and_memory_reuse(rng, jit, opt_level):
         np.testing.assert_allclose(got[name], want[name], rtol=1e-6, atol=1e-6, err_msg=name)
     program = result.lowered.program
     assert program.workspace_bytes <= program.naive_bytes
+
+
+def test_epilogue_reading_a_tensor_computed_after_the_anchor(rng):
+    """ResNet's residual: the main conv comes first, the shortcut conv it adds comes later."""
+    w1 = (rng.standard_normal((16, 8, 1, 1)) * 0.3).astype(np.float32)
+    w2 = (rng.standard_normal((16, 8, 1, 1)) * 0.3).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["main"]),
+        helper.make_node("Conv", ["x", "w2"], ["shortcut"]),
+        helper.make_node("Sum", ["main", "shortcut"], ["s"]),
+        helper.make_node("Relu", ["s"], ["y"]),
+    ]
+    model = model_of(nodes, [("x", [1, 8, 5, 5])], ["y"], [("w1", w1), ("w2", w2)])
+    x = rng.standard_normal((1, 8, 5, 5)).astype(np.float32)
+    result, got, want = compile_and_run(model, {"x": x})
+    assert [c.node.split("+")[1:] for c in result.lowered.program.calls][-1] == ["Sum", "Relu"]
+    np.testing.assert_allclose(got["y"], want["y"], rtol=1e-5, atol=1e-5)

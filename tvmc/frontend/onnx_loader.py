@@ -184,4 +184,17 @@ def convert_model(
     undefined = [o for o in graph.outputs if o not in graph.types]
     if undefined:
         raise ModelError(f"graph outputs {undefined} are never produced")
+    unique_node_names(graph)
     return graph
+
+
+def unique_node_names(graph: Graph) -> None:
+    """Node names identify nodes in later stages (fusion, profiles, tuning): make them unique."""
+    seen: set[str] = set()
+    for node in graph.nodes:
+        name, n = node.name or node.op, 1
+        while name in seen:
+            n += 1
+            name = f"{node.name or node.op}_{n}"
+        node.name = name
+        seen.add(name)

@@ -60,8 +60,10 @@ def plan_fusion(graph: Graph, enabled: bool = True) -> FusionPlan:
             continue
         chain: list[Node] = []
         tensor = node.outputs[0]
-        while (reader := only_reader(tensor)) is not None and _elementwise_on(
-            reader, tensor, graph
+        while (
+            (reader := only_reader(tensor)) is not None
+            and reader.name not in plan.absorbed  # an add of two convs joins the first one only
+            and _elementwise_on(reader, tensor, graph)
         ):
             chain.append(reader)
             plan.absorbed.add(reader.name)

@@ -250,8 +250,13 @@ def lower_graph(
 ) -> LoweredModel:
     """Lower every node of `graph` to kernels and plan where every buffer lives."""
     state = _Lowering(graph, target or LoweringTarget(), configs or {}, fuse)
+    # A template runs where its epilogue ends: the chain may read tensors computed after it.
+    by_name = {node.name: node for node in graph.nodes}
+    run_at = {chain[-1].name: by_name[name] for name, chain in state.plan.epilogues.items()}
     for node in graph.nodes:
-        state.lower_node(node)
+        if node.name in state.plan.epilogues:
+            continue
+        state.lower_node(run_at.get(node.name, node))
     out_slots = state.copy_outputs()
     return _assemble(state, out_slots)
 
