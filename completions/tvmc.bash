@@ -5,14 +5,24 @@
 __tvmc_spec() {
     case "$1" in
         tvmc)
-            subcommands=(load)
+            subcommands=(compile load run)
             options=(--config --help --verbose --version -h -v)
             value_options=(--config)
+            ;;
+        'tvmc compile')
+            subcommands=()
+            options=(--disabled-pass --dump-code --format --help --input-dtypes --input-shapes --json --model-format --opt-level --output --target --target-llvm-mattr --target-llvm-mcpu --target-llvm-mtriple -O -h -o)
+            value_options=(--disabled-pass --dump-code --format --input-dtypes --input-shapes --model-format --opt-level --output --target --target-llvm-mattr --target-llvm-mcpu --target-llvm-mtriple -O -o)
             ;;
         'tvmc load')
             subcommands=()
             options=(--dump --format --help --input-dtypes --input-shapes --json --model-format --output -h -o)
             value_options=(--format --input-dtypes --input-shapes --model-format --output -o)
+            ;;
+        'tvmc run')
+            subcommands=()
+            options=(--device --fill-mode --format --help --inputs --json --min-repeat-ms --num-threads --number --outputs --print-time --print-top --profile --repeat -h -i -o)
+            value_options=(--device --fill-mode --format --inputs --min-repeat-ms --num-threads --number --outputs --print-top --repeat -i -o)
             ;;
     esac
 }
@@ -23,10 +33,22 @@ __tvmc_values() {
     COMPREPLY=()
     case "$1 $2" in
         'tvmc --config') __tvmc_files "$cur" ;;
+        'tvmc compile -o'|'tvmc compile --output') __tvmc_files "$cur" '*.tar' ;;
+        'tvmc compile --target') __tvmc_words "$cur" llvm ;;
+        'tvmc compile --model-format') __tvmc_words "$cur" onnx tvmc ;;
+        'tvmc compile --dump-code') __tvmc_words "$cur" asm graph kernel ll ;;
+        'tvmc compile --format') __tvmc_words "$cur" json text ;;
+        'tvmc compile @0') __tvmc_files "$cur" '*.onnx' '*.tvmc' ;;
         'tvmc load -o'|'tvmc load --output') __tvmc_files "$cur" ;;
         'tvmc load --model-format') __tvmc_words "$cur" onnx tvmc ;;
         'tvmc load --format') __tvmc_words "$cur" json text ;;
         'tvmc load @0') __tvmc_files "$cur" '*.onnx' '*.tvmc' ;;
+        'tvmc run --device') __tvmc_words "$cur" cpu cuda ;;
+        'tvmc run -i'|'tvmc run --inputs') __tvmc_files "$cur" '*.npz' ;;
+        'tvmc run -o'|'tvmc run --outputs') __tvmc_files "$cur" '*.npz' ;;
+        'tvmc run --fill-mode') __tvmc_words "$cur" ones random zeros ;;
+        'tvmc run --format') __tvmc_words "$cur" json text ;;
+        'tvmc run @0') __tvmc_files "$cur" '*.tar' ;;
     esac
 }
 

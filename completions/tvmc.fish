@@ -4,7 +4,7 @@
 function __tvmc_subcommands
     switch "$argv"
         case 'tvmc'
-            printf '%s\n' 'load'
+            printf '%s\n' 'compile' 'load' 'run'
     end
 end
 
@@ -13,8 +13,12 @@ function __tvmc_value_options
     switch "$argv"
         case 'tvmc'
             printf '%s\n' '--config'
+        case 'tvmc compile'
+            printf '%s\n' '--disabled-pass' '--dump-code' '--format' '--input-dtypes' '--input-shapes' '--model-format' '--opt-level' '--output' '--target' '--target-llvm-mattr' '--target-llvm-mcpu' '--target-llvm-mtriple' '-O' '-o'
         case 'tvmc load'
             printf '%s\n' '--format' '--input-dtypes' '--input-shapes' '--model-format' '--output' '-o'
+        case 'tvmc run'
+            printf '%s\n' '--device' '--fill-mode' '--format' '--inputs' '--min-repeat-ms' '--num-threads' '--number' '--outputs' '--print-top' '--repeat' '-i' '-o'
     end
 end
 
@@ -81,11 +85,30 @@ end
 complete -c tvmc -f  # no file names unless a completion below asks for them
 
 # tvmc
+complete -c tvmc -n '__tvmc_argument 0 tvmc' -a 'compile' -d 'Compile MODEL_FILE (ONNX or .tvmc) for a target into a package (.tar) that...'
 complete -c tvmc -n '__tvmc_argument 0 tvmc' -a 'load' -d 'Load MODEL_FILE (ONNX or .tvmc), fold its constants and show its inputs,...'
+complete -c tvmc -n '__tvmc_argument 0 tvmc' -a 'run' -d 'Run PACKAGE_FILE (made by `tvmc compile`) once, and time or profile it when...'
 complete -c tvmc -n '__tvmc_command tvmc' -l 'version' -d 'Show the version and exit.'
 complete -c tvmc -n '__tvmc_command tvmc' -s 'v' -l 'verbose' -d 'More logging (-v info, -vv debug); tracebacks.'
 complete -c tvmc -n '__tvmc_command tvmc' -l 'config' -r -F -d 'JSON file whose keys set option defaults; flags on the command line win.'
 complete -c tvmc -n '__tvmc_command tvmc' -s 'h' -l 'help' -d 'Show this message and exit.'
+
+# tvmc compile
+complete -c tvmc -n '__tvmc_command tvmc compile' -s 'o' -l 'output' -x -a '(__tvmc_files .tar)' -d 'The package to write (a .tar).'
+complete -c tvmc -n '__tvmc_command tvmc compile' -l 'target' -x -a 'llvm' -d 'Target string: \'llvm\' (this CPU), \'llvm -mcpu=skylake-avx512\', \'llvm -mtriple=aarch64-linux-gnu -mattr=+neon\'.'
+complete -c tvmc -n '__tvmc_command tvmc compile' -l 'target-llvm-mcpu' -x -d 'LLVM CPU name (default: this CPU).'
+complete -c tvmc -n '__tvmc_command tvmc compile' -l 'target-llvm-mattr' -x -d 'LLVM features, e.g. \'+avx2,-avx512f\'.'
+complete -c tvmc -n '__tvmc_command tvmc compile' -l 'target-llvm-mtriple' -x -d 'LLVM target triple (cross-compile).'
+complete -c tvmc -n '__tvmc_command tvmc compile' -l 'input-shapes' -x -d 'Static input shapes, e.g. \'data:[1,3,224,224] mask:[1,128]\' (default: the model\'s).'
+complete -c tvmc -n '__tvmc_command tvmc compile' -l 'input-dtypes' -x -d 'Input dtypes, e.g. \'input_ids:int64 mask:int32\' (default: as in the model).'
+complete -c tvmc -n '__tvmc_command tvmc compile' -l 'model-format' -x -a 'onnx tvmc' -d 'Model format; guessed from the extension (.onnx, .tvmc) when omitted.'
+complete -c tvmc -n '__tvmc_command tvmc compile' -s 'O' -l 'opt-level' -x -d 'Optimization level: 0 no fusion, 3 everything.'
+complete -c tvmc -n '__tvmc_command tvmc compile' -l 'disabled-pass' -x -d 'A pass to skip (repeatable, or comma-separated), e.g. fuse, fold-batch-norm.'
+complete -c tvmc -n '__tvmc_command tvmc compile' -l 'dump-code' -x -a 'asm graph kernel ll' -d 'Also write code as text to OUTPUT.FMT (repeatable, or comma-separated): kernel (kernel IR), ll (LLVM IR), asm (assembly), graph (the optimized graph).'
+complete -c tvmc -n '__tvmc_command tvmc compile' -l 'format' -x -a 'json text' -d 'Output format: human text, or one JSON document on stdout for pipelines.'
+complete -c tvmc -n '__tvmc_command tvmc compile' -l 'json' -d 'Shorthand for --format json.'
+complete -c tvmc -n '__tvmc_command tvmc compile' -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c tvmc -n '__tvmc_argument 0 tvmc compile' -a '(__tvmc_files .onnx .tvmc)'
 
 # tvmc load
 complete -c tvmc -n '__tvmc_command tvmc load' -s 'o' -l 'output' -r -F -d 'Save the loaded model (.tvmc).'
@@ -97,3 +120,20 @@ complete -c tvmc -n '__tvmc_command tvmc load' -l 'format' -x -a 'json text' -d 
 complete -c tvmc -n '__tvmc_command tvmc load' -l 'json' -d 'Shorthand for --format json.'
 complete -c tvmc -n '__tvmc_command tvmc load' -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c tvmc -n '__tvmc_argument 0 tvmc load' -a '(__tvmc_files .onnx .tvmc)'
+
+# tvmc run
+complete -c tvmc -n '__tvmc_command tvmc run' -l 'device' -x -a 'cpu cuda' -d 'Where to run the package.'
+complete -c tvmc -n '__tvmc_command tvmc run' -s 'i' -l 'inputs' -x -a '(__tvmc_files .npz)' -d 'Inputs by name (.npz); inputs it lacks are filled by --fill-mode.'
+complete -c tvmc -n '__tvmc_command tvmc run' -s 'o' -l 'outputs' -x -a '(__tvmc_files .npz)' -d 'Save the outputs (.npz, by the model\'s names and as output_0, output_1, ...).'
+complete -c tvmc -n '__tvmc_command tvmc run' -l 'fill-mode' -x -a 'ones random zeros' -d 'Fill for inputs not given: seeded random (normal floats, 0/1 integers), zeros, ones.'
+complete -c tvmc -n '__tvmc_command tvmc run' -l 'print-time' -d 'Time the model and print TVMC\'s time table.'
+complete -c tvmc -n '__tvmc_command tvmc run' -l 'print-top' -x -d 'Print the N largest classes of the first output.'
+complete -c tvmc -n '__tvmc_command tvmc run' -l 'repeat' -x -d 'Timed measurements (each the mean of --number runs).'
+complete -c tvmc -n '__tvmc_command tvmc run' -l 'number' -x -d 'Runs per measurement.'
+complete -c tvmc -n '__tvmc_command tvmc run' -l 'min-repeat-ms' -x -d 'Raise --number until one measurement lasts this long.'
+complete -c tvmc -n '__tvmc_command tvmc run' -l 'profile' -d 'Time each kernel call and print a table of them.'
+complete -c tvmc -n '__tvmc_command tvmc run' -l 'num-threads' -x -d 'Worker threads (default: $TVMC_NUM_THREADS, else the physical cores).'
+complete -c tvmc -n '__tvmc_command tvmc run' -l 'format' -x -a 'json text' -d 'Output format: human text, or one JSON document on stdout for pipelines.'
+complete -c tvmc -n '__tvmc_command tvmc run' -l 'json' -d 'Shorthand for --format json.'
+complete -c tvmc -n '__tvmc_command tvmc run' -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c tvmc -n '__tvmc_argument 0 tvmc run' -a '(__tvmc_files .tar)'

@@ -15,6 +15,7 @@ def env_int(name: str) -> int | None:
     value = os.environ.get(name, "").strip()
     return int(value) if value else None
 
+
 # libgomp's idle worker threads spin unless told otherwise, which steals cores from the rest of
 # the process between inferences. Set before libgomp loads (xgboost may load it too).
 OMP_WAIT_POLICY_ENV = "OMP_WAIT_POLICY"

@@ -12,7 +12,9 @@ from rich.logging import RichHandler
 
 from tvmc import __version__
 from tvmc.cli.common import err
+from tvmc.cli.compile import compile_command
 from tvmc.cli.load import load_command
+from tvmc.cli.run import run_command
 from tvmc.errors import INTERNAL_ERROR_EXIT_CODE, TVMCError, UsageError, did_you_mean
 
 logger = logging.getLogger("tvmc")
@@ -143,6 +145,8 @@ def cli(ctx: click.Context, verbose: int) -> None:
 
 
 cli.add_command(load_command)
+cli.add_command(compile_command)
+cli.add_command(run_command)
 
 
 def main() -> None:

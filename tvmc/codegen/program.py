@@ -23,8 +23,11 @@ I8, I64 = ir.IntType(8), ir.IntType(64)
 def entry_signature(program: Program) -> KernelSignature:
     """The entry's calling signature, as loaders expect one for every exported function."""
     slots = len(program.inputs) + len(program.outputs) + len(program.params)
-    return KernelSignature(program.entry, (("args", (max(slots, 1),), "uint64"),
-                                           ("workspace", (max(program.workspace_bytes, 1),), "uint8")))  # fmt: skip
+    params = (
+        ("args", (max(slots, 1),), "uint64"),
+        ("workspace", (max(program.workspace_bytes, 1),), "uint8"),
+    )
+    return KernelSignature(program.entry, params)
 
 
 def add_entry(module: ir.Module, program: Program) -> ir.Function:

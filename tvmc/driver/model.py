@@ -9,6 +9,7 @@ import os
 import tarfile
 import time
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -17,6 +18,9 @@ from tvmc.errors import ModelError, UsageError, did_you_mean
 from tvmc.frontend import load_onnx
 from tvmc.graph import Graph, TensorType, graph_from_json, graph_to_json
 from tvmc.passes import IMPORT_PIPELINE, run_passes
+
+if TYPE_CHECKING:
+    from tvmc.driver.package import TVMCPackage
 
 logger = logging.getLogger("tvmc")
 
@@ -114,6 +118,14 @@ class TVMCModel:
             raise ModelError(f"{path!r}: corrupt params.npz: {exc}") from None
         graph = graph_from_json(members["graph.json"].decode(), params)
         return cls(graph, source=path, load_seconds=time.perf_counter() - start)
+
+    def compile(
+        self, target: str = "llvm", package_path: str | None = None, **options: Any
+    ) -> TVMCPackage:
+        """`tvmc.compile(self, target, package_path, **options)`: a TVMCPackage."""
+        from tvmc.driver.package import compile_model  # package.py imports this module
+
+        return compile_model(self, target, package_path, **options)
 
     def __repr__(self) -> str:
         return f"TVMCModel({self.graph.name!r}, {len(self.graph.nodes)} nodes)"

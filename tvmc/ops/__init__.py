@@ -10,4 +10,16 @@ from tvmc.ops.registry import OPS, OpDef, evaluate_node, get_op, infer_node
 from tvmc.ops import conv, elementwise, linalg, norm, pool, reduce, resize, tensor  # noqa: E402,F401  isort: skip
 from tvmc.ops.interpret import run_reference  # noqa: E402  isort: skip
 
+# Importing the lowerings attaches computes and templates to the ops.
+from tvmc.ops import (  # noqa: E402,F401  isort: skip
+    conv_kernels,
+    elementwise_kernels,
+    linalg_kernels,
+    norm_kernels,
+    pool_kernels,
+    reduce_kernels,
+    resize_kernels,
+    tensor_kernels,
+)
+
 __all__ = ["OPS", "OpDef", "evaluate_node", "get_op", "infer_node", "run_reference"]

@@ -2,8 +2,9 @@
 
 A plain tar of `metadata.json`, `mod.json` (the entry function's plan and kernel signatures),
 `mod.params` (numpy .npz, no pickles), `mod.o` (always) and `mod.so` (when a C compiler linked
-it). Reading never extracts: members are read into memory, and only `mod.so` is written, to a
-private temporary directory, for dlopen. The format is documented in docs/package-format.md.
+it). Reading never extracts: members are read into memory (params straight into 64-byte aligned
+arrays), and only `mod.so` is written, to a private temporary directory, for dlopen. The format
+is documented in docs/package-format.md.
 """
 
 from __future__ import annotations
@@ -16,17 +17,18 @@ import shutil
 import tarfile
 import tempfile
 import time
+import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 import llvmlite.binding as llvm
 import numpy as np
 
 from tvmc.codegen import KernelSignature, LoadedModule, link_shared, load_library, load_object
 from tvmc.codegen.target import host_triple, init_llvm
-from tvmc.errors import PackageError
-from tvmc.runtime.executor import ProgramInfo
+from tvmc.errors import PackageError, UsageError
+from tvmc.runtime.executor import ProgramInfo, aligned_empty
 
 logger = logging.getLogger("tvmc")
 
@@ -41,7 +43,7 @@ METADATA, PROGRAM, PARAMS, OBJECT, LIBRARY = (
 )
 REQUIRED_MEMBERS = (METADATA, PROGRAM, PARAMS, OBJECT)
 # metadata.json keys a reader relies on, with their JSON types.
-METADATA_KEYS: dict[str, type | tuple[type, ...]] = {
+METADATA_KEYS: dict[str, type] = {
     "format": str,
     "format_version": int,
     "tvmc_version": str,
@@ -55,7 +57,9 @@ METADATA_KEYS: dict[str, type | tuple[type, ...]] = {
     "workspace_bytes": int,
     "naive_bytes": int,
 }
-_OS_NAMES = ("linux", "darwin", "macos", "windows", "freebsd")
+_CHUNK = 1 << 22  # params are read in pieces of this many bytes, straight into their arrays
+_OS_NAMES = {"linux": "linux", "darwin": "darwin", "macos": "darwin", "windows": "windows",
+             "freebsd": "freebsd"}  # fmt: skip
 
 
 @dataclass
@@ -100,10 +104,14 @@ def link_shared_library(object_code: bytes, uses_threads: bool) -> bytes | None:
 
 def write_package(path: str, contents: PackageContents) -> str:
     """Write the package tar atomically (a temporary file renamed over `path`); returns `path`."""
+    if os.path.isdir(path):
+        raise UsageError(f"cannot write the package to {path!r}: it is a directory")
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    tmp = None
     try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
+                                   dir=directory)  # fmt: skip
         with os.fdopen(fd, "wb") as f, tarfile.open(fileobj=f, mode="w") as tar:
             for name, data in contents.members().items():
                 info = tarfile.TarInfo(name)
@@ -113,53 +121,77 @@ def write_package(path: str, contents: PackageContents) -> str:
                 tar.addfile(info, io.BytesIO(data))
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)  # readers see the old file or the whole new one, never half
-    except BaseException:
-        if os.path.exists(tmp):
+    except BaseException as exc:
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, OSError):
+            reason = exc.strerror or str(exc)
+            raise UsageError(f"cannot write the package to {path!r}: {reason}") from None
         raise
     return path
 
 
-def read_members(path: str) -> dict[str, bytes]:
-    """The package's regular-file members, refusing names that would escape a directory."""
+def read_package(path: str) -> PackageContents:
+    """Read and validate a package (it is not loaded, and may be for another machine)."""
     if not os.path.exists(path):
         raise PackageError(f"package {path!r} does not exist")
     if not os.path.isfile(path):
         raise PackageError(f"package {path!r} is not a file")
-    members: dict[str, bytes] = {}
     try:
         with tarfile.open(path, "r:*") as tar:
-            for member in tar:
-                name = member.name
-                parts = name.replace("\\", "/").split("/")
-                if name.startswith(("/", "\\")) or ".." in parts or ":" in parts[0]:
-                    raise PackageError(f"{path!r} holds a member outside the package: {name!r}")
-                if member.issym() or member.islnk():
-                    raise PackageError(f"{path!r} holds a link {name!r}; refusing it")
-                if member.isdir():
-                    continue
-                if not member.isfile():
-                    raise PackageError(f"{path!r} holds a special file {name!r}; refusing it")
-                name = "/".join(p for p in parts if p not in ("", "."))  # ./mod.o is mod.o
-                if name in members:
-                    raise PackageError(f"{path!r} holds {name!r} twice")
-                handle = tar.extractfile(member)
-                members[name] = handle.read() if handle else b""
+            found = _scan(path, tar)
+
+            def data(name: str) -> bytes:
+                handle = tar.extractfile(found[name])
+                return handle.read() if handle else b""
+
+            metadata = _metadata(path, _json(path, data(METADATA), METADATA))
+            mod = _json(path, data(PROGRAM), PROGRAM)
+            try:
+                program = ProgramInfo.from_json(mod)
+                kernels = tuple(KernelSignature.from_json(k) for k in mod["kernels"])
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise PackageError(
+                    f"{path!r}: corrupt mod.json: {type(exc).__name__} {exc}"
+                ) from None
+            params = read_params(path, tar.extractfile(found[PARAMS]))
+            library = data(LIBRARY) if LIBRARY in found else None
+            contents = PackageContents(metadata, program, kernels, params, data(OBJECT), library)
     except (tarfile.TarError, OSError, EOFError) as exc:
         reason = str(exc).splitlines()[-1].lstrip("- ") if str(exc) else type(exc).__name__
         raise PackageError(
             f"{path!r} is not a readable package (corrupt or truncated?): {reason}"
         ) from None
-    missing = [name for name in REQUIRED_MEMBERS if name not in members]
+    _check_consistent(path, contents)
+    return contents
+
+
+def _scan(path: str, tar: tarfile.TarFile) -> dict[str, tarfile.TarInfo]:
+    """The package's regular-file members by name, refusing any that could escape a directory."""
+    found: dict[str, tarfile.TarInfo] = {}
+    for member in tar:
+        name = member.name
+        parts = name.replace("\\", "/").split("/")
+        if name.startswith(("/", "\\")) or ".." in parts or ":" in parts[0]:
+            raise PackageError(f"{path!r} holds a member outside the package: {name!r}")
+        if member.issym() or member.islnk():
+            raise PackageError(f"{path!r} holds a link {name!r}; refusing it")
+        if member.isdir():
+            continue
+        if not member.isfile():
+            raise PackageError(f"{path!r} holds a special file {name!r}; refusing it")
+        name = "/".join(p for p in parts if p not in ("", "."))  # ./mod.o is mod.o
+        if name in found:
+            raise PackageError(f"{path!r} holds {name!r} twice")
+        found[name] = member
+    missing = [name for name in REQUIRED_MEMBERS if name not in found]
     if missing:
         raise PackageError(f"{path!r} is not a tvmc package: it lacks {', '.join(missing)}")
-    return members
+    return found
 
 
-def read_package(path: str) -> PackageContents:
-    """Read and validate a package (it is not loaded and may be for another machine)."""
-    members = read_members(path)
-    metadata = _json(path, members, METADATA)
+def _metadata(path: str, metadata: Any) -> dict[str, Any]:
+    """metadata.json, checked: our format, our version, the keys readers rely on."""
     if not isinstance(metadata, dict) or metadata.get("format") != PACKAGE_FORMAT:
         found = metadata.get("format") if isinstance(metadata, dict) else None
         raise PackageError(f"{path!r} is not a tvmc package (metadata format {found!r})")
@@ -172,27 +204,48 @@ def read_package(path: str) -> PackageContents:
     for key, kind in METADATA_KEYS.items():
         if not isinstance(metadata.get(key), kind):
             raise PackageError(f"{path!r}: corrupt metadata.json: {key!r} missing or malformed")
-    mod = _json(path, members, PROGRAM)
+    return metadata
+
+
+def read_params(path: str, handle: IO[bytes] | None) -> dict[str, np.ndarray]:
+    """The .npz arrays, each read straight into a 64-byte aligned array; pickles are refused."""
+    params: dict[str, np.ndarray] = {}
     try:
-        program = ProgramInfo.from_json(mod)
-        kernels = tuple(KernelSignature.from_json(k) for k in mod["kernels"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise PackageError(f"{path!r}: corrupt mod.json: {type(exc).__name__} {exc}") from None
-    try:
-        with np.load(io.BytesIO(members[PARAMS]), allow_pickle=False) as npz:
-            params = {name: npz[name] for name in npz.files}
-    except (ValueError, OSError, EOFError, KeyError) as exc:
+        with zipfile.ZipFile(handle or io.BytesIO()) as archive:
+            for info in archive.infolist():
+                with archive.open(info) as f:
+                    params[info.filename.removesuffix(".npy")] = _read_npy(f)
+    except (zipfile.BadZipFile, ValueError, EOFError, NotImplementedError) as exc:
         raise PackageError(f"{path!r}: corrupt mod.params: {exc}") from None
-    contents = PackageContents(
-        metadata, program, kernels, params, members[OBJECT], members.get(LIBRARY)
-    )
-    _check_consistent(path, contents)
-    return contents
+    return params
 
 
-def _json(path: str, members: Mapping[str, bytes], name: str) -> Any:
+def _read_npy(f: IO[bytes]) -> np.ndarray:
+    """One .npy stream into a fresh aligned array: a single copy of the data, read in chunks."""
+    version = np.lib.format.read_magic(f)
+    if version == (1, 0):
+        shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(f)
+    elif version == (2, 0):
+        shape, fortran_order, dtype = np.lib.format.read_array_header_2_0(f)
+    else:
+        raise ValueError(f"unsupported .npy format version {version}")
+    if dtype.hasobject:
+        raise ValueError("object arrays (pickles) are not allowed")
+    array = aligned_empty(tuple(reversed(shape)) if fortran_order else shape, dtype)
+    target = memoryview(array.reshape(-1).view(np.uint8))
+    done = 0
+    while done < len(target):
+        chunk = f.read(min(_CHUNK, len(target) - done))
+        if not chunk:
+            raise ValueError(f"array data ends after {done} of {len(target)} bytes")
+        target[done : done + len(chunk)] = chunk
+        done += len(chunk)
+    return array.T if fortran_order else array
+
+
+def _json(path: str, data: bytes, name: str) -> Any:
     try:
-        return json.loads(members[name])
+        return json.loads(data)
     except ValueError as exc:
         raise PackageError(f"{path!r}: corrupt {name}: {exc}") from None
 
@@ -224,10 +277,11 @@ def host_cpu_features() -> dict[str, bool]:
 
 
 def _arch_os(triple: str) -> tuple[str, str]:
+    """(architecture, OS) of a triple; the OS is '' when the triple names none we know."""
     parts = triple.lower().split("-")
     arch = parts[0].replace("amd64", "x86_64").replace("arm64", "aarch64")
-    os_name = next((p for p in parts[1:] for o in _OS_NAMES if p.startswith(o)), "")
-    return arch, next((o for o in _OS_NAMES if os_name.startswith(o)), "")
+    os_name = next((v for p in parts[1:] for k, v in _OS_NAMES.items() if p.startswith(k)), "")
+    return arch, os_name
 
 
 def check_host(path: str, metadata: Mapping[str, Any]) -> None:

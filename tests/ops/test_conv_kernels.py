@@ -1,0 +1,342 @@
+"""Conv and ConvTranspose templates, compiled natively, against onnxruntime.
+
+Every schedule (pixels, channels, depthwise) is forced through the attribute variants, and
+shapes are chosen to hit each tail of the tilings: channels not a multiple of the tile, rows
+not a multiple of the row block, rows cut in chunks, partial pixel chunks, partial vectors.
+float32 tolerance: rtol 1e-4, atol 1e-5 (the kernels sum in a different order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.lowering_helpers import check_lowered
+from tests.onnx_helpers import assert_close, run_onnxruntime, single_node_model
+from tvmc.codegen import emit_cpu, load_shared
+from tvmc.frontend import convert_model
+from tvmc.graph import Node, TensorType
+from tvmc.kernel import Buffer, maximum
+from tvmc.ops import OPS
+from tvmc.ops.lowering import LowerContext, LoweringTarget, buffer_shape, ref_of_buffer
+from tvmc.passes import IMPORT_PIPELINE, run_passes
+
+TOL = {"rtol": 1e-4, "atol": 1e-5}
+
+
+def randn(rng: np.random.Generator, *shape: int, dtype: Any = np.float32) -> np.ndarray:
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def lower_and_run(
+    node: Node,
+    arrays: list[np.ndarray],
+    constant: list[bool],
+    out_type: TensorType,
+    config: Mapping[str, Any] | None = None,
+    epilogue_extra: bool = False,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """(output, residual) of the node's template; with `epilogue_extra` the epilogue is
+    relu(v + 0.5) + residual[idx], the residual read from another buffer at the same indices."""
+    ctx = LowerContext(LoweringTarget(num_threads=2), config or {})
+    types = [TensorType.of(a) for a in arrays]
+    bufs = [Buffer(f"in{i}", buffer_shape(t.shape), t.dtype) for i, t in enumerate(types)]
+    refs = [
+        ref_of_buffer(f"in{i}", t, b, a if c else None)
+        for i, (t, b, a, c) in enumerate(zip(types, bufs, arrays, constant))
+    ]
+    out = Buffer("out", buffer_shape(out_type.shape), out_type.dtype)
+    data = {b: np.ascontiguousarray(a).reshape(b.shape) for b, a in zip(bufs, arrays)}
+    epilogue, residual = None, None
+    if epilogue_extra:
+        res_buf = Buffer("residual", out.shape, out.dtype)
+        residual = np.random.default_rng(1).standard_normal(out.shape).astype(out.dtype)
+        data[res_buf] = residual
+
+        def epilogue(idx, v):
+            return maximum(v + 0.5, 0.0) + res_buf[idx]
+
+    kernels = OPS[node.op].template(ctx, node.attrs, refs, [out], epilogue)
+    data[out] = np.full(out.shape, np.nan, out.dtype)
+    data.update(ctx.params)
+    data.update({b: np.full(b.shape, np.nan, b.dtype) for b in ctx.temps})
+    module = load_shared(emit_cpu(kernels))
+    for k in kernels:
+        module.run(k.name, *(data[b] for b in k.params))
+    return data[out].reshape(out_type.shape), residual
+
+
+def check_conv(
+    op: str,
+    x: np.ndarray,
+    w: np.ndarray,
+    attrs: Mapping[str, Any],
+    bias: np.ndarray | None = None,
+    config: Mapping[str, Any] | None = None,
+    runtime_weight: bool = False,
+    epilogue: bool = False,
+) -> None:
+    """One conv node through its template against onnxruntime."""
+    inputs = {"x": x, **({"w": w} if runtime_weight else {})}
+    constants = {
+        **({} if runtime_weight else {"w": w}),
+        **({"b": bias} if bias is not None else {}),
+    }
+    order = ["x", "w", *(["b"] if bias is not None else [])]
+    model = single_node_model(op, inputs, attrs, constants, input_order=order)
+    want = run_onnxruntime(model, inputs)[0]
+    graph = run_passes(convert_model(model), IMPORT_PIPELINE)
+    (node,) = graph.nodes
+    arrays = [x, w, *([bias] if bias is not None else [])]
+    constant = [False, not runtime_weight, True][: len(arrays)]
+    got, residual = lower_and_run(
+        node, arrays, constant, graph.types[node.outputs[0]], config, epilogue
+    )
+    if residual is not None:
+        want = np.maximum(want + np.float32(0.5), 0) + residual
+    assert_close(got, want, **TOL)
+
+
+CONV_CASES = [
+    ((1, 3, 8, 8), (4, 3, 3, 3), {}),
+    ((2, 3, 8, 8), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((1, 3, 9, 7), (5, 3, 3, 2), {"pads": [0, 1, 2, 0], "strides": [2, 1]}),  # asymmetric
+    ((1, 4, 11, 10), (6, 4, 3, 3), {"dilations": [2, 3], "pads": [2, 2, 2, 2]}),
+    ((2, 4, 9, 7), (6, 2, 3, 3), {"group": 2, "strides": [2, 1], "dilations": [2, 1]}),
+    ((1, 4, 6, 6), (5, 4, 1, 1), {}),
+    ((1, 4, 9), (4, 4, 3), {"pads": [1, 2]}),  # 1D
+    ((2, 6, 20), (6, 2, 5), {"group": 3, "strides": [3], "dilations": [2]}),
+    ((1, 2, 5, 6, 7), (3, 2, 3, 3, 2), {"pads": [1, 0, 1, 0, 1, 1], "strides": [1, 2, 1]}),  # 3D
+]
+
+
+@pytest.mark.parametrize("x_shape,w_shape,attrs", CONV_CASES)
+@pytest.mark.parametrize("schedule", ["pixels", "channels"])
+def test_conv_variants(x_shape, w_shape, attrs, schedule, rng):
+    bias = randn(rng, w_shape[0]) if len(x_shape) != 3 else None
+    check_conv(
+        "Conv",
+        randn(rng, *x_shape),
+        randn(rng, *w_shape),
+        attrs,
+        bias,
+        config={"schedule": schedule},
+    )
+
+
+@pytest.mark.parametrize(
+    "x_shape,w_shape,attrs",
+    [
+        ((1, 8, 10, 10), (8, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1]}),
+        ((1, 4, 10, 10), (8, 1, 3, 3), {"group": 4, "strides": [2, 2]}),  # multiplier 2
+        ((2, 5, 23, 9), (5, 1, 5, 3), {"group": 5, "pads": [2, 1, 0, 1], "dilations": [1, 2]}),
+        ((1, 3, 41), (3, 1, 3), {"group": 3, "pads": [1, 1], "strides": [2]}),  # 1D
+    ],
+)
+@pytest.mark.parametrize("schedule", ["depthwise", "pixels", "channels"])
+def test_conv_depthwise(x_shape, w_shape, attrs, schedule, rng):
+    check_conv(
+        "Conv",
+        randn(rng, *x_shape),
+        randn(rng, *w_shape),
+        attrs,
+        randn(rng, w_shape[0]),
+        config={"schedule": schedule},
+    )
+
+
+@pytest.mark.parametrize(
+    "x_shape,w_shape,attrs,config",
+    [
+        # rows of 37 with padding columns: row blocks that do not divide the 40 rows
+        ((1, 20, 40, 37), (17, 20, 3, 3), {"pads": [1, 1, 1, 1]}, {"schedule": "pixels"}),
+        # channels 40 = 16 + 16 + 8: a partial channel vector; 37 pixels in chunks of 8
+        (
+            (1, 20, 40, 37),
+            (40, 20, 3, 3),
+            {"pads": [1, 1, 1, 1]},
+            {"schedule": "channels", "channel_pixels": 8},
+        ),
+        # a 1x1 conv read in place (no transform), 11 = 6 + 5 output channels
+        ((1, 32, 16, 16), (11, 32, 1, 1), {}, {"schedule": "pixels"}),
+        # a row of 150 pixels cut into two chunks
+        ((1, 5, 3, 150), (7, 5, 1, 1), {}, {"schedule": "pixels", "pixel_vectors": 6}),
+        # 1x1 stride 2: one phase plane; 13x13 output rows in blocks
+        ((1, 16, 26, 26), (24, 16, 1, 1), {"strides": [2, 2]}, {}),
+        # pixel chunks of 5 over a row of 13 (last chunk 3 wide), 3 channel blocks
+        (
+            (1, 8, 13, 13),
+            (48, 8, 3, 3),
+            {"pads": [1, 1, 1, 1]},
+            {"schedule": "channels", "channel_pixels": 5, "channel_vectors": 1},
+        ),
+        # channels-outer tile order, tiny tiles
+        (
+            (2, 6, 9, 11),
+            (10, 6, 3, 3),
+            {"pads": [0, 1, 1, 0], "strides": [1, 2]},
+            {
+                "schedule": "pixels",
+                "order": "channels_outer",
+                "pixel_channels": 3,
+                "pixel_vectors": 1,
+            },
+        ),
+        # every tap unrolled (no kernel-row loop), both schedules, strided and grouped
+        (
+            (1, 6, 11, 12),
+            (8, 3, 3, 5),
+            {"group": 2, "strides": [2, 1], "pads": [1, 2, 1, 2]},
+            {"unroll_taps": "all", "schedule": "channels"},
+        ),
+        (
+            (1, 6, 11, 12),
+            (8, 3, 3, 5),
+            {"group": 2, "strides": [2, 1], "pads": [1, 2, 1, 2]},
+            {"unroll_taps": "row", "schedule": "pixels"},
+        ),
+    ],
+)
+def test_conv_tails(x_shape, w_shape, attrs, config, rng):
+    check_conv(
+        "Conv",
+        randn(rng, *x_shape),
+        randn(rng, *w_shape),
+        attrs,
+        randn(rng, w_shape[0]),
+        config=config,
+    )
+
+
+@pytest.mark.parametrize("schedule", ["pixels", "channels", "depthwise"])
+def test_conv_runtime_weight(schedule, rng):
+    group = 6 if schedule == "depthwise" else 2
+    w = randn(rng, 6, 6 // group, 3, 3)
+    check_conv(
+        "Conv",
+        randn(rng, 1, 6, 9, 10),
+        w,
+        {"pads": [1, 1, 1, 1], "group": group},
+        randn(rng, 6),
+        config={"schedule": schedule},
+        runtime_weight=True,
+    )
+
+
+@pytest.mark.parametrize("schedule", ["pixels", "channels", "depthwise"])
+def test_conv_epilogue(schedule, rng):
+    group = 16 if schedule == "depthwise" else 1
+    w = randn(rng, 16, 16 // group, 3, 3)
+    check_conv(
+        "Conv",
+        randn(rng, 1, 16, 12, 13),
+        w,
+        {"pads": [1, 1, 1, 1], "group": group},
+        randn(rng, 16),
+        config={"schedule": schedule},
+        epilogue=True,
+    )
+
+
+@pytest.mark.parametrize(
+    "x_shape,w_shape,attrs",
+    [
+        ((1, 2, 5, 4), (2, 3, 3, 3), {}),
+        ((2, 2, 5, 4), (2, 3, 3, 3), {"strides": [2, 3]}),
+        ((1, 2, 5, 4), (2, 3, 3, 3), {"strides": [2, 2], "pads": [1, 0, 0, 1]}),
+        (
+            (1, 4, 5, 4),
+            (4, 3, 3, 3),
+            {
+                "strides": [2, 3],
+                "output_padding": [1, 2],
+                "group": 2,
+                "dilations": [1, 2],
+                "pads": [1, 0, 0, 1],
+            },
+        ),
+        ((1, 4, 5, 5), (4, 1, 3, 3), {"strides": [2, 2], "group": 4}),  # depthwise
+        ((1, 2, 5, 4), (2, 3, 3, 3), {"strides": [2, 3], "output_shape": [9, 11]}),
+        ((1, 1, 3, 3), (1, 2, 3, 3), {"strides": [3, 2], "output_shape": [10, 8]}),  # > full
+        ((1, 3, 7), (3, 2, 4), {"strides": [3], "output_padding": [2]}),  # 1D
+        ((1, 2, 3, 4, 3), (2, 2, 2, 3, 2), {"strides": [2, 1, 2], "pads": [0, 1, 0, 0, 1, 1]}),
+    ],
+)
+def test_conv_transpose(x_shape, w_shape, attrs, rng):
+    bias = randn(rng, w_shape[1] * attrs.get("group", 1))
+    check_conv("ConvTranspose", randn(rng, *x_shape), randn(rng, *w_shape), attrs, bias)
+
+
+def test_conv_transpose_runtime_weight(rng):
+    check_conv(
+        "ConvTranspose",
+        randn(rng, 1, 4, 5, 4),
+        randn(rng, 4, 3, 3, 3),
+        {"strides": [2, 2], "group": 2, "pads": [1, 1, 0, 0]},
+        runtime_weight=True,
+    )
+
+
+def test_conv_float64_against_reference(rng):
+    x, w, b = (
+        randn(rng, 1, 5, 9, 8, dtype=np.float64),
+        randn(rng, 7, 5, 3, 3, dtype=np.float64),
+        None,
+    )
+    model = single_node_model("Conv", {"x": x}, {"pads": [1, 1, 1, 1]}, {"w": w})
+    graph = run_passes(convert_model(model), IMPORT_PIPELINE)
+    (node,) = graph.nodes
+    got, _ = lower_and_run(node, [x, w], [False, True], graph.types[node.outputs[0]])
+    want = OPS["Conv"].reference(node.attrs, x, w, b)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_conv_float16_accumulates_in_float32(rng):
+    x, w = randn(rng, 1, 6, 9, 8, dtype=np.float16), randn(rng, 5, 6, 3, 3, dtype=np.float16)
+    model = single_node_model("Conv", {"x": x}, {"pads": [1, 1, 1, 1]}, {"w": w})
+    graph = run_passes(convert_model(model), IMPORT_PIPELINE)
+    (node,) = graph.nodes
+    got, _ = lower_and_run(node, [x, w], [False, True], graph.types[node.outputs[0]])
+    want = OPS["Conv"].reference(node.attrs, x, w)
+    np.testing.assert_allclose(
+        got.astype(np.float32), want.astype(np.float32), rtol=2e-3, atol=2e-3
+    )
+
+
+@pytest.mark.parametrize(
+    "x_shape,w_shape,attrs",
+    [
+        ((1, 3, 6, 5), (20, 3, 3, 3), {"pads": [1, 1, 1, 1]}),
+        ((1, 4, 5, 5), (4, 1, 3, 3), {"group": 4, "strides": [2, 2]}),
+    ],
+)
+def test_conv_interpreted(x_shape, w_shape, attrs, rng):
+    # the kernel IR interpreter checks every access: no read outside a buffer, even in slack
+    check_lowered(
+        "Conv",
+        {"x": randn(rng, *x_shape)},
+        attrs,
+        constants={"w": randn(rng, *w_shape)},
+        use_interpreter=True,
+        **TOL,
+    )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the interpreter bounds-checks each axis; the in-place "
+    "1x1 path reads whole rows through the last axis's flat offset (in_place=False "
+    "avoids it)",
+)
+def test_conv_in_place_1x1_interpreted(rng):
+    check_lowered(
+        "Conv",
+        {"x": randn(rng, 1, 4, 4, 4)},
+        {},
+        constants={"w": randn(rng, 5, 4, 1, 1)},
+        use_interpreter=True,
+        **TOL,
+    )

@@ -1,0 +1,262 @@
+"""Elementwise and broadcasting computes, compiled natively (a few interpreted), vs onnxruntime.
+
+Tolerances: float32 rtol 1e-5, atol 1e-6 for every op. The transcendental ones (exp, log, tanh,
+erf, sigmoid and what builds on them) run codegen's float32 polynomials; measured against
+onnxruntime over [-30, 30] plus normal samples, the worst case needs rtol 1.2e-7 (Exp) at atol
+1e-6, so the default tolerance holds with margin.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.lowering_helpers import run_node
+from tests.onnx_helpers import onnx_type
+from tests.ops.kernel_checks import check, run_direct
+from tvmc.graph import Node, TensorType
+
+F32 = np.float32
+
+
+# ---- unary ---------------------------------------------------------------------------------------
+UNARY = ["Relu", "Sigmoid", "Tanh", "Exp", "Neg", "Abs", "Erf", "HardSwish", "Softplus"]
+UNARY += ["Floor", "Ceil"]
+POSITIVE = ["Sqrt", "Log", "Reciprocal"]
+
+
+@pytest.mark.parametrize("op", UNARY + POSITIVE)
+@pytest.mark.parametrize("shape", [(2, 3, 37), ()])  # 37: vector body and scalar tail
+def test_unary(op, shape, rng):
+    x = (rng.standard_normal(shape) * 3).astype(F32)
+    if op in POSITIVE:
+        x = np.abs(x) + F32(0.1)
+    check(op, {"x": x})
+
+
+def test_unary_wide_range(rng):
+    """Saturation and overflow regions of the polynomial functions."""
+    x = np.linspace(-60, 60, 301, dtype=F32)
+    for op in ["Sigmoid", "Tanh", "Erf", "Softplus", "Exp", "Elu"]:
+        check(op, {"x": x})
+    for approximate in ["none", "tanh"]:  # tanh: 1 + tanh(z) would cancel for x << 0
+        check("Gelu", {"x": x / F32(2)}, {"approximate": approximate}, opset=20)
+
+
+@pytest.mark.parametrize(
+    "op,attrs",
+    [
+        ("LeakyRelu", {}),
+        ("LeakyRelu", {"alpha": 0.3}),
+        ("Elu", {"alpha": 0.5}),
+        ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}),
+        ("Gelu", {}),
+        ("Gelu", {"approximate": "tanh"}),
+    ],
+)
+def test_unary_with_attributes(op, attrs, rng):
+    x = (rng.standard_normal((3, 40)) * 3).astype(F32)
+    check(op, {"x": x}, attrs, opset=20 if op == "Gelu" else 17)
+
+
+@pytest.mark.parametrize("op", ["Neg", "Abs"])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_unary_integer(op, dtype, rng):
+    check(op, {"x": rng.integers(-50, 50, (4, 33)).astype(dtype)})
+
+
+def test_unary_interpreted(rng):
+    x = rng.standard_normal((3, 36)).astype(F32)
+    for op in ["Relu", "Sigmoid", "HardSwish", "Softplus"]:
+        check(op, {"x": x}, use_interpreter=True)
+
+
+@pytest.mark.parametrize("opset", [7, 13])
+def test_clip(opset, rng):
+    x = (rng.standard_normal((4, 35)) * 4).astype(F32)
+    if opset < 11:
+        check("Clip", {"x": x}, {"min": -1.0, "max": 2.0}, opset=opset)
+        return
+    bounds = {"lo": np.array(-1.0, F32), "hi": np.array(2.0, F32)}
+    check("Clip", {"x": x}, constants=bounds, opset=opset)
+    check("Clip", {"x": x}, constants={"hi": bounds["hi"]}, input_order=["x", "", "hi"],
+          opset=opset)  # fmt: skip
+    ints = rng.integers(-9, 9, (3, 5)).astype(np.int32)
+    lo = {"lo": np.array(-2, np.int32)}
+    check("Clip", {"x": ints}, constants=lo, input_order=["x", "lo"], opset=opset)
+
+
+@pytest.mark.parametrize(
+    "source,target",
+    [
+        (F32, np.int64),  # truncation toward zero
+        (F32, np.int32),
+        (F32, np.bool_),
+        (F32, np.float64),
+        (F32, np.float16),
+        (np.int64, F32),
+        (np.int64, np.int32),
+        (np.int32, np.bool_),
+        (np.bool_, F32),
+        (np.bool_, np.int64),
+    ],
+)
+def test_cast(source, target, rng):
+    x = rng.standard_normal((3, 34)) * 10
+    x[0, :4] = [0.0, -0.0, 2.5, -2.5]
+    check("Cast", {"x": x.astype(source)}, {"to": onnx_type(target)})
+
+
+# ---- binary and n-ary ----------------------------------------------------------------------------
+BINARY = ["Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater", "LessOrEqual"]
+BINARY += ["GreaterOrEqual"]
+
+
+@pytest.mark.parametrize("op", BINARY)
+@pytest.mark.parametrize(
+    "shapes", [((2, 3, 40), (2, 3, 40)), ((4, 1, 5), (3, 1)), ((5,), ()), ((2, 40), (40,))]
+)
+def test_binary_broadcast(op, shapes, rng):
+    a = rng.standard_normal(shapes[0]).astype(F32)
+    b = rng.standard_normal(shapes[1]).astype(F32)
+    if op == "Pow":
+        a = np.abs(a) + F32(0.5)
+    if op.endswith("Equal"):  # make ties happen
+        b = np.round(b).astype(F32)
+        a = np.round(a).astype(F32)
+    check(op, {"a": a, "b": b})
+
+
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div", "Equal", "Less", "Greater"])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_binary_integer(op, dtype, rng):
+    a = rng.integers(-20, 20, (3, 33)).astype(dtype)
+    b = rng.integers(1, 7, (33,)).astype(dtype) * np.where(np.arange(33) % 2, 1, -1).astype(dtype)
+    check(op, {"a": a, "b": b})
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_integer_division_truncates(dtype):
+    a = np.array([7, -7, 7, -7, 0, 9], dtype=dtype)
+    b = np.array([2, 2, -2, -2, 3, -4], dtype=dtype)
+    check("Div", {"a": a, "b": b})
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8])
+def test_integer_division_does_not_trap(dtype):
+    """A zero divisor counts as 1 (the reference's rule) instead of raising SIGFPE."""
+    a = np.arange(0, 40).astype(dtype)
+    b = np.where(np.arange(40) % 3 == 0, 0, 3).astype(dtype)
+    run_direct("Div", {}, a, b)
+
+
+def test_integer_min_divided_by_minus_one_wraps():
+    """MIN / -1 overflows (x86 traps on it); it wraps to MIN like numpy's integer negation."""
+    low = np.iinfo(np.int32).min
+    a = np.array([low, low + 1, 7, -7, 0] * 8, np.int32)
+    b = np.array([-1, -1, -1, -1, -1] * 8, np.int32)
+    (y,) = run_node(Node("Div", ["a", "b"], ["y"]), [a, b], [TensorType.of(a)])
+    np.testing.assert_array_equal(y, np.negative(a))
+
+
+@pytest.mark.parametrize("op", ["And", "Or", "Equal"])
+def test_logical(op, rng):
+    a = rng.standard_normal((3, 40)) > 0
+    b = rng.standard_normal((40,)) > 0
+    check(op, {"a": a, "b": b})
+    check("Not", {"a": a})
+
+
+@pytest.mark.parametrize("exponent", [2.0, 0.5, 3.0, -1.0, 1.0])
+def test_pow_constant_exponent(exponent, rng):
+    x = np.abs(rng.standard_normal((2, 37))).astype(F32) + F32(0.1)
+    check("Pow", {"x": x}, constants={"e": np.array(exponent, F32)})
+
+
+def test_pow_mixed_dtypes(rng):
+    x = (rng.standard_normal((2, 35)) * 2).astype(F32)
+    check("Pow", {"x": x}, constants={"e": np.array(3, np.int64)})
+    check("Pow", {"x": x, "e": rng.integers(0, 4, (35,)).astype(np.int32)})
+    base = rng.integers(-5, 5, (2, 35)).astype(np.int64)
+    check("Pow", {"x": base}, constants={"e": np.array(2, np.int64)})
+    check("Pow", {"x": base.astype(np.int32), "e": rng.integers(0, 5, (35,)).astype(np.int32)})
+
+
+def test_prelu(rng):
+    x = rng.standard_normal((2, 3, 34)).astype(F32)
+    slope = np.array([[0.1], [0.2], [0.3]], F32)
+    check("PRelu", {"x": x}, constants={"slope": slope})
+    check("PRelu", {"x": x, "slope": slope})
+    check("PRelu", {"x": x}, constants={"slope": np.array([0.25], F32)})
+
+
+@pytest.mark.parametrize("op", ["Sum", "Max", "Min", "Mean"])
+@pytest.mark.parametrize("shapes", [[(2, 3, 34), (3, 34), (1, 1, 34)], [(2, 35)]])
+def test_variadic(op, shapes, rng):
+    xs = {f"x{i}": rng.standard_normal(s).astype(F32) for i, s in enumerate(shapes)}
+    check(op, xs)
+
+
+def test_variadic_with_a_constant(rng):
+    x = rng.standard_normal((2, 40)).astype(F32)
+    check("Sum", {"x": x}, constants={"c": np.full((40,), 1.5, F32)})
+    check("Max", {"x": x}, constants={"c": rng.standard_normal((2, 1)).astype(F32)})
+
+
+@pytest.mark.parametrize("dtype", [F32, np.int64, np.uint8])
+def test_where(dtype, rng):
+    cond = rng.standard_normal((3, 40)) > 0
+    x = (rng.standard_normal((2, 3, 40)) * 5).astype(dtype)
+    y = (rng.standard_normal((40,)) * 5).astype(dtype)
+    check("Where", {"c": cond, "x": x, "y": y})
+
+
+def test_where_bool_direct(rng):
+    """onnxruntime has no bool Where kernel: against the reference instead."""
+    cond, x, y = (rng.standard_normal((3, 40)) > 0 for _ in range(3))
+    run_direct("Where", {}, cond, x, y[0])
+
+
+def test_where_interpreted(rng):
+    cond = rng.standard_normal((3, 40)) > 0
+    x = rng.standard_normal((3, 40)).astype(F32)
+    check("Where", {"c": cond, "x": x}, constants={"y": np.array(0.5, F32)}, use_interpreter=True)
+
+
+def test_large_parallel(rng):
+    """Past PARALLEL_MIN_ELEMENTS: the outer loop runs on the thread pool."""
+    a = rng.standard_normal((4, 64, 130)).astype(F32)
+    b = rng.standard_normal((64, 1)).astype(F32)
+    check("Mul", {"a": a, "b": b})
+    check("Gelu", {"a": a}, opset=20)
+
+
+def test_identity_direct(rng):
+    """The import passes remove Identity, so its compute is checked on a bare node."""
+    run_direct("Identity", {}, rng.standard_normal((3, 40)).astype(F32))
+    run_direct("Identity", {}, rng.integers(0, 9, (5,)))
+
+
+# ---- BatchNormalization --------------------------------------------------------------------------
+def _bn_params(rng, channels: int, uniform: bool = False) -> dict[str, np.ndarray]:
+    if uniform:
+        return {k: np.full(channels, v, F32) for k, v in zip("sbmv", (1.5, 0.1, -0.2, 0.8))}
+    scale, bias, mean = (rng.standard_normal(channels).astype(F32) for _ in range(3))
+    return {"s": scale, "b": bias, "m": mean, "v": rng.uniform(0.5, 2, channels).astype(F32)}
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 5, 34), (4, 35), (1, 4, 37)])
+@pytest.mark.parametrize("params", ["constant", "uniform", "runtime"])
+def test_batch_norm(shape, params, rng):
+    x = rng.standard_normal(shape).astype(F32)
+    p = _bn_params(rng, shape[1], uniform=params == "uniform")
+    attrs = {"epsilon": 1e-3}
+    if params == "runtime":
+        check("BatchNormalization", {"x": x, **p}, attrs)
+    else:
+        check("BatchNormalization", {"x": x}, attrs, constants=p)
+
+
+def test_batch_norm_interpreted(rng):
+    x = rng.standard_normal((2, 3, 36)).astype(F32)
+    check("BatchNormalization", {"x": x}, constants=_bn_params(rng, 3), use_interpreter=True)

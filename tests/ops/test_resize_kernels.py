@@ -1,0 +1,148 @@
+"""Resize's compute (coordinates, taps and weights computed in the expression) vs onnxruntime.
+
+Nearest is exact (the coordinates repeat the reference's float32 operations); linear and cubic
+interpolate in float32 where onnxruntime and the reference use other orders or float64, so they
+use rtol 1e-5, atol 1e-6 (linear) and the reference tests' rtol 1e-4, atol 1e-5 (cubic).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.ops.kernel_checks import check
+
+F32 = np.float32
+COORDINATE_MODES = ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"]
+NEAREST_MODES = ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]
+SCALES = [(2.0, 3.0), (0.5, 0.6), (1.7, 0.8)]
+SIZES = [(8, 40), (2, 3), (1, 1)]
+CUBIC = {"rtol": 1e-4, "atol": 1e-5}
+
+
+def scales4(hw) -> np.ndarray:
+    return np.array([1, 1, *hw], F32)
+
+
+def sizes4(hw) -> np.ndarray:
+    return np.array([2, 3, *hw], np.int64)
+
+
+@pytest.fixture
+def image(rng) -> np.ndarray:
+    return rng.standard_normal((2, 3, 4, 13)).astype(F32)
+
+
+def resize(image, attrs, scales=None, sizes=None, roi=None, opset=13, **options) -> None:
+    """Resize-11+ with scales or sizes as constant inputs (absent ones left empty)."""
+    constants = {"roi": roi} if roi is not None else {}
+    order = ["x", "roi" if roi is not None else ""]
+    if scales is not None:
+        constants["scales"] = scales
+        order.append("scales")
+    else:
+        constants["sizes"] = sizes
+        order += ["", "sizes"]
+    check("Resize", {"x": image}, attrs, constants, input_order=order, opset=opset, **options)
+
+
+@pytest.mark.parametrize("coordinate_mode", COORDINATE_MODES)
+@pytest.mark.parametrize("nearest_mode", NEAREST_MODES)
+@pytest.mark.parametrize("hw", SCALES[1:])
+def test_nearest_scales(coordinate_mode, nearest_mode, hw, image):
+    attrs = {"mode": "nearest", "coordinate_transformation_mode": coordinate_mode,
+             "nearest_mode": nearest_mode}  # fmt: skip
+    resize(image, attrs, scales=scales4(hw), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("coordinate_mode", COORDINATE_MODES)
+@pytest.mark.parametrize("hw", SIZES)
+def test_nearest_sizes(coordinate_mode, hw, image):
+    attrs = {"mode": "nearest", "coordinate_transformation_mode": coordinate_mode}
+    resize(image, attrs, sizes=sizes4(hw), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("coordinate_mode", COORDINATE_MODES)
+@pytest.mark.parametrize("hw", SCALES)
+def test_bilinear(coordinate_mode, hw, image):
+    attrs = {"mode": "linear", "coordinate_transformation_mode": coordinate_mode}
+    resize(image, attrs, scales=scales4(hw))
+
+
+@pytest.mark.parametrize("coordinate_mode", COORDINATE_MODES)
+@pytest.mark.parametrize("hw", SIZES[:2])
+def test_bilinear_sizes(coordinate_mode, hw, image):
+    attrs = {"mode": "linear", "coordinate_transformation_mode": coordinate_mode}
+    resize(image, attrs, sizes=sizes4(hw))
+
+
+@pytest.mark.parametrize("coordinate_mode", ["half_pixel", "align_corners", "asymmetric"])
+def test_trilinear(coordinate_mode, rng):
+    volume = rng.standard_normal((1, 2, 3, 4, 5)).astype(F32)
+    attrs = {"mode": "linear", "coordinate_transformation_mode": coordinate_mode}
+    resize(volume, attrs, scales=np.array([1, 1, 2, 0.5, 1.5], F32))
+
+
+def test_linear_2d(rng):
+    plane = rng.standard_normal((4, 6)).astype(F32)
+    resize(plane, {"mode": "linear"}, sizes=np.array([7, 3], np.int64))
+
+
+@pytest.mark.parametrize("coordinate_mode", COORDINATE_MODES)
+@pytest.mark.parametrize("exclude_outside", [0, 1])
+def test_bicubic(coordinate_mode, exclude_outside, image):
+    attrs = {"mode": "cubic", "coordinate_transformation_mode": coordinate_mode,
+             "exclude_outside": exclude_outside, "cubic_coeff_a": -0.5}  # fmt: skip
+    resize(image, attrs, scales=scales4((2.0, 2.0)), **CUBIC)  # rows of 26: scalar loops
+
+
+@pytest.mark.parametrize("exclude_outside", [0, 1])
+def test_bicubic_vectorized(exclude_outside, image):
+    attrs = {"mode": "cubic", "exclude_outside": exclude_outside}  # cubic_coeff_a: -0.75
+    resize(image, attrs, scales=scales4((0.5, 3.0)), **CUBIC)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+def test_tf_crop_and_resize(mode, image):
+    attrs = {"mode": mode, "coordinate_transformation_mode": "tf_crop_and_resize",
+             "extrapolation_value": 9.0}  # fmt: skip
+    roi = np.array([0, 0, -0.2, 0.3, 1, 1, 0.9, 1.4], F32)
+    resize(image, attrs, sizes=sizes4((6, 7)), roi=roi, **CUBIC)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+@pytest.mark.parametrize("policy", ["stretch", "not_smaller"])
+def test_axes_and_aspect_ratio_opset_18(mode, policy, image):
+    attrs = {"mode": mode, "axes": [3, 2], "keep_aspect_ratio_policy": policy}
+    resize(image, attrs, sizes=np.array([35, 7], np.int64), opset=18)
+
+
+def test_axes_with_scales_opset_19(image):
+    attrs = {"mode": "linear", "axes": [2, 3],
+             "coordinate_transformation_mode": "half_pixel_symmetric"}  # fmt: skip
+    resize(image, attrs, scales=np.array([1.5, 0.7], F32), opset=19)
+
+
+def test_integer_nearest(rng):
+    pixels = rng.integers(0, 255, (1, 3, 4, 16)).astype(np.uint8)
+    resize(pixels, {"mode": "nearest"}, scales=scales4((2.0, 1.5)))
+
+
+def test_interpreted(image):
+    resize(image, {"mode": "linear"}, scales=scales4((1.5, 2.0)), use_interpreter=True)
+    resize(image, {"mode": "cubic"}, scales=scales4((0.5, 1.5)), use_interpreter=True, **CUBIC)
+
+
+# ---- Resize-10 and Upsample: fixed coordinate rules ----------------------------------------------
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+@pytest.mark.parametrize("hw", SCALES)
+def test_resize_opset_10(mode, hw, image):
+    check("Resize", {"x": image}, {"mode": mode}, {"scales": scales4(hw)}, opset=10)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_upsample(mode, image):
+    check("Upsample", {"x": image}, {"mode": mode, "scales": [1.0, 1.0, 2.0, 3.0]}, opset=7,
+          expect="Resize")  # fmt: skip
+    check("Upsample", {"x": image}, {"mode": mode}, {"scales": scales4((3.0, 1.5))}, opset=9,
+          expect="Resize")  # fmt: skip

@@ -1,0 +1,147 @@
+"""`tvmc compile`: a model file in, a package (.tar) out, with a short summary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from tvmc.cli.common import err, format_option, model_options, out, print_json, wants_json
+from tvmc.cli.completion import FileWithExt
+from tvmc.driver import DEFAULT_PACKAGE, DUMP_FORMATS, TARGET_KINDS, compile_model
+from tvmc.errors import did_you_mean
+
+
+class TargetType(click.Choice):
+    """A target string (`llvm -mcpu=znver4`); shells complete the target kinds."""
+
+    name = "target"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> str:
+        return " ".join(str(value).split())  # the driver names what is wrong with it
+
+
+class ChoiceList(click.Choice):
+    """Comma-separated choices (`ll,asm`); shells complete and docs list each choice."""
+
+    name = "choices"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> tuple[str, ...]:
+        if isinstance(value, tuple):
+            return value
+        items = tuple(v.strip() for v in str(value).split(",") if v.strip())
+        for item in items:
+            if item not in self.choices:
+                valid = ", ".join(repr(c) for c in self.choices)
+                self.fail(f"{item!r} is not one of {valid}.{did_you_mean(item, self.choices)}",
+                          param, ctx)  # fmt: skip
+        return items
+
+
+def size(nbytes: int | None) -> str:
+    """Bytes for people: 512 B, 3.1 kB, 25.0 MB."""
+    if nbytes is None:
+        return "?"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{nbytes} B"
+
+
+@click.command("compile")
+@click.argument("model_file", type=FileWithExt((".onnx", ".tvmc"), dir_okay=True))
+@click.option(
+    "-o",
+    "--output",
+    type=FileWithExt((".tar",), dir_okay=False),
+    default=DEFAULT_PACKAGE,
+    show_default=True,
+    help="The package to write (a .tar).",
+)
+@click.option(
+    "--target",
+    type=TargetType(TARGET_KINDS),
+    default="llvm",
+    show_default=True,
+    metavar="TARGET",
+    help="Target string: 'llvm' (this CPU), 'llvm -mcpu=skylake-avx512', "
+    "'llvm -mtriple=aarch64-linux-gnu -mattr=+neon'.",
+)
+@click.option("--target-llvm-mcpu", metavar="CPU", help="LLVM CPU name (default: this CPU).")
+@click.option("--target-llvm-mattr", metavar="ATTRS", help="LLVM features, e.g. '+avx2,-avx512f'.")
+@click.option("--target-llvm-mtriple", metavar="TRIPLE", help="LLVM target triple (cross-compile).")
+@model_options
+@click.option(
+    "-O",
+    "--opt-level",
+    type=click.IntRange(0, 3),
+    default=3,
+    show_default=True,
+    help="Optimization level: 0 no fusion, 3 everything.",
+)
+@click.option(
+    "--disabled-pass",
+    "disabled_passes",
+    multiple=True,
+    metavar="NAME",
+    help="A pass to skip (repeatable, or comma-separated), e.g. fuse, fold-batch-norm.",
+)
+@click.option(
+    "--dump-code",
+    "dump_code",
+    type=ChoiceList(DUMP_FORMATS),
+    multiple=True,
+    help="Also write code as text to OUTPUT.FMT (repeatable, or comma-separated): kernel "
+    "(kernel IR), ll (LLVM IR), asm (assembly), graph (the optimized graph).",
+)
+@format_option
+def compile_command(
+    model_file: str,
+    output: str,
+    target: str,
+    target_llvm_mcpu: str | None,
+    target_llvm_mattr: str | None,
+    target_llvm_mtriple: str | None,
+    input_shapes: dict[str, tuple[int, ...]] | None,
+    input_dtypes: dict[str, str] | None,
+    model_format: str | None,
+    opt_level: int,
+    disabled_passes: tuple[str, ...],
+    dump_code: tuple[tuple[str, ...], ...],
+    output_format: str,
+    json_flag: bool,
+) -> None:
+    """Compile MODEL_FILE (ONNX or .tvmc) for a target into a package (.tar) that `run` runs."""
+    package = compile_model(
+        model_file,
+        target=target,
+        package_path=output,
+        opt_level=opt_level,
+        disabled_passes=disabled_passes,
+        dump_code=[fmt for group in dump_code for fmt in group],
+        target_llvm_mcpu=target_llvm_mcpu,
+        target_llvm_mattr=target_llvm_mattr,
+        target_llvm_mtriple=target_llvm_mtriple,
+        shape_dict=input_shapes,
+        dtype_dict=input_dtypes,
+        model_format=model_format,
+    )
+    summary = package.summary()
+    if wants_json(output_format, json_flag):
+        print_json({"model": model_file, **summary})
+        return
+    seconds = summary["compile_seconds"]
+    stages = ", ".join(f"{stage} {t:.2f}" for stage, t in seconds.items())
+    code = "mod.so + mod.o" if summary["shared_library"] else "mod.o (no linker: loads via LLVM)"
+    lines = [
+        f"compiled {model_file} -> {summary['package']}",
+        f"  target  {summary['target']} ({summary['triple']}, cpu {summary['cpu']})",
+        f"  code    {summary['kernels']} kernels, {summary['calls']} calls for "
+        f"{summary['nodes']} nodes; {code}",
+        f"  memory  workspace {size(summary['workspace_bytes'])} "
+        f"(without reuse {size(summary['naive_bytes'])}), params {size(summary['param_bytes'])}",
+        f"  time    {sum(seconds.values()):.2f} s ({stages})",
+    ]
+    out.print("\n".join(lines), markup=False)
+    for fmt, path in summary["dumps"].items():
+        err.print(f"wrote {fmt} dump {path}", markup=False)

@@ -1,0 +1,153 @@
+"""`tvmc run`: run a package on inputs; print outputs, times, top classes or a kernel profile."""
+
+from __future__ import annotations
+
+import click
+from rich.table import Table
+
+from tvmc.cli.common import err, format_option, out, print_json, wants_json
+from tvmc.cli.completion import FileWithExt
+from tvmc.driver import DEVICES, FILL_MODES, TVMCResult, run
+
+
+@click.command("run")
+@click.argument("package_file", type=FileWithExt((".tar",), dir_okay=True))
+@click.option(
+    "--device",
+    type=click.Choice(DEVICES),
+    default="cpu",
+    show_default=True,
+    help="Where to run the package.",
+)
+@click.option(
+    "-i",
+    "--inputs",
+    type=FileWithExt((".npz",), dir_okay=False),
+    help="Inputs by name (.npz); inputs it lacks are filled by --fill-mode.",
+)
+@click.option(
+    "-o",
+    "--outputs",
+    type=FileWithExt((".npz",), dir_okay=False),
+    help="Save the outputs (.npz, by the model's names and as output_0, output_1, ...).",
+)
+@click.option(
+    "--fill-mode",
+    type=click.Choice(FILL_MODES),
+    default="random",
+    show_default=True,
+    help="Fill for inputs not given: seeded random (normal floats, 0/1 integers), zeros, ones.",
+)
+@click.option("--print-time", is_flag=True, help="Time the model and print TVMC's time table.")
+@click.option(
+    "--print-top",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Print the N largest classes of the first output.",
+)
+@click.option(
+    "--repeat",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    help="Timed measurements (each the mean of --number runs).",
+)
+@click.option(
+    "--number",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Runs per measurement.",
+)
+@click.option(
+    "--min-repeat-ms",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Raise --number until one measurement lasts this long.",
+)
+@click.option("--profile", is_flag=True, help="Time each kernel call and print a table of them.")
+@click.option(
+    "--num-threads",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Worker threads (default: $TVMC_NUM_THREADS, else the physical cores).",
+)
+@format_option
+def run_command(
+    package_file: str,
+    device: str,
+    inputs: str | None,
+    outputs: str | None,
+    fill_mode: str,
+    print_time: bool,
+    print_top: int | None,
+    repeat: int,
+    number: int,
+    min_repeat_ms: float,
+    profile: bool,
+    num_threads: int | None,
+    output_format: str,
+    json_flag: bool,
+) -> None:
+    """Run PACKAGE_FILE (made by `tvmc compile`) once, and time or profile it when asked."""
+    result = run(
+        package_file,
+        device=device,
+        inputs=inputs,
+        fill_mode=fill_mode,
+        benchmark=print_time,
+        repeat=repeat,
+        number=number,
+        min_repeat_ms=min_repeat_ms,
+        profile=profile,
+        num_threads=num_threads,
+    )
+    if outputs:
+        result.save(outputs)
+        err.print(f"saved {outputs}", markup=False)
+    if wants_json(output_format, json_flag):
+        document = {"package": package_file, "device": device, **result.to_json(print_top)}
+        print_json({**document, "saved": outputs})
+        return
+    print_text(result, print_time, print_top)
+
+
+def print_text(result: TVMCResult, print_time: bool, print_top: int | None) -> None:
+    """Outputs, then the time table, top classes and profile that were asked for."""
+    table = Table(title="outputs", title_justify="left")
+    for column in ("name", "alias", "type"):
+        table.add_column(column)
+    for i, name in enumerate(result.output_names):
+        value = result.outputs[name]
+        shape = ",".join(str(d) for d in value.shape)
+        table.add_row(name, f"output_{i}", f"{value.dtype.name}[{shape}]")
+    out.print(table)
+    if print_top:
+        top = Table(title=f"top {print_top} of {result.output_names[0]}", title_justify="left")
+        for column in ("rank", "class", "value"):
+            top.add_column(column, justify="right")
+        for rank, (index, value) in enumerate(result.top(print_top), 1):
+            top.add_row(str(rank), str(index), f"{value:.6g}")
+        out.print(top)
+    if result.profile:
+        print_profile(result)
+    if print_time:
+        click.echo(result.format_times())  # TVMC's exact text: not through Rich
+
+
+def print_profile(result: TVMCResult) -> None:
+    """The per-kernel table: node, kernel, time, share, GFLOP/s."""
+    table = Table(title="profile (median per call)", title_justify="left")
+    table.add_column("node")
+    table.add_column("kernel")
+    for column in ("time (ms)", "share %", "GFLOP/s"):
+        table.add_column(column, justify="right")
+    for row in result.profile:
+        gflops = f"{row['gflops']:.2f}" if row["gflops"] is not None else "-"
+        table.add_row(row["node"], row["kernel"], f"{row['time_ms']:.4f}",
+                      f"{row['share_percent']:.1f}", gflops)  # fmt: skip
+    table.add_section()
+    total = sum(row["time_ms"] for row in result.profile)
+    table.add_row("total", "", f"{total:.4f}", "100.0", "")
+    out.print(table)

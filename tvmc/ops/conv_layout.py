@@ -1,0 +1,224 @@
+"""Convolution geometry and the input transform every conv template starts from.
+
+The transform writes each (n, c) input plane zero-padded and split into stride phases: plane
+element `y` of phase `p` holds input `y * stride + p - pad` (0 outside the input). In that layout
+every kernel tap of every output pixel is a *constant offset* from the pixel's plane position,
+for any stride, dilation or padding, so a conv is a sum of shifted contiguous rows: vector loads
+with no bounds checks. ConvTranspose uses the same transform with the input zero-stuffed
+(`upsample`) and a stride-1 conv over it.
+
+Layout of the transformed input (flat): [n][c][phase][plane dims...], then slack for the
+over-reads of lanes that are computed but never stored.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tvmc.kernel import (
+    Buffer,
+    Expr,
+    Stmt,
+    Var,
+    const,
+    if_then_else,
+    loop,
+    maximum,
+    minimum,
+    select,
+    seq,
+)
+from tvmc.ops.microkernel import ceil_div, unflatten
+
+
+@dataclass(frozen=True)
+class ConvGeometry:
+    """Shapes and window of one (grouped, N-d) convolution, in the planes' terms."""
+
+    batch: int
+    channels: int
+    out_channels: int
+    group: int
+    in_shape: tuple[int, ...]
+    kernel: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    pad_begin: tuple[int, ...]  # may be negative (ConvTranspose crops)
+    out_shape: tuple[int, ...]
+    upsample: tuple[int, ...]  # ConvTranspose: zeros stuffed between input elements
+
+    @property
+    def icg(self) -> int:
+        """Input channels per group."""
+        return self.channels // self.group
+
+    @property
+    def ocg(self) -> int:
+        """Output channels per group."""
+        return self.out_channels // self.group
+
+    @functools.cached_property
+    def phases(self) -> tuple[tuple[int, ...], ...]:
+        """Per axis, the stride phases some tap reads."""
+        return tuple(
+            tuple(sorted({k * d % s for k in range(kk)}))
+            for kk, s, d in zip(self.kernel, self.strides, self.dilations)
+        )
+
+    @functools.cached_property
+    def plane(self) -> tuple[int, ...]:
+        """Shape of one phase plane: every output position plus the kernel's reach."""
+        return tuple(
+            o + (k - 1) * d // s
+            for o, k, s, d in zip(self.out_shape, self.kernel, self.strides, self.dilations)
+        )
+
+    @property
+    def plane_size(self) -> int:
+        """Elements of one phase plane."""
+        return math.prod(self.plane)
+
+    @property
+    def plane_strides(self) -> tuple[int, ...]:
+        """Row-major element strides within a plane."""
+        return tuple(math.prod(self.plane[i + 1 :]) for i in range(len(self.plane)))
+
+    @property
+    def n_phases(self) -> int:
+        """Phase planes per channel."""
+        return math.prod(len(p) for p in self.phases)
+
+    @property
+    def channel_stride(self) -> int:
+        """Elements per channel of the transformed input."""
+        return self.n_phases * self.plane_size
+
+    @property
+    def taps(self) -> list[tuple[int, ...]]:
+        """Kernel positions in the weight's row-major order."""
+        return list(itertools.product(*(range(k) for k in self.kernel)))
+
+    def tap_offset(self, tap: tuple[int, ...]) -> int:
+        """Offset of `tap` from an output pixel's plane position, within one channel."""
+        phase, within = 0, 0
+        for i, (k, s, d) in enumerate(zip(tap, self.strides, self.dilations)):
+            phase = phase * len(self.phases[i]) + self.phases[i].index(k * d % s)
+            within += (k * d // s) * self.plane_strides[i]
+        return phase * self.plane_size + within
+
+    @property
+    def max_tap_offset(self) -> int:
+        """The largest tap offset."""
+        return max(self.tap_offset(t) for t in self.taps)
+
+    @property
+    def is_identity(self) -> bool:
+        """True when the transform would copy the input unchanged (no pad, stride, stuffing)."""
+        return (
+            not any(self.pad_begin)
+            and all(s == 1 for s in self.strides)
+            and all(u == 1 for u in self.upsample)
+            and self.plane == self.in_shape
+        )
+
+    def out_position(self, lead: tuple[Expr, ...]) -> Expr:
+        """Plane position of the first pixel of the output row with leading indices `lead`."""
+        return sum((i * s for i, s in zip(lead, self.plane_strides)), const(0))
+
+
+def vector_range(lo: int, hi: int, lanes: int, body: Callable[[Expr], Stmt]) -> Stmt:
+    """body(i) for i in [lo, hi): a vectorized loop of full vectors, then a scalar tail."""
+    n = max(0, hi - lo)
+    full = n // lanes
+    main = None
+    if full:
+        main = loop("vo", full, lambda vo: loop(
+            "vi", lanes, lambda vi: body(lo + vo * lanes + vi), "vectorized"))  # fmt: skip
+    tail = (
+        loop("vt", n - full * lanes, lambda t: body(lo + full * lanes + t)) if n % lanes else None
+    )
+    return seq(main, tail)
+
+
+def _valid(geo: ConvGeometry, axis: int, z: Expr) -> Expr:
+    """Whether position z of the zero-stuffed input along `axis` holds an input element."""
+    u, size = geo.upsample[axis], geo.in_shape[axis]
+    cond = (z >= 0) & (z < (size - 1) * u + 1)
+    return cond & (z % u).eq(0) if u > 1 else cond
+
+
+def _source(geo: ConvGeometry, axis: int, z: Expr) -> Expr:
+    """The input index of zero-stuffed position z (clamped: only read where valid)."""
+    u = geo.upsample[axis]
+    return minimum(maximum(z // u, 0), geo.in_shape[axis] - 1) if u > 1 else z
+
+
+def _fill_row(
+    geo: ConvGeometry, x: Buffer, n: Expr, c: Expr, dst: Buffer, row_base: Expr,
+    phase: tuple[int, ...], ys: tuple[Expr, ...], lanes: int,
+) -> Stmt:  # fmt: skip
+    """One plane row (leading plane indices `ys`) of phase `phase`."""
+    # input position z = y * stride + phase - pad, in the zero-stuffed input
+    zs = [y * geo.strides[i] + (phase[i] - geo.pad_begin[i]) for i, y in enumerate(ys)]
+    lead = tuple(_source(geo, i, z) for i, z in enumerate(zs))
+    last, wq, zero = len(geo.plane) - 1, geo.plane[-1], const(0, x.dtype)
+    s, p, pb = geo.strides[last], phase[last], geo.pad_begin[last]
+
+    def put(lo: int, hi: int, value: Callable[[Expr], Expr]) -> Stmt:
+        return vector_range(lo, hi, lanes, lambda i: dst.store(row_base + i, value(i)))
+
+    if geo.upsample[last] == 1:  # zeros, a contiguous (or strided) copy, zeros
+        lo = min(wq, max(0, ceil_div(pb - p, s)))
+        hi = max(lo, min(wq, (geo.in_shape[last] - 1 + pb - p) // s + 1))
+        copy = seq(
+            put(0, lo, lambda i: zero),
+            put(lo, hi, lambda i: x[(n, c, *lead, i * s + p - pb)]),
+            put(hi, wq, lambda i: zero),
+        )
+    else:
+
+        def element(i: Expr) -> Stmt:
+            z = i * s + p - pb
+            value = x[(n, c, *lead, _source(geo, last, z))]
+            return dst.store(row_base + i, select(_valid(geo, last, z), value, zero))
+
+        copy = loop("x", wq, element)
+    if not zs:
+        return copy
+    inside = functools.reduce(lambda a, b: a & b, (_valid(geo, i, z) for i, z in enumerate(zs)))
+    return if_then_else(inside, copy, put(0, wq, lambda i: zero))
+
+
+def fill_planes(
+    geo: ConvGeometry, x: Buffer, n: Expr, c: Expr, dst: Buffer, base: Expr, lanes: int
+) -> Stmt:
+    """Writes the transformed planes of input channel (n, c) to dst[base:base+channel_stride]."""
+    lead_shape, wq = geo.plane[:-1], geo.plane[-1]
+    rows = math.prod(lead_shape)
+    stmts = []
+    for index, phase in enumerate(itertools.product(*geo.phases)):
+        plane_base = base + index * geo.plane_size
+
+        def row(yr: Expr, plane_base: Expr = plane_base, phase: tuple = phase) -> Stmt:
+            ys = unflatten(yr, lead_shape) if lead_shape else ()
+            return _fill_row(geo, x, n, c, dst, plane_base + yr * wq, phase, ys, lanes)
+
+        stmts.append(loop("y", rows, row) if rows > 1 else row(const(0)))
+    return seq(*stmts)
+
+
+def transform_kernel_body(
+    geo: ConvGeometry, x: Buffer, dst: Buffer, lanes: int, parallel: bool
+) -> Stmt:
+    """The transform of every (n, c) plane into `dst`, one parallel iteration per plane."""
+
+    def plane(nc: Var) -> Stmt:
+        n, c = nc // geo.channels, nc % geo.channels
+        return fill_planes(geo, x, n, c, dst, nc * geo.channel_stride, lanes)
+
+    count = geo.batch * geo.channels
+    return loop("nc", count, plane, "parallel" if parallel and count > 1 else "serial")
