@@ -73,3 +73,18 @@ def test_special_values(name):
     if name == "log":
         want[-1] = np.log(np.float64(1e-40)).astype(np.float32)
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-30, equal_nan=True)
+
+
+def test_tanh_saturates_to_exactly_one():
+    """Regression: the rational approximation alone stops at 1 - 2**-22."""
+    import numpy as np
+
+    from tvmc.codegen import emit_cpu, load_shared
+    from tvmc.kernel import Buffer, Kernel, loop, tanh
+
+    x, y = Buffer("x", (4,)), Buffer("y", (4,))
+    kernel = Kernel("tanh_sat", (x, y), loop("i", 4, lambda i: y.store(i, tanh(x[i]))))
+    xs = np.array([9.0, 35.0, -9.5, -100.0], np.float32)
+    ys = np.zeros(4, np.float32)
+    load_shared(emit_cpu([kernel])).run("tanh_sat", xs, ys)
+    np.testing.assert_array_equal(ys, [1.0, 1.0, -1.0, -1.0])

@@ -63,3 +63,25 @@ def test_mcpu_is_honoured():
 def test_bad_target_strings_are_usage_errors(text, message):
     with pytest.raises(UsageError, match=message):
         CPUTarget.parse(text)
+
+
+@pytest.mark.parametrize(
+    "target, message",
+    [
+        ("llvm -mcpu=foo", "unknown CPU 'foo'"),
+        ("llvm -mattr=+bogus", r"unknown CPU feature\(s\) \+bogus"),
+    ],
+)
+def test_unknown_cpu_or_feature_is_a_clear_error(target, message):
+    """Regression: LLVM only warns about these, then aborts while emitting code."""
+    with pytest.raises(UsageError, match=message):
+        CPUTarget.parse(target)
+
+
+@pytest.mark.parametrize(
+    "target, bits",
+    [("llvm -mcpu=skylake-avx512", 512), ("llvm -mcpu=haswell", 256),
+     ("llvm -mattr=-avx512f", 256), ("llvm -mtriple=aarch64-linux-gnu", 128)],
+)  # fmt: skip
+def test_vector_width_from_features_or_cpu_name(target, bits):
+    assert CPUTarget.parse(target).vector_bits == bits

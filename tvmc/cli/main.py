@@ -135,8 +135,7 @@ def cli(ctx: click.Context, verbose: int) -> None:
 
     \b
     tvmc load    model.onnx -o model.tvmc
-    tvmc tune    model.onnx --target llvm --tuning-records log.json
-    tvmc compile model.onnx --target llvm --tuning-records log.json -o model.tar
+    tvmc compile model.onnx --target llvm -o model.tar
     tvmc run     model.tar --device cpu --print-time
     """
     ctx.ensure_object(dict)

@@ -137,7 +137,11 @@ def _tanh(e: _Emit, x: ir.Value) -> ir.Value:
     xc = e.clamp(x, -7.90531110763549805, 7.90531110763549805)  # tanh is +-1 in float32 beyond
     x2 = e.b.fmul(xc, xc)
     p = e.b.fmul(e.horner(x2, _TANH_P), xc)
-    return e.b.fdiv(p, e.horner(x2, _TANH_Q))
+    r = e.b.fdiv(p, e.horner(x2, _TANH_Q))
+    # The rational form stops at 1 - 2**-22; float32 tanh is exactly +-1 from |x| = 9 on, and
+    # expressions such as 1 + tanh(x) (tanh-Gelu) depend on it.
+    r = e.b.select(e.b.fcmp_ordered(">=", x, e.c(9.0)), e.c(1.0), r)
+    return e.b.select(e.b.fcmp_ordered("<=", x, e.c(-9.0)), e.c(-1.0), r)
 
 
 def _erf(e: _Emit, x: ir.Value) -> ir.Value:

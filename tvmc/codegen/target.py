@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
+import os
 import shlex
+import tempfile
 from dataclasses import dataclass
 
 import llvmlite.binding as llvm
@@ -66,6 +68,8 @@ class CPUTarget:
                 raise UsageError(f"-mattr entries start with + or -, got {feature!r}")
         # Later entries win in LLVM's feature strings, so the user's -mattr goes last.
         features = ",".join(f for f in (base, extra) if f)
+        if mcpu or extra:
+            _check_known(triple, cpu, extra)
         return cls(triple, cpu, features)
 
     @classmethod
@@ -82,6 +86,16 @@ class CPUTarget:
                 raise UsageError(f"unknown llvm target option {word!r}; valid: {valid}")
             options[key[1:]] = value
         return cls.from_options(**options)
+
+    @property
+    def vector_bits(self) -> int:
+        """The widest float SIMD register: from -mattr/host features, else the CPU's name."""
+        features = set(self.features.split(","))
+        if "-avx512f" not in features and ("+avx512f" in features or self.cpu in _AVX512_CPUS):
+            return 512
+        if "-avx" not in features and ({"+avx", "+avx2"} & features or self.cpu in _AVX2_CPUS):
+            return 256
+        return 128
 
     @property
     def is_native(self) -> bool:
@@ -115,3 +129,37 @@ def optimize(module: llvm.ModuleRef, tm: llvm.TargetMachine, speed_level: int = 
     pto.slp_vectorization = speed_level >= 2
     pb = llvm.create_pass_builder(tm, pto)
     pb.getModulePassManager().run(module, pb)
+
+
+# CPUs whose names imply their vector width when no feature list says it (-mcpu without -mattr).
+_AVX512_CPUS = frozenset(
+    "skylake-avx512 cascadelake cooperlake cannonlake icelake-client icelake-server tigerlake "
+    "rocketlake sapphirerapids emeraldrapids graniterapids znver4 znver5 x86-64-v4".split()
+)
+_AVX2_CPUS = frozenset(
+    "haswell broadwell skylake alderlake raptorlake meteorlake arrowlake znver1 znver2 znver3 "
+    "x86-64-v3 bdver4".split()
+)
+
+
+def _check_known(triple: str, cpu: str, features: str) -> None:
+    """UsageError for a CPU or feature LLVM does not know (it would only warn, then miscompile)."""
+    with tempfile.TemporaryFile() as captured:
+        saved = os.dup(2)
+        os.dup2(captured.fileno(), 2)  # LLVM reports on the C stderr, not Python's
+        try:
+            llvm.Target.from_triple(triple).create_target_machine(cpu=cpu, features=features)
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        captured.seek(0)
+        report = captured.read().decode(errors="replace")
+    if "not a recognized processor" in report:
+        raise UsageError(
+            f"unknown CPU {cpu!r} for {triple} (-mcpu); LLVM knows names such as "
+            "x86-64-v3, skylake-avx512, znver4, neoverse-n1, cortex-a72"
+        )
+    unknown = sorted({line.split("'")[1] for line in report.splitlines()
+                      if "not a recognized feature" in line and "'" in line})  # fmt: skip
+    if unknown:
+        raise UsageError(f"unknown CPU feature(s) {', '.join(unknown)} for {triple} (-mattr)")

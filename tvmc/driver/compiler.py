@@ -63,16 +63,6 @@ def parse_target(options: CompileOptions) -> CPUTarget:
     return target
 
 
-def vector_bits(target: CPUTarget) -> int:
-    """The widest float SIMD register the target's features enable."""
-    features = set(target.features.split(","))
-    if "+avx512f" in features:
-        return 512
-    if "+avx" in features or "+avx2" in features:
-        return 256
-    return 128
-
-
 def build(graph: Graph, options: CompileOptions) -> BuildResult:
     """Optimize, lower and generate code for `graph` (a copy is optimized; the input is kept)."""
     known = set(ALL_PASSES) | set(LOWERING_PASSES)
@@ -91,7 +81,7 @@ def build(graph: Graph, options: CompileOptions) -> BuildResult:
     seconds["optimize"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    lowering_target = LoweringTarget("cpu", vector_bits(target), num_threads())
+    lowering_target = LoweringTarget("cpu", target.vector_bits, num_threads())
     fuse = options.opt_level >= 1 and "fuse" not in options.disabled_passes
     lowered = lower_graph(graph, lowering_target, fuse=fuse)
     seconds["lower"] = time.perf_counter() - start
