@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import shlex
 import time
 from dataclasses import dataclass, field
 
@@ -52,14 +53,9 @@ def parse_target(options: CompileOptions) -> CPUTarget:
         hint = did_you_mean(kind, TARGET_KINDS)
         extra = " (the CUDA backend is not built yet)" if kind == "cuda" else ""
         raise UsageError(f"unknown target {kind!r}{extra}; valid: {', '.join(TARGET_KINDS)}.{hint}")
-    target = CPUTarget.parse(options.target)
-    if options.mcpu or options.mattr or options.mtriple:
-        mattr = ",".join(
-            a for a in (target.features if not options.mcpu else "", options.mattr) if a
-        )
-        target = CPUTarget.from_options(
-            options.mtriple or target.triple, options.mcpu or target.cpu, mattr or None
-        )
+    flags = {"-mtriple": options.mtriple, "-mcpu": options.mcpu, "-mattr": options.mattr}
+    words += [f"{key}={value}" for key, value in flags.items() if value]  # flags refine the string
+    target = CPUTarget.parse(" ".join(shlex.quote(w) for w in words))
     return target
 
 

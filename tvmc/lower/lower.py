@@ -305,7 +305,7 @@ def _assemble(state: _Lowering, out_slots: dict[int, Buffer]) -> LoweredModel:
         outputs=[out_slots[i].name for i in range(len(graph.outputs))],
         params=params,
         workspace_bytes=total,
-        naive_bytes=sum(-(-size // 64) * 64 for size in workspace.values()),  # aligned like the plan
+        naive_bytes=sum(-(-size // 64) * 64 for size in workspace.values()),  # aligned
     )
     program.validate()
     return LoweredModel(program, param_values, state.plan, tensor_of)

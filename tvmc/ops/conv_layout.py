@@ -168,15 +168,24 @@ def _fill_row(
     last, wq, zero = len(geo.plane) - 1, geo.plane[-1], const(0, x.dtype)
     s, p, pb = geo.strides[last], phase[last], geo.pad_begin[last]
 
-    def put(lo: int, hi: int, value: Callable[[Expr], Expr]) -> Stmt:
-        return vector_range(lo, hi, lanes, lambda i: dst.store(row_base + i, value(i)))
+    def put(lo: int, hi: int, value: Callable[[Expr], Expr], vectorize: bool = True) -> Stmt:
+        def at(i: Expr) -> Stmt:
+            return dst.store(row_base + i, value(i))
+
+        return (
+            vector_range(lo, hi, lanes, at)
+            if vectorize
+            else loop("x", max(0, hi - lo), lambda i: at(lo + i))
+        )
 
     if geo.upsample[last] == 1:  # zeros, a contiguous (or strided) copy, zeros
         lo = min(wq, max(0, ceil_div(pb - p, s)))
         hi = max(lo, min(wq, (geo.in_shape[last] - 1 + pb - p) // s + 1))
         copy = seq(
             put(0, lo, lambda i: zero),
-            put(lo, hi, lambda i: x[(n, c, *lead, i * s + p - pb)]),
+            # a strided copy stays a scalar loop: LLVM vectorizes it with wide loads and shuffles,
+            # where an explicit vector of strided lanes becomes one load per lane
+            put(lo, hi, lambda i: x[(n, c, *lead, i * s + p - pb)], vectorize=s == 1),
             put(hi, wq, lambda i: zero),
         )
     else:
