@@ -1,12 +1,13 @@
 """Benchmark (not a test): tvmc's Conv/MatMul/Gemm templates against onnxruntime, one op each.
 
     .venv/bin/python benchmarks/ops_conv_matmul.py [--filter resnet] [--repeat 50] [--threads 2]
-        [--config '{"tile_m": 4}']
+        [--stat median|min] [--config '{"schedule": "pixels"}']
 
 Each case lowers one node through its template (weights constant, packed at compile time),
 compiles it natively and times the kernels (median, or min, of --repeat calls after warm-up,
 with the given thread count), then times onnxruntime running the same single-node model with
-intra_op_num_threads equal. Runs alternate between the two to share the machine's noise.
+intra_op_num_threads equal (one block of runs each, not alternating: onnxruntime's threads
+spin after a run and would take a core from tvmc's workers).
 Prints GFLOP/s of both and tvmc's speed as a ratio of onnxruntime's.
 """
 
@@ -142,18 +143,16 @@ def _tvmc_runner(
     return run, data[out].reshape(out_type.shape), seconds
 
 
-def _times(fns: list[Callable[[], None]], repeat: int, stat: str) -> list[float]:
-    """Seconds per call of each fn (median or min), interleaved so they share the machine load."""
-    for fn in fns:
-        for _ in range(3):
-            fn()
-    times: list[list[float]] = [[] for _ in fns]
+def _time(fn: Callable[[], None], repeat: int, stat: str) -> float:
+    """Seconds per call of `fn` (median or min of `repeat` calls after warm-up)."""
+    for _ in range(3):
+        fn()
+    times = []
     for _ in range(repeat):
-        for fn, ts in zip(fns, times):
-            t = time.perf_counter()
-            fn()
-            ts.append(time.perf_counter() - t)
-    return [statistics.median(ts) if stat == "median" else min(ts) for ts in times]
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) if stat == "median" else min(times)
 
 
 def main() -> None:
@@ -184,8 +183,11 @@ def main() -> None:
         want = session.run(None, feed)[0]
         run()
         err = float(np.abs(out - want).max() / max(np.abs(want).max(), 1e-30))
-        ort_run = functools.partial(session.run, None, feed)
-        t_tvmc, t_ort = _times([run, ort_run], args.repeat, args.stat)
+        # one block each, tvmc first: onnxruntime's pool threads spin for a while after a run
+        # and would take the second core from tvmc's workers if the two alternated
+        t_tvmc = _time(run, args.repeat, args.stat)
+        t_ort = _time(functools.partial(session.run, None, feed), args.repeat, args.stat)
+        del session
         flops = _flops(case, out.shape)
         g_tvmc, g_ort = flops / t_tvmc / 1e9, flops / t_ort / 1e9
         print(

@@ -1,23 +1,43 @@
-"""A whole Program as one module: every kernel plus the entry function that calls them in order.
+"""A whole Program as one object: every kernel plus the entry function that calls them in order.
 
     void tvmc_main(void **args, void *workspace)
 
 `args` holds the inputs, outputs and params (the Program's order); each call passes its kernel
 the right pointers: an `args` slot, or `workspace + offset`. Running a model is one foreign call.
+
+Big programs compile in parallel: kernels are split into groups, each group is lowered and
+optimized in its own process, and the objects are merged into one relocatable object (`ld -r`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
+import os
+import shutil
+import subprocess
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
 
 from llvmlite import ir
 
-from tvmc.codegen.llvm_cpu import CodegenOptions, CPUArtifact, CPUModule, KernelSignature
+from tvmc.codegen.llvm_cpu import (
+    NUM_THREADS_SYMBOL,
+    CodegenOptions,
+    CPUArtifact,
+    CPUModule,
+    KernelSignature,
+    num_threads_global,
+)
 from tvmc.codegen.llvm_util import PTR, VOID
 from tvmc.codegen.target import CPUTarget
+from tvmc.codegen.threads import physical_cores
+from tvmc.kernel import Kernel
 from tvmc.kernel.program import Program
+from tvmc.kernel.transform import walk
 
 I8, I64 = ir.IntType(8), ir.IntType(64)
+PARALLEL_MIN_KERNELS = 8  # below this, starting worker processes costs more than it saves
 
 
 def entry_signature(program: Program) -> KernelSignature:
@@ -31,7 +51,7 @@ def entry_signature(program: Program) -> KernelSignature:
 
 
 def add_entry(module: ir.Module, program: Program) -> ir.Function:
-    """Define the entry function in `module` (its kernels must be defined there already)."""
+    """Define the entry function in `module`; kernels not defined there are declared."""
     fn = ir.Function(module, ir.FunctionType(VOID, [PTR, PTR]), program.entry)
     fn.attributes.add("nounwind")
     args, workspace = fn.args
@@ -53,7 +73,12 @@ def add_entry(module: ir.Module, program: Program) -> ir.Function:
             pointers[name] = ptr
         return pointers[name]
 
-    kernels = {k.name: module.get_global(k.name) for k in program.kernels}
+    kernels = {}
+    for k in program.kernels:
+        existing = module.globals.get(k.name)
+        kernels[k.name] = existing or ir.Function(
+            module, ir.FunctionType(VOID, [PTR] * len(k.params)), k.name
+        )
     for call in program.calls:
         b.call(kernels[call.kernel], [pointer(a) for a in call.args])
     b.ret_void()
@@ -61,13 +86,92 @@ def add_entry(module: ir.Module, program: Program) -> ir.Function:
 
 
 def emit_program(
-    program: Program, target: CPUTarget | None = None, options: CodegenOptions | None = None
+    program: Program,
+    target: CPUTarget | None = None,
+    options: CodegenOptions | None = None,
+    jobs: int | None = None,
 ) -> CPUArtifact:
-    """Compile every kernel of `program` and its entry function into one object."""
+    """Compile every kernel of `program` and its entry function into one object.
+
+    `jobs`: worker processes (default: the physical cores; 1 compiles in this process, and is
+    what a caller wanting `artifact.assembly` of the whole program must use).
+    """
     program.validate()
-    cpu = CPUModule(target, options, name=program.entry)
-    for kernel in program.kernels:
+    target = target or CPUTarget.host()
+    jobs = jobs or physical_cores()
+    if jobs > 1 and (len(program.kernels) < PARALLEL_MIN_KERNELS or not shutil.which("ld")):
+        jobs = 1
+    groups = _partition(program.kernels, jobs)
+    main = CPUModule(target, options, name=program.entry)
+    if jobs == 1:
+        for kernel in program.kernels:
+            main.add_kernel(kernel)
+        add_entry(main.module, program)
+        artifact = main.build()
+        return dataclasses.replace(artifact, kernels=artifact.kernels + (entry_signature(program),))
+
+    context = multiprocessing.get_context("fork")  # workers inherit the initialised LLVM
+    with ProcessPoolExecutor(len(groups) - 1, mp_context=context) as pool:
+        futures = [pool.submit(_compile_group, g, target, options) for g in groups[1:]]
+        for kernel in groups[0]:
+            main.add_kernel(kernel)
+        num_threads_global(main.module)  # the one definition every group's kernels share
+        add_entry(main.module, program)
+        first = main.build()
+        others = [f.result() for f in futures]
+    objects = [first.object_code] + [o[0] for o in others]
+    signatures = {s.name: s for s in first.kernels}
+    for _, _, _, sigs in others:
+        signatures.update({s.name: s for s in sigs})
+    ordered = tuple(signatures[k.name] for k in program.kernels) + (entry_signature(program),)
+    return dataclasses.replace(
+        first,
+        object_code=_merge_objects(objects),
+        llvm_ir="\n".join([first.llvm_ir, *(o[1] for o in others)]),
+        kernel_text="\n\n".join([first.kernel_text, *(o[2] for o in others)]),
+        kernels=ordered,
+        uses_threads=True,
+        _module=None,  # assembly of a merged object: compile with jobs=1
+    )
+
+
+def _partition(kernels: list[Kernel], jobs: int) -> list[list[Kernel]]:
+    """`jobs` groups of about equal size (IR nodes), largest kernels placed first."""
+    sizes = {k.name: sum(1 for _ in walk(k.body)) for k in kernels}
+    groups: list[list[Kernel]] = [[] for _ in range(jobs)]
+    load = [0] * jobs
+    for kernel in sorted(kernels, key=lambda k: -sizes[k.name]):
+        i = load.index(min(load))
+        groups[i].append(kernel)
+        load[i] += sizes[kernel.name]
+    return [g for g in groups if g] or [[]]
+
+
+def _compile_group(
+    kernels: list[Kernel], target: CPUTarget, options: CodegenOptions | None
+) -> tuple[bytes, str, str, tuple[KernelSignature, ...]]:
+    """In a worker process: one group's object code, LLVM IR, kernel text and signatures."""
+    cpu = CPUModule(target, options, name="group")
+    for kernel in kernels:
         cpu.add_kernel(kernel)
-    add_entry(cpu.module, program)
+    shared = cpu.module.globals.get(NUM_THREADS_SYMBOL)
+    if shared is not None:
+        shared.initializer = None  # a declaration: the main group defines it
     artifact = cpu.build()
-    return dataclasses.replace(artifact, kernels=artifact.kernels + (entry_signature(program),))
+    return artifact.object_code, artifact.llvm_ir, artifact.kernel_text, artifact.kernels
+
+
+def _merge_objects(objects: list[bytes]) -> bytes:
+    """One relocatable object from several (`ld -r`), so packages keep a single mod.o."""
+    with tempfile.TemporaryDirectory(prefix="tvmc-merge-") as tmp:
+        paths = []
+        for i, data in enumerate(objects):
+            paths.append(os.path.join(tmp, f"part{i}.o"))
+            with open(paths[-1], "wb") as f:
+                f.write(data)
+        out = os.path.join(tmp, "merged.o")
+        done = subprocess.run(["ld", "-r", "-o", out, *paths], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"merging objects failed: {done.stderr.strip()}")
+        with open(out, "rb") as f:
+            return f.read()

@@ -32,6 +32,7 @@ class CompileOptions:
     mtriple: str | None = None  # --target-llvm-mtriple
     opt_level: int = 3
     disabled_passes: tuple[str, ...] = ()
+    codegen_jobs: int | None = None  # processes generating code (default: the physical cores)
 
 
 @dataclass
@@ -84,7 +85,7 @@ def build(graph: Graph, options: CompileOptions) -> BuildResult:
 
     start = time.perf_counter()
     codegen = CodegenOptions(opt_level=max(options.opt_level, 1))
-    artifact = emit_program(lowered.program, target, codegen)
+    artifact = emit_program(lowered.program, target, codegen, jobs=options.codegen_jobs)
     seconds["codegen"] = time.perf_counter() - start
     logger.info("compiled %d kernels in %s", len(lowered.program.kernels),
                 ", ".join(f"{k} {v:.2f} s" for k, v in seconds.items()))  # fmt: skip

@@ -166,6 +166,7 @@ def compile_model(
         mtriple=target_llvm_mtriple,
         opt_level=opt_level,
         disabled_passes=_names(disabled_passes),
+        codegen_jobs=1 if "asm" in dumps else None,  # assembly needs the one in-process module
     )
     result = build(model.graph, options)
     seconds.update(result.seconds)

@@ -27,10 +27,16 @@ from tvmc.kernel.stmt import (
 Node = TypeVar("Node", Expr, Stmt)
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 def children(node: Expr | Stmt) -> Iterator[Expr | Stmt]:
     """The direct Expr/Stmt children of `node`, in field order."""
-    for f in fields(node):  # type: ignore[arg-type]
-        value = getattr(node, f.name)
+    names = _FIELD_NAMES.get(type(node))
+    if names is None:  # dataclasses.fields() per call dominated whole-model compile time
+        names = _FIELD_NAMES[type(node)] = tuple(f.name for f in fields(node))  # type: ignore[arg-type]
+    for name in names:
+        value = getattr(node, name)
         if isinstance(value, (Expr, Stmt)):
             yield value
         elif isinstance(value, tuple):

@@ -60,16 +60,17 @@ def validate(kernel: Kernel) -> Kernel:
 class _Checker:
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
-        self.where = ""
+        self.where: Stmt | None = None
 
     def fail(self, message: str) -> KernelIRError:
-        context = f" in `{self.where}`" if self.where else ""
+        # rendered only on failure: printing every statement's subtree made validation quadratic
+        context = f" in `{stmt_lines(self.where)[0].strip()}`" if self.where is not None else ""
         return KernelIRError(f"kernel {self.kernel.name}{context}: {message}")
 
     def stmt(
         self, s: Stmt, vars_: frozenset[Var], bufs: frozenset[Buffer], gpu: tuple[str, ...]
     ) -> None:
-        self.where = stmt_lines(s)[0].strip()
+        self.where = s
         if isinstance(s, SeqStmt):
             for x in s.stmts:
                 self.stmt(x, vars_, bufs, gpu)
