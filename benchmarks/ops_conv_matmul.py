@@ -9,9 +9,21 @@ with the given thread count), then times onnxruntime running the same single-nod
 intra_op_num_threads equal (one block of runs each, not alternating: onnxruntime's threads
 spin after a run and would take a core from tvmc's workers).
 Prints GFLOP/s of both and tvmc's speed as a ratio of onnxruntime's.
+
+libgomp's workers sleep between parallel regions (tvmc sets OMP_WAIT_POLICY=PASSIVE); waking
+a sleeping worker costs about a millisecond in a VM whose idle vCPU halts, which hides the
+second thread on every kernel under ~5 ms. onnxruntime's workers spin between runs, so unless
+GOMP_SPINCOUNT is already set this benchmark gives libgomp's workers the same bounded spin
+(GOMP_SPINCOUNT=1000000, about a millisecond) before they sleep; --passive keeps pure sleeping.
 """
 
 from __future__ import annotations
+
+import os
+import sys
+
+if "--passive" not in sys.argv:  # before libgomp loads (see the docstring)
+    os.environ.setdefault("GOMP_SPINCOUNT", "1000000")
 
 import argparse
 import ctypes
@@ -162,6 +174,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--config", default="{}", help="template knobs as JSON")
     parser.add_argument("--stat", choices=["median", "min"], default="median")
+    parser.add_argument("--passive", action="store_true", help="no libgomp spinning (see top)")
     args = parser.parse_args()
     set_num_threads(args.threads)
     config = json.loads(args.config)

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.lowering_helpers import check_lowered
 from tests.onnx_helpers import assert_close, run_onnxruntime, single_node_model
@@ -340,3 +342,29 @@ def test_conv_in_place_1x1_interpreted(rng):
         use_interpreter=True,
         **TOL,
     )
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(
+    data=st.data(),
+    schedule=st.sampled_from(["pixels", "channels"]),
+    group=st.sampled_from([1, 2]),
+)
+def test_conv_random_windows(data, schedule, group):
+    # random 2-D windows against the numpy reference (itself checked against onnxruntime)
+    k = data.draw(st.tuples(st.integers(1, 3), st.integers(1, 4)), "kernel")
+    s = data.draw(st.tuples(st.integers(1, 3), st.integers(1, 3)), "strides")
+    d = data.draw(st.tuples(st.integers(1, 2), st.integers(1, 2)), "dilations")
+    pads = data.draw(st.lists(st.integers(0, 2), min_size=4, max_size=4), "pads")
+    size = [data.draw(st.integers(d[i] * (k[i] - 1) + 1, 12), f"size{i}") for i in range(2)]
+    rng = np.random.default_rng(0)
+    x = randn(rng, 1, 2 * group, *size)
+    w = randn(rng, 3 * group, 2, *k)
+    attrs = {"kernel_shape": list(k), "strides": list(s), "dilations": list(d), "pads": pads,
+             "group": group}  # fmt: skip
+    model = single_node_model("Conv", {"x": x}, attrs, {"w": w})
+    graph = run_passes(convert_model(model), IMPORT_PIPELINE)
+    (node,) = graph.nodes
+    out_type = graph.types[node.outputs[0]]
+    got, _ = lower_and_run(node, [x, w], [False, True], out_type, {"schedule": schedule})
+    np.testing.assert_allclose(got, OPS["Conv"].reference(node.attrs, x, w), **TOL)

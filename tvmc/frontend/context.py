@@ -45,8 +45,16 @@ class ConvertContext:
         return self.graph.types[name]
 
     def const(self, name: str) -> np.ndarray | None:
-        """The value of a constant tensor, or None for a runtime value (or an absent input)."""
-        return self.graph.params.get(name) if name else None
+        """The value of a constant tensor, or None for a runtime value (or an absent input).
+
+        An empty tensor is a constant too: it has no values to wait for (reductions over it fold).
+        """
+        if not name:
+            return None
+        if name not in self.graph.params and self.graph.types[name].size == 0:
+            typ = self.graph.types[name]
+            return np.empty(typ.shape, typ.dtype)
+        return self.graph.params.get(name)
 
     def require_const(self, node: OnnxNode, index: int, what: str) -> np.ndarray:
         """Input `index` of `node` as a constant; an error when it is computed at run time."""
