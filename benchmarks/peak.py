@@ -45,8 +45,15 @@ def peak_kernel() -> Kernel:
 
 def copy_kernel(n: int) -> Kernel:
     src, dst = Buffer("src", (n,)), Buffer("dst", (n,))
-    body = loop("o", n // 4096, lambda o: loop("i", 4096 // LANES, lambda i: dst.store(
-        ramp(o * 4096 + i * LANES, LANES), src[ramp(o * 4096 + i * LANES, LANES)])), kind="parallel")  # fmt: skip
+
+    def chunk(o):
+        def vector(i):
+            at = ramp(o * 4096 + i * LANES, LANES)
+            return dst.store(at, src[at])
+
+        return loop("i", 4096 // LANES, vector)
+
+    body = loop("o", n // 4096, chunk, kind="parallel")
     return Kernel("copy", (src, dst), body)
 
 
