@@ -19,7 +19,8 @@ ALLOWED = {
     "lower": BASE | {"graph", "kernel", "ops", "passes"},
     "codegen": BASE | {"kernel"},
     "runtime": BASE | {"graph", "kernel", "codegen"},
-    "autotune": BASE | {"graph", "kernel", "ops", "passes", "lower", "codegen", "runtime"},
+    "autotune": BASE
+    | {"graph", "kernel", "ops", "passes", "lower", "codegen", "runtime", "version"},
     "driver": BASE
     | {
         "graph",

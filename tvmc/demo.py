@@ -1,7 +1,7 @@
-"""`make demo`: take a model that ships with the onnx wheel through what tvmc does today.
+"""`make demo`: a model that ships with the onnx wheel, from ONNX to timed native code.
 
-Steps: load light_squeezenet (randomized weights) with tvmc, show its summary, save it as a
-.tvmc file, reload it, and check tvmc's reference evaluation against onnxruntime.
+Steps: write light_squeezenet with seeded random weights, load it, compile it for this CPU,
+run it with timing, and check the result against onnxruntime on the same input.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import onnx
 
 import tvmc
 from tvmc.models import light_model_inputs, randomized_light_model
-from tvmc.ops import run_reference
 
 MODEL = "light_squeezenet"
 
@@ -31,23 +30,30 @@ def main(out_dir: str) -> None:
     model = tvmc.load(onnx_path)
     print(f"[2/4] tvmc.load: {len(model.graph.nodes)} nodes, {len(model.params)} params "
           f"in {time.perf_counter() - start:.2f} s")  # fmt: skip
-    print("      " + "\n      ".join(model.summary().splitlines()[:4]))
 
-    saved = model.save(os.path.join(out_dir, f"{MODEL}.tvmc"))
-    again = tvmc.load(saved)
-    print(f"[3/4] saved and reloaded {saved} ({os.path.getsize(saved) / 1e6:.1f} MB)")
+    start = time.perf_counter()
+    package_path = os.path.join(out_dir, f"{MODEL}.tar")
+    package = tvmc.compile(model, target="llvm", package_path=package_path)
+    kernels = package.metadata.get("kernels", "?")
+    print(f"[3/4] tvmc.compile: {package_path} ({kernels} kernels) "
+          f"in {time.perf_counter() - start:.1f} s")  # fmt: skip
 
     inputs = light_model_inputs(onnx_model)
-    start = time.perf_counter()
-    ours = run_reference(again.graph, inputs)[again.graph.outputs[0]]
-    seconds = time.perf_counter() - start
+    result = tvmc.run(package, inputs=inputs, benchmark=True, repeat=20)
+    print("[4/4] tvmc.run:")
+    print(result.format_times())
     import onnxruntime as ort
 
     session = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
     theirs = session.run(None, inputs)[0]
+    ours = result.get_output(model.graph.outputs[0]).reshape(theirs.shape)
     error = float(np.abs(ours - theirs).max() / np.abs(theirs).max())
-    print(f"[4/4] reference evaluation ({seconds:.2f} s) vs onnxruntime: "
-          f"max error {error:.1e} relative to the largest logit; top-1 class "
+    start = time.perf_counter()
+    for _ in range(20):
+        session.run(None, inputs)
+    ort_ms = (time.perf_counter() - start) / 20 * 1e3
+    print(f"onnxruntime: {ort_ms:.2f} ms mean; tvmc/onnxruntime: {result.times.mean / ort_ms:.2f}")
+    print(f"max error vs onnxruntime: {error:.1e} of the largest logit; top-1 class "
           f"{int(ours.argmax())} vs {int(theirs.argmax())}")  # fmt: skip
     if error > 1e-4:
         sys.exit("demo failed: tvmc and onnxruntime disagree")

@@ -27,6 +27,7 @@ from tvmc.graph import TensorType
 from tvmc.kernel import Buffer, Expr, IntImm, Kernel, Stmt, const, loop, seq
 from tvmc.kernel.transform import free_buffers
 from tvmc.ops.registry import OPS, Attrs
+from tvmc.ops.space import ConfigSpace
 
 Indices = tuple[Expr, ...]
 Accessor = Callable[[Indices], Expr]
@@ -138,6 +139,7 @@ class LowerContext:
         return name
 
 
+SpaceFn = Callable[[Attrs, list[TensorType], "LoweringTarget"], ConfigSpace]
 ComputeFn = Callable[[Attrs, list[TensorRef], list[TensorType]], list[Accessor]]
 TemplateFn = Callable[
     [LowerContext, Attrs, list[TensorRef], list[Buffer], "Epilogue | None"], list[Kernel]
@@ -154,14 +156,18 @@ def compute(name: str) -> Callable[[ComputeFn], ComputeFn]:
     return wrap
 
 
-def template(name: str, epilogue: bool = False) -> Callable[[TemplateFn], TemplateFn]:
+def template(
+    name: str, epilogue: bool = False, space: SpaceFn | None = None
+) -> Callable[[TemplateFn], TemplateFn]:
     """Attach `fn(ctx, attrs, inputs, outputs, epilogue) -> [Kernel]` to op `name`.
 
     `epilogue=True` says the template applies the epilogue to its first output's values.
+    `space(attrs, input_types, target) -> ConfigSpace` makes the op tunable: its knobs are what
+    the template reads from `ctx.config`.
     """
 
     def wrap(fn: TemplateFn) -> TemplateFn:
-        _attach(name, template=fn, epilogue=epilogue)
+        _attach(name, template=fn, epilogue=epilogue, space=space)
         return fn
 
     return wrap

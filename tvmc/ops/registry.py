@@ -47,6 +47,7 @@ class OpDef:
     compute: Any = None  # fusable: output indices -> expression over its inputs
     template: Any = None  # whole kernels, with an optional fused elementwise epilogue
     epilogue: bool = False  # the template accepts an epilogue
+    space: Any = None  # the template's knob space: fn(attrs, input_types, target) -> ConfigSpace
 
     def normalize_attrs(self, attrs: Attrs, where: str) -> Attrs:
         """`attrs` completed with defaults; unknown or missing required ones raise ValueError."""

@@ -1,0 +1,99 @@
+"""Tuning records (AutoTVM v0.2 lines) and knob spaces."""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tvmc.autotune import Record, append_records, best_records, read_records
+from tvmc.errors import UsageError
+from tvmc.ops.space import ConfigSpace, factor_splits
+
+# Written by hand from the format's description, as AutoTVM writes it.
+LINE = (
+    '{"input": ["llvm -mcpu=znver4", "conv2d.llvm", [["TENSOR", [1, 64, 56, 56], "float32"], '
+    '["TENSOR", [64, 64, 3, 3], "float32"], ["ATTRS", {"group": 1}]], {}], '
+    '"config": {"index": 5, "code_hash": null, "entity": [["tile_x", "split", [2, 8]], '
+    '["order", "other", "b"]]}, "result": [[0.00123, 0.00125], 0, 0.8, 1764460000.5], '
+    '"version": 0.2, "tvm_version": "0.1.0"}'
+)
+
+
+def test_decode_a_hand_written_line_and_encode_back():
+    record = Record.decode(LINE)
+    assert record.target == "llvm -mcpu=znver4" and record.task_name == "conv2d.llvm"
+    assert record.config["index"] == 5 and record.costs == [0.00123, 0.00125]
+    assert record.error_no == 0 and record.timestamp == 1764460000.5
+    assert json.loads(record.encode()) == json.loads(LINE)
+    assert Record.decode(record.encode()) == record
+
+
+def test_corrupt_and_truncated_lines_are_skipped_with_their_line_number(tmp_path, caplog):
+    path = tmp_path / "log.json"
+    path.write_text(LINE + "\n" + "{not json\n" + "\n" + LINE[: len(LINE) // 2])
+    with caplog.at_level(logging.WARNING, logger="tvmc.autotune"):
+        records = list(read_records(str(path)))
+    assert len(records) == 1
+    assert ":2: skipping" in caplog.text and ":4: skipping" in caplog.text
+
+
+def test_missing_file_is_an_error(tmp_path):
+    with pytest.raises(UsageError, match="does not exist"):
+        list(read_records(str(tmp_path / "none.json")))
+    assert list(read_records(str(tmp_path / "none.json"), must_exist=False)) == []
+
+
+def _record(index, cost, error_no=0, task="dense.llvm", target="llvm"):
+    config = {"index": index, "code_hash": None, "entity": [["k", "other", index]]}
+    return Record(target, task, [["TENSOR", [1, 8], "float32"]], config, [cost], error_no)
+
+
+def test_best_record_per_workload_ignores_errors_and_other_targets():
+    records = [
+        _record(0, 3.0), _record(1, 1.0, error_no=4), _record(2, 2.0),
+        _record(3, 0.5, target="cuda -arch=sm_90"), _record(4, 9.0, task="conv2d.llvm"),
+    ]  # fmt: skip
+    best = best_records(records, "llvm")
+    assert {w[0]: r.config["index"] for w, r in best.items()} == {"dense.llvm": 2, "conv2d.llvm": 4}
+
+
+def _append_many(path, start):
+    for i in range(start, start + 200):
+        append_records(path, [_record(i, float(i))])
+
+
+def test_two_writers_lose_nothing(tmp_path):
+    path = str(tmp_path / "log.json")
+    procs = [multiprocessing.Process(target=_append_many, args=(path, s)) for s in (0, 1000)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    indices = sorted(r.config["index"] for r in read_records(path))
+    assert indices == list(range(200)) + list(range(1000, 1200))
+
+
+def test_factor_splits():
+    assert factor_splits(8) == [(8, 1), (4, 2), (2, 4), (1, 8)]
+    assert (2, 2, 2) in factor_splits(8, 3)
+    assert all(f[-1] <= 4 for f in factor_splits(64, 2, max_factor=4))
+
+
+SPACE = ConfigSpace().split("tile", 12).other("order", ["a", "b", "c"]).annotate("unroll", [0, 1])
+
+
+@given(st.integers(0, len(SPACE) - 1))
+def test_index_and_entity_round_trip(index):
+    config = SPACE.get(index)
+    assert config.index == index
+    assert SPACE.from_entity(json.loads(json.dumps(config.entity))).index == index
+
+
+def test_first_knob_is_least_significant():
+    assert SPACE.get(1).values["tile"] == SPACE.knobs[0].candidates[1]
+    assert SPACE.get(len(SPACE.knobs[0].candidates)).values["order"] == "b"

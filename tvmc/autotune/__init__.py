@@ -1,0 +1,29 @@
+"""Auto-tuning: tasks, knob spaces, measurement, tuners, and the records file that joins tuning
+to compilation.
+
+In: tvmc.graph, tvmc.ops (templates and their spaces), tvmc.lower, tvmc.codegen, tvmc.runtime.
+Out: `extract_tasks`, `Task`, `Record`, `read_records`, `append_records`, `best_records`.
+"""
+
+from tvmc.autotune.records import (
+    ERROR_NAMES,
+    FAILED_COST,
+    Record,
+    append_records,
+    best_records,
+    read_records,
+)
+from tvmc.autotune.task import Task, extract_tasks, task_args, task_name
+
+__all__ = [
+    "ERROR_NAMES",
+    "FAILED_COST",
+    "Record",
+    "Task",
+    "append_records",
+    "best_records",
+    "extract_tasks",
+    "read_records",
+    "task_args",
+    "task_name",
+]
