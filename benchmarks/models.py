@@ -1,6 +1,7 @@
 """`make bench`: tvmc beside onnxruntime on the ONNX light models (randomized weights).
 
-One process, same inputs, same thread count (2 by default, TVMC_NUM_THREADS to change). Per
+One process, same inputs, same thread count (2 by default, TVMC_NUM_THREADS to change), timed in
+alternating blocks. Per
 model: tvmc load time, compile time, median latency of tvmc (default schedules, no tuning) and
 onnxruntime, the ratio, GFLOP/s reached, and workspace bytes against the naive sum. Medians of
 `--repeat` timed runs after warm-up; the machine is shared, so compare ratios, not lone times.
@@ -25,14 +26,18 @@ from tvmc.models import LIGHT_MODELS, light_model_inputs, randomized_light_model
 from tvmc.runtime import Executor, ProgramInfo
 
 
-def median_ms(fn, repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
+def blocked_median_ms(first, second, repeat: int, rounds: int = 3) -> tuple[float, float]:
+    """Median milliseconds of each: alternating blocks of runs (one runtime's thread pool never
+    spins while the other one runs) so that slow drifts of the machine hit both alike."""
+    times: tuple[list[float], list[float]] = ([], [])
+    for _ in range(rounds):
+        for fn, bucket in ((first, times[0]), (second, times[1])):
+            fn()  # warm-up after the other runtime had the cores
+            for _ in range(max(repeat // rounds, 1)):
+                start = time.perf_counter()
+                fn()
+                bucket.append(time.perf_counter() - start)
+    return statistics.median(times[0]) * 1e3, statistics.median(times[1]) * 1e3
 
 
 def bench_model(name: str, tmp: str, repeat: int, threads: int) -> dict:
@@ -63,8 +68,8 @@ def bench_model(name: str, tmp: str, repeat: int, threads: int) -> dict:
     theirs = session.run(None, inputs)[0]
     error = float(np.abs(ours.reshape(theirs.shape) - theirs).max() / np.abs(theirs).max())
 
-    tvmc_ms = median_ms(executor.call, repeat)
-    ort_ms = median_ms(lambda: session.run(None, inputs), repeat)
+    tvmc_ms, ort_ms = blocked_median_ms(executor.call, lambda: session.run(None, inputs), repeat)
+    session = None  # free its thread pool before the next model runs
     flops = sum(c.flops for c in p.calls)
     return {
         "model": name, "load_s": load_s, "compile_s": compile_s, "tvmc_ms": tvmc_ms,
