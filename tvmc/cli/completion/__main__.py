@@ -1,0 +1,5 @@
+import sys
+
+from tvmc.cli.completion import main
+
+sys.exit(main())
