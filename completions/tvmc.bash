@@ -5,24 +5,44 @@
 __tvmc_spec() {
     case "$1" in
         tvmc)
-            subcommands=(compile load run)
+            subcommands=(compile load records run tune)
             options=(--config --help --verbose --version -h -v)
             value_options=(--config)
             ;;
         'tvmc compile')
             subcommands=()
-            options=(--disabled-pass --dump-code --format --help --input-dtypes --input-shapes --json --model-format --opt-level --output --target --target-llvm-mattr --target-llvm-mcpu --target-llvm-mtriple -O -h -o)
-            value_options=(--disabled-pass --dump-code --format --input-dtypes --input-shapes --model-format --opt-level --output --target --target-llvm-mattr --target-llvm-mcpu --target-llvm-mtriple -O -o)
+            options=(--disabled-pass --dump-code --format --help --input-dtypes --input-shapes --json --model-format --opt-level --output --target --target-llvm-mattr --target-llvm-mcpu --target-llvm-mtriple --tuning-records -O -h -o)
+            value_options=(--disabled-pass --dump-code --format --input-dtypes --input-shapes --model-format --opt-level --output --target --target-llvm-mattr --target-llvm-mcpu --target-llvm-mtriple --tuning-records -O -o)
             ;;
         'tvmc load')
             subcommands=()
             options=(--dump --format --help --input-dtypes --input-shapes --json --model-format --output -h -o)
             value_options=(--format --input-dtypes --input-shapes --model-format --output -o)
             ;;
+        'tvmc records')
+            subcommands=(best show)
+            options=(--help -h)
+            value_options=()
+            ;;
+        'tvmc records best')
+            subcommands=()
+            options=(--format --help --json --output -h -o)
+            value_options=(--format --output -o)
+            ;;
+        'tvmc records show')
+            subcommands=()
+            options=(--format --help --json -h)
+            value_options=(--format)
+            ;;
         'tvmc run')
             subcommands=()
             options=(--device --fill-mode --format --help --inputs --json --min-repeat-ms --num-threads --number --outputs --print-time --print-top --profile --repeat -h -i -o)
             value_options=(--device --fill-mode --format --inputs --min-repeat-ms --num-threads --number --outputs --print-top --repeat -i -o)
+            ;;
+        'tvmc tune')
+            subcommands=()
+            options=(--early-stopping --flush-cache --format --help --input-dtypes --input-shapes --json --min-repeat-ms --model-format --number --output --parallel --repeat --target --target-llvm-mattr --target-llvm-mcpu --tasks --timeout --trials --tuner --tuning-records -h -o)
+            value_options=(--early-stopping --format --input-dtypes --input-shapes --min-repeat-ms --model-format --number --output --parallel --repeat --target --target-llvm-mattr --target-llvm-mcpu --tasks --timeout --trials --tuner --tuning-records -o)
             ;;
     esac
 }
@@ -36,6 +56,7 @@ __tvmc_values() {
         'tvmc compile -o'|'tvmc compile --output') __tvmc_files "$cur" '*.tar' ;;
         'tvmc compile --target') __tvmc_words "$cur" llvm ;;
         'tvmc compile --model-format') __tvmc_words "$cur" onnx tvmc ;;
+        'tvmc compile --tuning-records') __tvmc_files "$cur" '*.json' '*.log' ;;
         'tvmc compile --dump-code') __tvmc_words "$cur" asm graph kernel ll ;;
         'tvmc compile --format') __tvmc_words "$cur" json text ;;
         'tvmc compile @0') __tvmc_files "$cur" '*.onnx' '*.tvmc' ;;
@@ -43,12 +64,23 @@ __tvmc_values() {
         'tvmc load --model-format') __tvmc_words "$cur" onnx tvmc ;;
         'tvmc load --format') __tvmc_words "$cur" json text ;;
         'tvmc load @0') __tvmc_files "$cur" '*.onnx' '*.tvmc' ;;
+        'tvmc records best -o'|'tvmc records best --output') __tvmc_files "$cur" '*.json' '*.log' ;;
+        'tvmc records best --format') __tvmc_words "$cur" json text ;;
+        'tvmc records best @0') __tvmc_files "$cur" '*.json' '*.log' ;;
+        'tvmc records show --format') __tvmc_words "$cur" json text ;;
+        'tvmc records show @0') __tvmc_files "$cur" '*.json' '*.log' ;;
         'tvmc run --device') __tvmc_words "$cur" cpu cuda ;;
         'tvmc run -i'|'tvmc run --inputs') __tvmc_files "$cur" '*.npz' ;;
         'tvmc run -o'|'tvmc run --outputs') __tvmc_files "$cur" '*.npz' ;;
         'tvmc run --fill-mode') __tvmc_words "$cur" ones random zeros ;;
         'tvmc run --format') __tvmc_words "$cur" json text ;;
         'tvmc run @0') __tvmc_files "$cur" '*.tar' ;;
+        'tvmc tune --tuning-records'|'tvmc tune -o'|'tvmc tune --output') __tvmc_files "$cur" '*.json' '*.log' ;;
+        'tvmc tune --target') __tvmc_words "$cur" llvm ;;
+        'tvmc tune --model-format') __tvmc_words "$cur" onnx tvmc ;;
+        'tvmc tune --tuner') __tvmc_words "$cur" ga gridsearch random xgb ;;
+        'tvmc tune --format') __tvmc_words "$cur" json text ;;
+        'tvmc tune @0') __tvmc_files "$cur" '*.onnx' '*.tvmc' ;;
     esac
 }
 

@@ -4,7 +4,9 @@
 function __tvmc_subcommands
     switch "$argv"
         case 'tvmc'
-            printf '%s\n' 'compile' 'load' 'run'
+            printf '%s\n' 'compile' 'load' 'records' 'run' 'tune'
+        case 'tvmc records'
+            printf '%s\n' 'best' 'show'
     end
 end
 
@@ -14,11 +16,17 @@ function __tvmc_value_options
         case 'tvmc'
             printf '%s\n' '--config'
         case 'tvmc compile'
-            printf '%s\n' '--disabled-pass' '--dump-code' '--format' '--input-dtypes' '--input-shapes' '--model-format' '--opt-level' '--output' '--target' '--target-llvm-mattr' '--target-llvm-mcpu' '--target-llvm-mtriple' '-O' '-o'
+            printf '%s\n' '--disabled-pass' '--dump-code' '--format' '--input-dtypes' '--input-shapes' '--model-format' '--opt-level' '--output' '--target' '--target-llvm-mattr' '--target-llvm-mcpu' '--target-llvm-mtriple' '--tuning-records' '-O' '-o'
         case 'tvmc load'
             printf '%s\n' '--format' '--input-dtypes' '--input-shapes' '--model-format' '--output' '-o'
+        case 'tvmc records best'
+            printf '%s\n' '--format' '--output' '-o'
+        case 'tvmc records show'
+            printf '%s\n' '--format'
         case 'tvmc run'
             printf '%s\n' '--device' '--fill-mode' '--format' '--inputs' '--min-repeat-ms' '--num-threads' '--number' '--outputs' '--print-top' '--repeat' '-i' '-o'
+        case 'tvmc tune'
+            printf '%s\n' '--early-stopping' '--format' '--input-dtypes' '--input-shapes' '--min-repeat-ms' '--model-format' '--number' '--output' '--parallel' '--repeat' '--target' '--target-llvm-mattr' '--target-llvm-mcpu' '--tasks' '--timeout' '--trials' '--tuner' '--tuning-records' '-o'
     end
 end
 
@@ -87,7 +95,9 @@ complete -c tvmc -f  # no file names unless a completion below asks for them
 # tvmc
 complete -c tvmc -n '__tvmc_argument 0 tvmc' -a 'compile' -d 'Compile MODEL_FILE (ONNX or .tvmc) for a target into a package (.tar) that...'
 complete -c tvmc -n '__tvmc_argument 0 tvmc' -a 'load' -d 'Load MODEL_FILE (ONNX or .tvmc), fold its constants and show its inputs,...'
+complete -c tvmc -n '__tvmc_argument 0 tvmc' -a 'records' -d 'Inspect and reduce tuning records files (AutoTVM v0.2 lines, as `tvmc tune`...'
 complete -c tvmc -n '__tvmc_argument 0 tvmc' -a 'run' -d 'Run PACKAGE_FILE (made by `tvmc compile`) once, and time or profile it when...'
+complete -c tvmc -n '__tvmc_argument 0 tvmc' -a 'tune' -d 'Tune the kernels of MODEL_FILE (ONNX or .tvmc), appending records for `tvmc...'
 complete -c tvmc -n '__tvmc_command tvmc' -l 'version' -d 'Show the version and exit.'
 complete -c tvmc -n '__tvmc_command tvmc' -s 'v' -l 'verbose' -d 'More logging (-v info, -vv debug); tracebacks.'
 complete -c tvmc -n '__tvmc_command tvmc' -l 'config' -r -F -d 'JSON file whose keys set option defaults; flags on the command line win.'
@@ -102,6 +112,7 @@ complete -c tvmc -n '__tvmc_command tvmc compile' -l 'target-llvm-mtriple' -x -d
 complete -c tvmc -n '__tvmc_command tvmc compile' -l 'input-shapes' -x -d 'Static input shapes, e.g. \'data:[1,3,224,224] mask:[1,128]\' (default: the model\'s).'
 complete -c tvmc -n '__tvmc_command tvmc compile' -l 'input-dtypes' -x -d 'Input dtypes, e.g. \'input_ids:int64 mask:int32\' (default: as in the model).'
 complete -c tvmc -n '__tvmc_command tvmc compile' -l 'model-format' -x -a 'onnx tvmc' -d 'Model format; guessed from the extension (.onnx, .tvmc) when omitted.'
+complete -c tvmc -n '__tvmc_command tvmc compile' -l 'tuning-records' -x -a '(__tvmc_files .json .log)' -d 'Records from `tvmc tune`: the best config per workload is applied; tasks without one keep the default schedule.'
 complete -c tvmc -n '__tvmc_command tvmc compile' -s 'O' -l 'opt-level' -x -d 'Optimization level: 0 no fusion, 3 everything.'
 complete -c tvmc -n '__tvmc_command tvmc compile' -l 'disabled-pass' -x -d 'A pass to skip (repeatable, or comma-separated), e.g. fuse, fold-batch-norm.'
 complete -c tvmc -n '__tvmc_command tvmc compile' -l 'dump-code' -x -a 'asm graph kernel ll' -d 'Also write code as text to OUTPUT.FMT (repeatable, or comma-separated): kernel (kernel IR), ll (LLVM IR), asm (assembly), graph (the optimized graph).'
@@ -121,6 +132,24 @@ complete -c tvmc -n '__tvmc_command tvmc load' -l 'json' -d 'Shorthand for --for
 complete -c tvmc -n '__tvmc_command tvmc load' -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c tvmc -n '__tvmc_argument 0 tvmc load' -a '(__tvmc_files .onnx .tvmc)'
 
+# tvmc records
+complete -c tvmc -n '__tvmc_argument 0 tvmc records' -a 'best' -d 'Keep only the best error-free record per workload and target of RECORDS_FILE.'
+complete -c tvmc -n '__tvmc_argument 0 tvmc records' -a 'show' -d 'Per workload of RECORDS_FILE: trials, the best time and GFLOP/s, errors by kind.'
+complete -c tvmc -n '__tvmc_command tvmc records' -s 'h' -l 'help' -d 'Show this message and exit.'
+
+# tvmc records best
+complete -c tvmc -n '__tvmc_command tvmc records best' -s 'o' -l 'output' -x -a '(__tvmc_files .json .log)' -d 'The file to write (replaced; it may be RECORDS_FILE itself).'
+complete -c tvmc -n '__tvmc_command tvmc records best' -l 'format' -x -a 'json text' -d 'Output format: human text, or one JSON document on stdout for pipelines.'
+complete -c tvmc -n '__tvmc_command tvmc records best' -l 'json' -d 'Shorthand for --format json.'
+complete -c tvmc -n '__tvmc_command tvmc records best' -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c tvmc -n '__tvmc_argument 0 tvmc records best' -a '(__tvmc_files .json .log)'
+
+# tvmc records show
+complete -c tvmc -n '__tvmc_command tvmc records show' -l 'format' -x -a 'json text' -d 'Output format: human text, or one JSON document on stdout for pipelines.'
+complete -c tvmc -n '__tvmc_command tvmc records show' -l 'json' -d 'Shorthand for --format json.'
+complete -c tvmc -n '__tvmc_command tvmc records show' -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c tvmc -n '__tvmc_argument 0 tvmc records show' -a '(__tvmc_files .json .log)'
+
 # tvmc run
 complete -c tvmc -n '__tvmc_command tvmc run' -l 'device' -x -a 'cpu cuda' -d 'Where to run the package.'
 complete -c tvmc -n '__tvmc_command tvmc run' -s 'i' -l 'inputs' -x -a '(__tvmc_files .npz)' -d 'Inputs by name (.npz); inputs it lacks are filled by --fill-mode.'
@@ -137,3 +166,26 @@ complete -c tvmc -n '__tvmc_command tvmc run' -l 'format' -x -a 'json text' -d '
 complete -c tvmc -n '__tvmc_command tvmc run' -l 'json' -d 'Shorthand for --format json.'
 complete -c tvmc -n '__tvmc_command tvmc run' -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c tvmc -n '__tvmc_argument 0 tvmc run' -a '(__tvmc_files .tar)'
+
+# tvmc tune
+complete -c tvmc -n '__tvmc_command tvmc tune' -l 'tuning-records' -s 'o' -l 'output' -x -a '(__tvmc_files .json .log)' -d 'Records file (AutoTVM v0.2 lines): appended to as results arrive; an existing one resumes (its configs are not measured again). Required unless --tasks list.'
+complete -c tvmc -n '__tvmc_command tvmc tune' -l 'target' -x -a 'llvm' -d 'Target string: \'llvm\' (this CPU), \'llvm -mcpu=skylake-avx512\'.'
+complete -c tvmc -n '__tvmc_command tvmc tune' -l 'target-llvm-mcpu' -x -d 'LLVM CPU name (default: this CPU).'
+complete -c tvmc -n '__tvmc_command tvmc tune' -l 'target-llvm-mattr' -x -d 'LLVM features, e.g. \'+avx2,-avx512f\'.'
+complete -c tvmc -n '__tvmc_command tvmc tune' -l 'input-shapes' -x -d 'Static input shapes, e.g. \'data:[1,3,224,224] mask:[1,128]\' (default: the model\'s).'
+complete -c tvmc -n '__tvmc_command tvmc tune' -l 'input-dtypes' -x -d 'Input dtypes, e.g. \'input_ids:int64 mask:int32\' (default: as in the model).'
+complete -c tvmc -n '__tvmc_command tvmc tune' -l 'model-format' -x -a 'onnx tvmc' -d 'Model format; guessed from the extension (.onnx, .tvmc) when omitted.'
+complete -c tvmc -n '__tvmc_command tvmc tune' -l 'trials' -x -d 'Configs to measure in total, shared among the tasks by weight x FLOPs (resumed records count toward it).'
+complete -c tvmc -n '__tvmc_command tvmc tune' -l 'tuner' -x -a 'ga gridsearch random xgb' -d 'Search: xgb (a cost model), ga (genetic), random, gridsearch.'
+complete -c tvmc -n '__tvmc_command tvmc tune' -l 'early-stopping' -x -d 'Stop a task after N trials without a better config (default: off).'
+complete -c tvmc -n '__tvmc_command tvmc tune' -l 'number' -x -d 'Runs per measurement (their mean is one cost).'
+complete -c tvmc -n '__tvmc_command tvmc tune' -l 'repeat' -x -d 'Measurements per config.'
+complete -c tvmc -n '__tvmc_command tvmc tune' -l 'min-repeat-ms' -x -d 'Raise --number until one measurement lasts this long.'
+complete -c tvmc -n '__tvmc_command tvmc tune' -l 'timeout' -x -d 'Seconds one config may run before it counts as a run timeout.'
+complete -c tvmc -n '__tvmc_command tvmc tune' -l 'parallel' -x -d 'Builds at once (default: the physical cores); runs are one at a time.'
+complete -c tvmc -n '__tvmc_command tvmc tune' -l 'flush-cache' -d 'Flush the CPU caches before each run.'
+complete -c tvmc -n '__tvmc_command tvmc tune' -l 'tasks' -x -d 'Tasks to tune, as TVMC: \'0\', \'0,2\', \'3-5\', \'-5\' (0 to 5), \'6-\' (6 on), \'all\'; \'list\' prints the tasks and tunes nothing.'
+complete -c tvmc -n '__tvmc_command tvmc tune' -l 'format' -x -a 'json text' -d 'Output format: human text, or one JSON document on stdout for pipelines.'
+complete -c tvmc -n '__tvmc_command tvmc tune' -l 'json' -d 'Shorthand for --format json.'
+complete -c tvmc -n '__tvmc_command tvmc tune' -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c tvmc -n '__tvmc_argument 0 tvmc tune' -a '(__tvmc_files .onnx .tvmc)'

@@ -1,15 +1,38 @@
 """tvmc: a deep-learning compiler with a TVMC-style command line.
 
 import tvmc
-model = tvmc.load("model.onnx")                           # TVMCModel
-package = tvmc.compile(model, package_path="model.tar")   # TVMCPackage
-result = tvmc.run(package, benchmark=True)                # TVMCResult
+model = tvmc.load("model.onnx")                                        # TVMCModel
+log = tvmc.tune(model, tuning_records="log.json", trials=200)          # the records path
+package = tvmc.compile(model, tuning_records=log, package_path="model.tar")   # TVMCPackage
+result = tvmc.run(package, benchmark=True)                             # TVMCResult
+
+Between tune's stages: tvmc.extract_tasks(model) -> filter -> tvmc.tune_tasks(tasks, "log.json").
 """
 
 __version__ = "0.1.0"
 
 import tvmc.config  # noqa: E402,F401  (sets OMP_WAIT_POLICY before anything loads libgomp)
-from tvmc.driver import TVMCModel, TVMCPackage, TVMCResult, load, run  # noqa: E402
+from tvmc.driver import (  # noqa: E402
+    TVMCModel,
+    TVMCPackage,
+    TVMCResult,
+    extract_tasks,
+    load,
+    run,
+    tune,
+    tune_tasks,
+)
 from tvmc.driver import compile_model as compile  # noqa: E402  (TVMC's name; shadows the builtin)
 
-__all__ = ["TVMCModel", "TVMCPackage", "TVMCResult", "__version__", "compile", "load", "run"]
+__all__ = [
+    "TVMCModel",
+    "TVMCPackage",
+    "TVMCResult",
+    "__version__",
+    "compile",
+    "extract_tasks",
+    "load",
+    "run",
+    "tune",
+    "tune_tasks",
+]

@@ -26,3 +26,6 @@ os.environ.setdefault(OMP_WAIT_POLICY_ENV, "PASSIVE")
 # second thread on kernels under ~5 ms; a bounded spin keeps that gain and still sleeps when idle.
 GOMP_SPINCOUNT_ENV = "GOMP_SPINCOUNT"
 os.environ.setdefault(GOMP_SPINCOUNT_ENV, "1000000")
+
+# The fp32 peak (GFLOP/s) tuning summaries compare with; default: 115 per core (measured here).
+PEAK_GFLOPS_ENV = "TVMC_PEAK_GFLOPS"

@@ -72,6 +72,12 @@ def size(nbytes: int | None) -> str:
 @click.option("--target-llvm-mtriple", metavar="TRIPLE", help="LLVM target triple (cross-compile).")
 @model_options
 @click.option(
+    "--tuning-records",
+    type=FileWithExt((".json", ".log"), dir_okay=False),
+    help="Records from `tvmc tune`: the best config per workload is applied; tasks without "
+    "one keep the default schedule.",
+)
+@click.option(
     "-O",
     "--opt-level",
     type=click.IntRange(0, 3),
@@ -105,6 +111,7 @@ def compile_command(
     input_shapes: dict[str, tuple[int, ...]] | None,
     input_dtypes: dict[str, str] | None,
     model_format: str | None,
+    tuning_records: str | None,
     opt_level: int,
     disabled_passes: tuple[str, ...],
     dump_code: tuple[tuple[str, ...], ...],
@@ -125,6 +132,7 @@ def compile_command(
         shape_dict=input_shapes,
         dtype_dict=input_dtypes,
         model_format=model_format,
+        tuning_records=tuning_records,
     )
     summary = package.summary()
     if wants_json(output_format, json_flag):
@@ -142,6 +150,10 @@ def compile_command(
         f"(without reuse {size(summary['naive_bytes'])}), params {size(summary['param_bytes'])}",
         f"  time    {sum(seconds.values()):.2f} s ({stages})",
     ]
+    tuning = summary["tuning"]
+    if tuning:
+        tuned = f"{tuning['tuned']} of {tuning['tasks']} tasks tuned from {tuning['records']}"
+        lines.insert(3, f"  tuning  {tuned}, {tuning['untuned']} on default schedules")
     out.print("\n".join(lines), markup=False)
     for fmt, path in summary["dumps"].items():
         err.print(f"wrote {fmt} dump {path}", markup=False)

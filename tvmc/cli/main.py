@@ -14,7 +14,9 @@ from tvmc import __version__
 from tvmc.cli.common import err
 from tvmc.cli.compile import compile_command
 from tvmc.cli.load import load_command
+from tvmc.cli.records import records_group
 from tvmc.cli.run import run_command
+from tvmc.cli.tune import tune_command
 from tvmc.errors import INTERNAL_ERROR_EXIT_CODE, TVMCError, UsageError, did_you_mean
 
 logger = logging.getLogger("tvmc")
@@ -134,8 +136,9 @@ def cli(ctx: click.Context, verbose: int) -> None:
     """tvmc: compile ONNX models to tuned native code, and run them.
 
     \b
-    tvmc load    model.onnx -o model.tvmc
-    tvmc compile model.onnx --target llvm -o model.tar
+    tvmc load    model.onnx -o model.tvmc                          # optional
+    tvmc tune    model.onnx --target llvm --tuning-records log.json
+    tvmc compile model.onnx --target llvm --tuning-records log.json -o model.tar
     tvmc run     model.tar --device cpu --print-time
     """
     ctx.ensure_object(dict)
@@ -144,8 +147,10 @@ def cli(ctx: click.Context, verbose: int) -> None:
 
 
 cli.add_command(load_command)
+cli.add_command(tune_command)
 cli.add_command(compile_command)
 cli.add_command(run_command)
+cli.add_command(records_group)
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """Driver: the objects users hold (`TVMCModel`, `TVMCPackage`, `TVMCResult`) and the steps.
 
-In: every layer below. Out: `load`, `compile_model`, `run` and the objects they return. Never
-prints (the CLI does).
+In: every layer below. Out: `load`, `tune` (or `extract_tasks` -> `tune_tasks`), `compile_model`,
+`run` and the objects they return. Never prints (the CLI does).
 """
 
 from tvmc.driver.model import MODEL_FORMATS, TVMCModel, load
@@ -13,6 +13,8 @@ from tvmc.driver.package import (
     compile_model,
 )
 from tvmc.driver.runner import DEVICES, FILL_MODES, TVMCResult, run
+from tvmc.driver.tuning import extract_tasks, tune, tune_tasks
+from tvmc.driver.tuning_report import TuningInterrupted, TuningProgress
 from tvmc.frontend import parse_input_dtypes, parse_input_shapes
 
 __all__ = [
@@ -25,9 +27,14 @@ __all__ = [
     "TVMCModel",
     "TVMCPackage",
     "TVMCResult",
+    "TuningInterrupted",
+    "TuningProgress",
     "compile_model",
+    "extract_tasks",
     "load",
     "parse_input_dtypes",
     "parse_input_shapes",
     "run",
+    "tune",
+    "tune_tasks",
 ]

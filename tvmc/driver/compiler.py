@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import logging
+import os
 import shlex
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
+from tvmc.autotune import best_records, extract_tasks, read_records
 from tvmc.codegen import CodegenOptions, CPUArtifact, CPUTarget, num_threads
 from tvmc.codegen.program import emit_program
 from tvmc.errors import UsageError, did_you_mean
 from tvmc.graph import Graph, graph_from_json, graph_to_json
 from tvmc.lower import LoweredModel, lower_graph
+from tvmc.lower.lower import node_flops
 from tvmc.ops import infer_node
 from tvmc.ops.lowering import LoweringTarget
 from tvmc.passes import ALL_PASSES, OPTIMIZE_PIPELINE, run_passes
@@ -33,6 +37,26 @@ class CompileOptions:
     opt_level: int = 3
     disabled_passes: tuple[str, ...] = ()
     codegen_jobs: int | None = None  # processes generating code (default: the physical cores)
+    tuning_records: str | None = None  # --tuning-records: apply the best record per workload
+
+
+@dataclass
+class AppliedTuning:
+    """What a records file changed: the config of each tuned node, and how many tasks it covered."""
+
+    records_path: str
+    configs: dict[str, dict[str, Any]]  # node name -> knob values (what templates read)
+    tasks: int  # tunable workloads in the model
+    tuned: int  # of them, the ones a usable record covers
+    stale: int  # workloads whose only records were made for another version of the template
+
+    @property
+    def untuned(self) -> int:
+        return self.tasks - self.tuned
+
+    def to_json(self) -> dict[str, Any]:
+        return {"records": self.records_path, "tasks": self.tasks, "tuned": self.tuned,
+                "untuned": self.untuned, "stale": self.stale}  # fmt: skip
 
 
 @dataclass
@@ -44,6 +68,7 @@ class BuildResult:
     artifact: CPUArtifact
     target: CPUTarget
     seconds: dict[str, float] = field(default_factory=dict)
+    tuning: AppliedTuning | None = None  # set when compiled with tuning records
 
 
 def parse_target(options: CompileOptions) -> CPUTarget:
@@ -60,8 +85,8 @@ def parse_target(options: CompileOptions) -> CPUTarget:
     return target
 
 
-def build(graph: Graph, options: CompileOptions) -> BuildResult:
-    """Optimize, lower and generate code for `graph` (a copy is optimized; the input is kept)."""
+def optimize(graph: Graph, options: CompileOptions) -> tuple[Graph, CPUTarget, LoweringTarget]:
+    """A copy of `graph` through the optimizing passes, the CPU target and what templates see."""
     known = set(ALL_PASSES) | set(LOWERING_PASSES)
     for name in options.disabled_passes:
         if name not in known:
@@ -70,17 +95,28 @@ def build(graph: Graph, options: CompileOptions) -> BuildResult:
     if not 0 <= options.opt_level <= 3:
         raise UsageError(f"--opt-level must be 0 to 3, got {options.opt_level}")
     target = parse_target(options)
+    graph = run_passes(_copy(graph), OPTIMIZE_PIPELINE, options.disabled_passes)
+    graph.verify(infer_node)
+    return graph, target, LoweringTarget("cpu", target.vector_bits, num_threads())
+
+
+def build(graph: Graph, options: CompileOptions) -> BuildResult:
+    """Optimize, lower and generate code for `graph` (a copy is optimized; the input is kept)."""
     seconds: dict[str, float] = {}
     start = time.perf_counter()
-    graph = _copy(graph)
-    graph = run_passes(graph, OPTIMIZE_PIPELINE, options.disabled_passes)
-    graph.verify(infer_node)
+    graph, target, lowering_target = optimize(graph, options)
     seconds["optimize"] = time.perf_counter() - start
 
+    tuning = None
+    if options.tuning_records is not None:
+        start = time.perf_counter()
+        tuning = apply_records(graph, options.tuning_records, options.target, lowering_target)
+        seconds["records"] = time.perf_counter() - start
+
     start = time.perf_counter()
-    lowering_target = LoweringTarget("cpu", target.vector_bits, num_threads())
     fuse = options.opt_level >= 1 and "fuse" not in options.disabled_passes
-    lowered = lower_graph(graph, lowering_target, fuse=fuse)
+    configs = tuning.configs if tuning else None
+    lowered = lower_graph(graph, lowering_target, configs, fuse=fuse)
     seconds["lower"] = time.perf_counter() - start
 
     start = time.perf_counter()
@@ -89,7 +125,42 @@ def build(graph: Graph, options: CompileOptions) -> BuildResult:
     seconds["codegen"] = time.perf_counter() - start
     logger.info("compiled %d kernels in %s", len(lowered.program.kernels),
                 ", ".join(f"{k} {v:.2f} s" for k, v in seconds.items()))  # fmt: skip
-    return BuildResult(graph, lowered, artifact, target, seconds)
+    return BuildResult(graph, lowered, artifact, target, seconds, tuning)
+
+
+def apply_records(
+    graph: Graph, path: str, target: str, lowering_target: LoweringTarget
+) -> AppliedTuning:
+    """Per task of the optimized `graph`, the config of its best error-free record in `path`."""
+    path = os.fspath(path)
+    tasks = {t.workload: t for t in extract_tasks(graph, target, lowering_target, node_flops)}
+    usable, stale = [], set()
+    for record in read_records(path):  # a missing file is an error
+        task = tasks.get(record.workload)
+        if task is None:
+            continue
+        if record.config.get("code_hash") not in (None, task.space.code_hash()):
+            stale.add(record.workload)  # made for another version of the template
+            continue
+        usable.append(record)
+    configs: dict[str, dict[str, Any]] = {}
+    tuned = 0
+    for workload, record in best_records(usable, target.split()[0]).items():
+        try:
+            values = tasks[workload].space.from_entity(record.config["entity"]).values
+        except (ValueError, TypeError):
+            stale.add(workload)
+            continue
+        tuned += 1
+        stale.discard(workload)
+        configs.update({node: values for node in tasks[workload].nodes})
+    if stale:
+        logger.warning("%s: the records of %d task(s) were made for another version of their "
+                       "template and are ignored; tune them again", path, len(stale))  # fmt: skip
+    if tuned < len(tasks):
+        logger.warning("%d of %d tasks have no usable record in %s and use default schedules",
+                       len(tasks) - tuned, len(tasks), path)  # fmt: skip
+    return AppliedTuning(path, configs, len(tasks), tuned, len(stale))
 
 
 def _copy(graph: Graph) -> Graph:

@@ -127,6 +127,12 @@ class TVMCModel:
 
         return compile_model(self, target, package_path, **options)
 
+    def tune(self, target: str = "llvm", tuning_records: str | None = None, **options: Any) -> str:
+        """`tvmc.tune(self, target, tuning_records, **options)`: the records path."""
+        from tvmc.driver.tuning import tune  # tuning.py imports this module
+
+        return tune(self, target, tuning_records, **options)
+
     def __repr__(self) -> str:
         return f"TVMCModel({self.graph.name!r}, {len(self.graph.nodes)} nodes)"
 

@@ -110,6 +110,7 @@ class TVMCPackage:
             "param_bytes": meta.get("param_bytes"),
             "shared_library": self._contents.shared_library is not None,
             "compile_seconds": meta.get("compile_seconds", {}),
+            "tuning": meta.get("tuning"),
             "dumps": dict(self.dumps),
         }
 
@@ -141,8 +142,13 @@ def compile_model(
     shape_dict: Mapping[str, tuple[int, ...]] | None = None,
     dtype_dict: Mapping[str, str] | None = None,
     model_format: str | None = None,
+    tuning_records: str | os.PathLike[str] | None = None,
 ) -> TVMCPackage:
-    """Compile a model (a TVMCModel or a model file) into a package; None path: a temp file."""
+    """Compile a model (a TVMCModel or a model file) into a package; None path: a temp file.
+
+    `tuning_records`: a records file (`tvmc tune`) whose best config per workload is applied;
+    tasks without one keep the default schedule (one warning says how many).
+    """
     dumps = _names(dump_code)
     for fmt in dumps:
         if fmt not in DUMP_FORMATS:
@@ -167,6 +173,7 @@ def compile_model(
         opt_level=opt_level,
         disabled_passes=_names(disabled_passes),
         codegen_jobs=1 if "asm" in dumps else None,  # assembly needs the one in-process module
+        tuning_records=os.fspath(tuning_records) if tuning_records is not None else None,
     )
     result = build(model.graph, options)
     seconds.update(result.seconds)
@@ -256,7 +263,8 @@ def _contents(
         "disabled_passes": list(options.disabled_passes),
         "inputs": entries(graph.inputs, program.inputs),
         "outputs": entries(graph.outputs, program.outputs),
-        "configs": {kernel.name: {} for kernel in program.kernels},  # filled by tuning records
+        "configs": _kernel_configs(result),
+        "tuning": result.tuning.to_json() if result.tuning else None,
         "workspace_bytes": program.workspace_bytes,
         "naive_bytes": program.naive_bytes,
         "param_bytes": sum(int(v.nbytes) for v in params.values()),
@@ -269,6 +277,30 @@ def _contents(
     return PackageContents(
         metadata, info, result.artifact.kernels, params, result.artifact.object_code, library
     )
+
+
+def _kernel_configs(result: BuildResult) -> dict[str, dict[str, Any]]:
+    """Per kernel, the knob values of its node's tuning record ({}: the default schedule)."""
+    program = result.lowered.program
+    configs: dict[str, dict[str, Any]] = {kernel.name: {} for kernel in program.kernels}
+    tuned = result.tuning.configs if result.tuning else {}
+    for call in program.calls:
+        # a call's node label is the node's name, then "+Op" per fused epilogue op
+        parts = call.node.split("+")
+        names = ("+".join(parts[:i]) for i in range(len(parts), 0, -1))
+        node = next((n for n in names if n in tuned), None)
+        if node is not None:
+            configs[call.kernel] = _plain(tuned[node])
+    return configs
+
+
+def _plain(value: Any) -> Any:
+    """Tuples as lists, so metadata reads back as it was written."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return value
 
 
 __all__ = ["DEFAULT_PACKAGE", "DUMP_FORMATS", "TARGET_KINDS", "TVMCPackage", "compile_model"]

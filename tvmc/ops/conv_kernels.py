@@ -49,6 +49,7 @@ from tvmc.ops.conv_schedules import (
     pixel_tile,
     pixel_tiling,
 )
+from tvmc.ops.conv_space import conv_space, conv_transpose_space
 from tvmc.ops.lowering import Epilogue, LowerContext, TensorRef, make_kernel, template
 from tvmc.ops.microkernel import (
     accumulator_dtype,
@@ -284,7 +285,7 @@ def _geometry(
                         kernel, (1,) * spatial, dil, begin, out_shape, strides)  # fmt: skip
 
 
-@template("Conv", epilogue=True)
+@template("Conv", epilogue=True, space=conv_space)
 def conv_template(
     ctx: LowerContext,
     attrs: Attrs,
@@ -299,7 +300,7 @@ def conv_template(
     return conv_lowering(ctx, geo, x, w, lambda v: v, bias, outputs[0], epilogue)
 
 
-@template("ConvTranspose", epilogue=True)
+@template("ConvTranspose", epilogue=True, space=conv_transpose_space)
 def conv_transpose_template(
     ctx: LowerContext,
     attrs: Attrs,

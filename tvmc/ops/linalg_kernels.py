@@ -17,6 +17,9 @@ Knobs (ctx.config):
 - tile_m: MR, rows of a tile (default 6, at most M).
 - tile_n: NV, vectors of a tile's width (default 4; fewer when N is small).
 - order: "panel_outer" (consecutive tiles share a B panel, default) or "rows_outer".
+
+The knob space (`gemm_space`) offers the tile sizes the template can use for the workload
+(clamped to M and N, so each candidate is a distinct tile), the defaults among them.
 """
 
 from __future__ import annotations
@@ -26,11 +29,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tvmc.graph import TensorType
 from tvmc.kernel import Buffer, Expr, Kernel, Stmt, const, if_then_else, loop, minimum, seq
 from tvmc.ops.common import broadcast_shape
 from tvmc.ops.lowering import (
     Epilogue,
     LowerContext,
+    LoweringTarget,
     TensorRef,
     broadcast_read,
     make_kernel,
@@ -49,6 +54,7 @@ from tvmc.ops.microkernel import (
     unflatten,
 )
 from tvmc.ops.registry import Attrs
+from tvmc.ops.space import ConfigSpace
 
 PARALLEL_MIN_FLOPS = 1 << 17  # below this a fork/join costs more than the split saves
 
@@ -196,7 +202,30 @@ def gemm_kernels(
     return [*kernels, make_kernel(ctx.name("gemm"), main)]
 
 
-@template("MatMul", epilogue=True)
+TILE_ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14)  # MR candidates (at most M)
+TILE_VECTORS = 8  # NV candidates 1..8 (1..15 for a GEMV: one row leaves room for wide tiles)
+
+
+def gemm_space(attrs: Attrs, input_types: list[TensorType], target: LoweringTarget) -> ConfigSpace:
+    """tile_m, tile_n and order for a MatMul or Gemm workload (no transA/transB: MatMul)."""
+    a, b = input_types[0].shape, input_types[1].shape
+    trans_a, trans_b = bool(attrs.get("transA", False)), bool(attrs.get("transB", False))
+    m = 1 if len(a) == 1 else (a[-1] if trans_a else a[-2])
+    n = 1 if len(b) == 1 else (b[-2] if trans_b else b[-1])
+    a_batch, b_batch = tuple(a[:-2]), tuple(b[:-2])  # () for 1-D and 2-D operands
+    batch = broadcast_shape(a_batch, b_batch)
+    rows = math.prod(batch) * m if all(d == 1 for d in b_batch) else m  # as gemm_kernels folds
+    lanes = target.lanes(accumulator_dtype(input_types[0].dtype))
+    widest = ceil_div(n, lanes)
+    vectors = range(1, (15 if rows == 1 else TILE_VECTORS) + 1)
+    space = ConfigSpace()
+    space.other("tile_m", sorted({min(r, rows) for r in TILE_ROWS}))
+    space.other("tile_n", sorted({min(v, widest) for v in vectors}))
+    space.other("order", ["panel_outer"] + (["rows_outer"] if rows > 1 else []))
+    return space
+
+
+@template("MatMul", epilogue=True, space=gemm_space)
 def matmul_template(
     ctx: LowerContext,
     attrs: Attrs,
@@ -208,7 +237,7 @@ def matmul_template(
     return gemm_kernels(ctx, inputs[0], inputs[1], outputs[0], epilogue)
 
 
-@template("Gemm", epilogue=True)
+@template("Gemm", epilogue=True, space=gemm_space)
 def gemm_template(
     ctx: LowerContext,
     attrs: Attrs,

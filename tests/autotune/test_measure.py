@@ -1,0 +1,173 @@
+"""Measurement in worker processes: real conv configs, and a probe op whose `mode` knob makes
+its template or kernel fail in each way the measurer must survive and tell apart."""
+
+from __future__ import annotations
+
+import pickle
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from tvmc.autotune.measure import (
+    BuildResult,
+    LocalMeasurer,
+    MeasureInput,
+    MeasureOptions,
+    _time,
+    build,
+    measure_default,
+    run,
+)
+from tvmc.autotune.records import FAILED_COST
+from tvmc.autotune.task import Task, task_args, task_name
+from tvmc.codegen import CPUTarget
+from tvmc.graph import Node, TensorType
+from tvmc.kernel import Buffer, Kernel, const, fma, loop
+from tvmc.ops import OPS
+from tvmc.ops.lowering import LowerContext, LoweringTarget, TensorRef, make_kernel, template
+from tvmc.ops.registry import OPAQUE, Attrs, register
+from tvmc.ops.space import ConfigSpace
+
+# ---- the probe op: y = x, or the failure its `mode` knob names -------------------------------
+PROBE = "MeasureProbe"
+MODES = ("ok", "raise", "wrong", "crash", "hang", "sleep")
+N = 16
+
+
+def _probe_rule(attrs: Attrs, types: list[TensorType]) -> list[TensorType]:
+    return [types[0]]
+
+
+def _probe_space(attrs: Attrs, types: list[TensorType], target: LoweringTarget) -> ConfigSpace:
+    return ConfigSpace().other("mode", MODES)
+
+
+def _probe_template(
+    ctx: LowerContext, attrs: Attrs, inputs: list[TensorRef], outputs: list[Buffer], epilogue
+) -> list[Kernel]:
+    x, y = inputs[0], outputs[0]
+    mode = ctx.config.get("mode", "ok")
+    if mode == "raise":
+        raise ValueError("the probe template rejects this config")
+    if mode == "sleep":
+        time.sleep(60)
+    if mode == "crash":  # stores 1 to 2 GiB past the buffer, a page apart
+        body = loop("i", 1 << 18, lambda i: y.store((i * 1024 + (1 << 28),), const(1.0, "float32")))
+    elif mode == "hang":  # 2**62 dependent fmas: no compiler folds them away
+        x0, x1 = x.read((const(0),)), x.read((const(1),))
+        step = loop("j", (1 << 31) - 1, lambda j: y.store((0,), fma(y[0], x0, x1)))
+        body = loop("i", (1 << 31) - 1, lambda i: step)
+    else:
+        shift = 1.0 if mode == "wrong" else 0.0
+        body = loop("i", N, lambda i: y.store((i,), x.read((i,)) + const(shift, "float32")))
+    return [make_kernel(ctx.name("probe"), body)]
+
+
+if PROBE not in OPS:  # worker processes import this module to learn the op
+    register(PROBE, _probe_rule, kind=OPAQUE)(lambda attrs, x: x)
+    template(PROBE, space=_probe_space)(_probe_template)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _unregister_probe() -> Iterator[None]:
+    yield
+    OPS.pop(PROBE, None)
+
+
+def probe_task() -> Task:
+    args = [["TENSOR", [N], "float32"], ["ATTRS", {}]]
+    return Task(task_name(PROBE, "llvm"), PROBE, args, "llvm", _probe_space({}, [], None), ["y"])
+
+
+def probe(task: Task, mode: str) -> MeasureInput:
+    return MeasureInput(task, task.space.get(MODES.index(mode)))
+
+
+# ---- a small real task ---------------------------------------------------------------------------
+def conv_task() -> Task:
+    attrs = {"kernel_shape": (3, 3), "strides": (1, 1), "pads": (1, 1, 1, 1), "dilations": (1, 1)}
+    node = Node("Conv", ["x", "w", "b"], ["y"], OPS["Conv"].normalize_attrs(attrs, "conv"))
+    types = [TensorType(s, "float32") for s in [(1, 16, 14, 14), (24, 16, 3, 3), (24,)]]
+    lowering = LoweringTarget("cpu", CPUTarget.parse("llvm").vector_bits, 2)
+    space = OPS["Conv"].space(node.attrs, types, lowering)
+    args = task_args(node, types)
+    return Task(task_name("Conv", "llvm"), "Conv", args, "llvm", space, ["y"], 2 * 24 * 196 * 144)
+
+
+FAST = MeasureOptions(repeat=2, timeout=3.0, build_timeout=4.0, n_parallel=2)
+
+
+@pytest.fixture(scope="module")
+def measurer() -> Iterator[LocalMeasurer]:
+    with LocalMeasurer(FAST) as m:
+        yield m
+
+
+def test_conv_default_and_configs(measurer):
+    task = conv_task()
+    default = measure_default(task, measurer)
+    assert default.error_no == 0, default.error_msg
+    assert len(default.costs) == FAST.repeat and min(default.costs) > 0
+    configs = [task.space.get(0), task.space.get(len(task.space) - 1)]
+    results = measurer.measure([MeasureInput(task, c) for c in configs])
+    for config, result in zip(configs, results):
+        assert result.error_no == 0, (config.values, result.error_msg)
+        assert len(result.costs) == FAST.repeat and min(result.costs) > 0
+        assert result.all_cost >= sum(result.costs) and result.timestamp <= time.time()
+
+
+def test_every_failure_is_told_apart_and_measuring_goes_on(measurer):
+    task = probe_task()
+    modes = ["ok", "raise", "wrong", "crash", "hang", "sleep", "ok"]
+    start = time.monotonic()
+    results = measurer.measure([probe(task, m) for m in modes])
+    elapsed = time.monotonic() - start
+    codes = {m: r.error_no for m, r in zip(modes, results)}
+    assert [r.error_no for r in results] == [0, 1, 5, 4, 7, 6, 0], {
+        m: (r.error_no, r.error_msg[-200:]) for m, r in zip(modes, results)
+    }
+    assert codes == {"ok": 0, "raise": 1, "wrong": 5, "crash": 4, "hang": 7, "sleep": 6}
+    for mode, result in zip(modes, results):
+        if mode != "ok":
+            assert result.costs == [FAILED_COST] and result.error_msg, mode
+    assert "rejects this config" in results[1].error_msg
+    assert "SIGSEGV" in results[3].error_msg or "signal" in results[3].error_msg
+    hang = results[4]
+    assert FAST.timeout <= hang.all_cost < FAST.timeout + 5
+    assert elapsed < 30, "a hang or a sleep held up the batch"
+    again = measurer.measure([probe(task, "ok"), probe(task, "crash"), probe(task, "ok")])
+    assert [r.error_no for r in again] == [0, 4, 0]
+
+
+def test_correctness_check_can_be_off():
+    with LocalMeasurer(MeasureOptions(repeat=1, check_correctness=False, flush_cache=True)) as m:
+        (result,) = m.measure([probe(probe_task(), "wrong")])
+    assert result.error_no == 0 and len(result.costs) == 1
+
+
+def test_build_and_run_are_plain_functions():
+    """What another engine (Dask) needs: build and run anywhere, results through pickle."""
+    task = conv_task()
+    built = build(MeasureInput(task, task.space.get(7)))
+    assert isinstance(built, BuildResult) and built.error_no == 0 and built.object_code
+    built = pickle.loads(pickle.dumps(built))
+    result = pickle.loads(pickle.dumps(run(built, MeasureOptions(repeat=2))))
+    assert result.error_no == 0 and len(result.costs) == 2
+    rejected = build(probe(probe_task(), "raise"))
+    assert rejected.error_no == 1 and not rejected.object_code
+
+
+def test_inputs_are_the_same_for_every_config():
+    task = conv_task()
+    a, b = (build(MeasureInput(task, task.space.get(i))) for i in (0, 5))
+    assert a.reference is not None and b.reference is not None
+    np.testing.assert_array_equal(a.reference[0], b.reference[0])
+    assert a.inputs == b.inputs
+
+
+def test_time_grows_number_until_min_repeat_ms():
+    calls = []
+    seconds = _time(lambda: calls.append(time.sleep(0.001)), 1, 20.0)
+    assert len(calls) >= 10 and 0.0009 < seconds < 0.01

@@ -1,0 +1,141 @@
+"""Knob spaces of the tunable templates (Conv, ConvTranspose, MatMul, Gemm).
+
+Every config of a space must build and compute the op: a handful of workloads per op, the first
+and last config and 8 random ones each, natively compiled, against the numpy reference
+(float32: rtol 1e-4, atol 1e-5; the kernels sum in another order). Weights are constants, as in
+models. Also: index <-> entity round trips, and the template's default is one of the configs.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.lowering_helpers import run_node
+from tvmc.graph import Node, TensorType
+from tvmc.kernel import Buffer
+from tvmc.ops import OPS, evaluate_node
+from tvmc.ops.conv_kernels import _geometry, plan
+from tvmc.ops.conv_space import conv_geometry
+from tvmc.ops.lowering import LoweringTarget, TensorRef
+from tvmc.ops.microkernel import accumulator_dtype
+from tvmc.ops.space import ConfigSpace
+
+TOL = {"rtol": 1e-4, "atol": 1e-5}
+TARGET = LoweringTarget(num_threads=2)  # what run_node lowers for
+RANDOM_CONFIGS = 8
+
+
+def conv_attrs(kernel: tuple[int, ...], strides=None, pads=None, dilations=None, group=1, **kw):
+    n = len(kernel)
+    return {"kernel_shape": kernel, "strides": strides or (1,) * n, "pads": pads or (0,) * 2 * n,
+            "dilations": dilations or (1,) * n, "group": group, **kw}  # fmt: skip
+
+
+GEMM = {"transA": False, "transB": False, "alpha": 1.0, "beta": 1.0}
+
+# (op, input shapes, attrs)
+WORKLOADS: list[tuple[str, list[tuple[int, ...]], dict[str, Any]]] = [
+    ("Conv", [(1, 16, 14, 14), (24, 16, 3, 3), (24,)], conv_attrs((3, 3), pads=(1, 1, 1, 1))),
+    ("Conv", [(1, 8, 15, 13), (20, 8, 3, 3)], conv_attrs((3, 3), strides=(2, 2))),
+    ("Conv", [(2, 32, 9, 9), (40, 32, 1, 1), (40,)], conv_attrs((1, 1))),
+    ("Conv", [(1, 3, 23, 23), (16, 3, 7, 7)], conv_attrs((7, 7), (2, 2), (3, 3, 3, 3))),
+    ("Conv", [(1, 12, 16, 16), (12, 1, 3, 3)], conv_attrs((3, 3), pads=(1,) * 4, group=12)),
+    ("Conv", [(1, 8, 10, 10), (12, 4, 3, 3)], conv_attrs((3, 3), dilations=(2, 1), group=2)),
+    ("Conv", [(1, 6, 30), (10, 6, 5)], conv_attrs((5,), pads=(2, 2))),
+    (
+        "ConvTranspose",
+        [(1, 8, 7, 7), (8, 6, 3, 3)],
+        conv_attrs((3, 3), (2, 2), (1,) * 4, output_padding=(1, 1)),
+    ),
+    ("MatMul", [(37, 50), (50, 70)], {}),
+    ("MatMul", [(3, 9, 20), (3, 20, 33)], {}),
+    ("MatMul", [(1, 100), (100, 200)], {}),
+    ("Gemm", [(13, 24), (40, 24), (40,)], {**GEMM, "transB": True, "alpha": 0.5}),
+]
+IDS = [f"{op}-{'x'.join(map(str, shapes[0]))}" for op, shapes, _ in WORKLOADS]
+
+
+def space_of(op: str, shapes: list[tuple[int, ...]], attrs: dict[str, Any]) -> ConfigSpace:
+    opdef = OPS[op]
+    full = opdef.normalize_attrs(attrs, op)
+    return opdef.space(full, [TensorType(s, "float32") for s in shapes], TARGET)
+
+
+def configs_to_check(space: ConfigSpace, seed: int) -> list[int]:
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(space), RANDOM_CONFIGS) if len(space) > 1 else []
+    return sorted({0, len(space) - 1, *(int(i) for i in picks)})
+
+
+@pytest.mark.parametrize("op,shapes,attrs", WORKLOADS, ids=IDS)
+def test_space_configs_build_and_match_reference(op, shapes, attrs):
+    space = space_of(op, shapes, attrs)
+    assert len(space) > 0
+    assert {k.name for k in space.knobs} <= KNOBS[op]
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    node = Node(op, [f"in{i}" for i in range(len(shapes))], ["out"],
+                OPS[op].normalize_attrs(attrs, op))  # fmt: skip
+    (want,) = evaluate_node(node, arrays)
+    out_types = [TensorType.of(want)]
+    constants = {i: a for i, a in enumerate(arrays) if i >= 1}
+    for index in configs_to_check(space, seed=len(space)):
+        config = space.get(index)
+        (got,) = run_node(node, arrays, out_types, constants, config=config.values)
+        np.testing.assert_allclose(got, want, **TOL, err_msg=f"config {config.values}")
+
+
+CONV_KNOBS = "schedule pixel_vectors pixel_channels channel_vectors channel_pixels unroll_taps"
+KNOBS = {
+    "Conv": {*CONV_KNOBS.split(), "order", "in_place"},
+    "MatMul": {"tile_m", "tile_n", "order"},
+}
+KNOBS["ConvTranspose"] = KNOBS["Conv"]
+KNOBS["Gemm"] = KNOBS["MatMul"]
+
+
+@pytest.mark.parametrize("op,shapes,attrs", WORKLOADS, ids=IDS)
+def test_index_entity_round_trip(op, shapes, attrs):
+    space = space_of(op, shapes, attrs)
+    for index in configs_to_check(space, seed=1):
+        config = space.get(index)
+        assert config.index == index
+        entity = json.loads(json.dumps(config.entity))  # as a record stores it
+        back = space.from_entity(entity)
+        assert back.index == index and back.values == config.values
+
+
+CONV_WORKLOADS = [w for w in WORKLOADS if w[0] in ("Conv", "ConvTranspose")]
+
+
+@pytest.mark.parametrize("op,shapes,attrs", CONV_WORKLOADS, ids=IDS[: len(CONV_WORKLOADS)])
+def test_conv_default_is_in_space(op, shapes, attrs):
+    """The template's own choice for an empty config is the plan of some config of the space."""
+    full = OPS[op].normalize_attrs(attrs, op)
+    types = [TensorType(s, "float32") for s in shapes]
+    geo = conv_geometry(full, types, op)
+    out = OPS[op].infer(full, types)[0]
+    x = TensorRef("x", types[0], lambda idx: idx[0])
+    channels = types[1].shape[0] if op == "Conv" else full["group"] * types[1].shape[1]
+    assert geo == _geometry(full, x, Buffer("out", out.shape, "float32"), channels, op != "Conv")
+    lanes = TARGET.lanes(accumulator_dtype("float32"))
+    space = space_of(op, shapes, attrs)
+    plans = {plan(space.get(i).values, geo, lanes) for i in range(len(space))}
+    assert plan({}, geo, lanes) in plans
+
+
+@pytest.mark.parametrize(
+    "shapes,attrs,size",
+    [
+        ([(1, 64, 56, 56), (64, 64, 3, 3)], conv_attrs((3, 3), pads=(1,) * 4), 2880),
+        ([(1, 256, 56, 56), (64, 256, 1, 1)], conv_attrs((1, 1)), 960),
+        ([(1, 32, 112, 112), (32, 1, 3, 3)], conv_attrs((3, 3), pads=(1,) * 4, group=32), 48),
+    ],
+)
+def test_resnet_like_space_sizes(shapes, attrs, size):
+    """Spaces stay in the thousands: tuners sample them, and unread knobs multiply them."""
+    assert len(space_of("Conv", shapes, attrs)) == size

@@ -1,0 +1,84 @@
+"""`tvmc records show|best`: a tuning records file at a glance, or reduced to its best lines."""
+
+from __future__ import annotations
+
+import click
+from rich.table import Table
+
+from tvmc.cli.common import err, format_option, out, print_json, wants_json
+from tvmc.cli.completion import FileWithExt
+from tvmc.driver.records import summarize_records, write_best_records
+from tvmc.driver.tuning_report import args_summary, task_op
+
+RECORDS_FILE = FileWithExt((".json", ".log"), dir_okay=False)
+
+
+@click.group("records")
+def records_group() -> None:
+    """Inspect and reduce tuning records files (AutoTVM v0.2 lines, as `tvmc tune` writes)."""
+
+
+@records_group.command("show")
+@click.argument("records_file", type=RECORDS_FILE)
+@format_option
+def show_command(records_file: str, output_format: str, json_flag: bool) -> None:
+    """Per workload of RECORDS_FILE: trials, the best time and GFLOP/s, errors by kind."""
+    groups = summarize_records(records_file)
+    if wants_json(output_format, json_flag):
+        print_json({"records": records_file, "workloads": [g.to_json() for g in groups]})
+        return
+    targets = {g.target for g in groups}
+    table = Table(title=f"{records_file}", title_justify="left")
+    columns = [
+        "#",
+        "task",
+        *(["target"] if len(targets) > 1 else []),
+        "args",
+        "trials",
+        "best (ms)",
+        "best GFLOP/s",
+        "errors",
+    ]
+    for column in columns:
+        right = column in ("#", "trials", "best (ms)", "best GFLOP/s")
+        table.add_column(column, justify="right" if right else "left")
+    for number, group in enumerate(groups):
+        data = group.to_json()
+        best = f"{1e3 * data['best_seconds']:.4f}" if data["best_seconds"] is not None else "-"
+        rate = f"{data['best_gflops']:.1f}" if data["best_gflops"] is not None else "-"
+        errors = ", ".join(f"{name} x{n}" for name, n in data["errors"].items()) or "-"
+        cells = [
+            str(number),
+            group.name,
+            *([group.target] if len(targets) > 1 else []),
+            args_summary(task_op(group.name), group.args),
+            str(group.trials),
+            best,
+            rate,
+            errors,
+        ]
+        table.add_row(*cells)
+    out.print(table)
+    total = sum(g.trials for g in groups)
+    out.print(f"{total} record(s), {len(groups)} workload(s)", markup=False)
+
+
+@records_group.command("best")
+@click.argument("records_file", type=RECORDS_FILE)
+@click.option(
+    "-o",
+    "--output",
+    type=RECORDS_FILE,
+    required=True,
+    help="The file to write (replaced; it may be RECORDS_FILE itself).",
+)
+@format_option
+def best_command(records_file: str, output: str, output_format: str, json_flag: bool) -> None:
+    """Keep only the best error-free record per workload and target of RECORDS_FILE."""
+    kept, read = write_best_records(records_file, output)
+    if wants_json(output_format, json_flag):
+        print_json({"records": records_file, "output": output, "read": read, "kept": kept})
+        return
+    out.print(f"kept {kept} of {read} record(s), the best per workload -> {output}", markup=False)
+    if not kept:
+        err.print(f"{records_file} has no error-free record", markup=False)

@@ -1,0 +1,368 @@
+"""`tvmc tune`: a model in, tuning records appended; the settings, progress per task, a summary."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from tvmc.cli.common import err, format_option, model_options, out, print_json, wants_json
+from tvmc.cli.compile import TargetType
+from tvmc.cli.completion import FileWithExt
+from tvmc.driver import TARGET_KINDS
+from tvmc.driver.tuning import (
+    DEFAULT_TRIALS,
+    TUNER_NAMES,
+    MeasureOptions,
+    extract_tasks,
+    select_tasks,
+    tune_tasks,
+)
+from tvmc.driver.tuning_report import (
+    TaskStats,
+    TuningInterrupted,
+    TuningPlan,
+    TuningProgress,
+    TuningSummary,
+    task_rows,
+)
+from tvmc.errors import UsageError
+
+DEFAULTS = MeasureOptions()
+PLAIN_UPDATE_SECONDS = 5.0  # at most one progress line per task this often when not a terminal
+
+
+def _rate(value: float | None, digits: int = 1) -> str:
+    return f"{value:.{digits}f}" if value is not None else "-"
+
+
+class RichTuningProgress(TuningProgress):
+    """Settings and summary tables on stdout; a progress bar per task on stderr (a terminal)."""
+
+    def __init__(self, show_tables: bool = True):
+        self.show_tables = show_tables
+        self.bars: Progress | None = None
+        self.rows: dict[int, Any] = {}
+        self.summary: TuningSummary | None = None
+
+    def start(self, plan: TuningPlan) -> None:
+        if self.show_tables:
+            out.print(settings_table(plan))
+        self.bars = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rates]}"),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[eta]}"),
+            console=err,
+        )
+
+    def task_start(self, stats: TaskStats) -> None:
+        assert self.bars is not None
+        if not self.bars.live.is_started:
+            self.bars.start()
+        label = f"#{stats.index} {stats.task.name}"
+        self.rows[stats.position] = self.bars.add_task(
+            label, total=stats.planned, rates="measuring the default", eta=""
+        )
+        self.update(stats)
+
+    def update(self, stats: TaskStats) -> None:
+        assert self.bars is not None
+        left = stats.remaining
+        self.bars.update(
+            self.rows[stats.position],
+            completed=stats.done,
+            rates=f"{_rate(stats.current_gflops)} now, best {_rate(stats.best_gflops)} GFLOP/s",
+            eta=f"~{left:.0f} s left" if left else "",
+        )
+
+    def task_end(self, stats: TaskStats) -> None:
+        self.update(stats)
+
+    def finish(self, summary: TuningSummary) -> None:
+        self.summary = summary
+        if self.bars is not None and self.bars.live.is_started:
+            self.bars.stop()
+        if self.show_tables:
+            print_summary(summary, out)
+
+
+class PlainTuningProgress(TuningProgress):
+    """Parseable log lines on stderr (not a terminal, or --format json)."""
+
+    def __init__(self, show_tables: bool = True):
+        self.show_tables = show_tables
+        self.last = 0.0
+        self.summary: TuningSummary | None = None
+
+    def start(self, plan: TuningPlan) -> None:
+        if self.show_tables:
+            out.print(settings_table(plan))
+
+    def task_start(self, stats: TaskStats) -> None:
+        err.print(
+            f"task {stats.position + 1}/{stats.count} #{stats.index} {stats.task.name}: "
+            f"{stats.planned} trials (resumed {stats.resumed})",
+            markup=False,
+        )
+        self.last = time.monotonic()
+
+    def update(self, stats: TaskStats) -> None:
+        if time.monotonic() - self.last >= PLAIN_UPDATE_SECONDS:
+            err.print(stats.line(), markup=False)
+            self.last = time.monotonic()
+
+    def task_end(self, stats: TaskStats) -> None:
+        err.print(stats.line(), markup=False)
+
+    def finish(self, summary: TuningSummary) -> None:
+        self.summary = summary
+        if self.show_tables:
+            print_summary(summary, out)
+
+
+def settings_table(plan: TuningPlan) -> Table:
+    """Every setting in force, defaults included."""
+    table = Table(title="tuning settings", title_justify="left")
+    table.add_column("setting")
+    table.add_column("value")
+    for name, value in plan.settings():
+        table.add_row(name, value)
+    return table
+
+
+def print_summary(summary: TuningSummary, console: Console) -> None:
+    """Per task: trials, best and default GFLOP/s, speedup, share of peak; then where it went."""
+    table = Table(title="tuning summary", title_justify="left")
+    headers = ["#", "task", "trials", "best\nGFLOP/s", "speedup", "of\npeak", "errors", "state"]
+    for column in headers:
+        left = column in ("task", "errors", "state")
+        table.add_column(column, justify="left" if left else "right")
+    for s in summary.tasks:
+        errors = ", ".join(
+            f"{name.replace(' error', '')} {n}" for name, n in s.error_counts().items()
+        )
+        share = s.peak_share
+        table.add_row(
+            str(s.index),
+            s.task.name,
+            f"{s.done}/{s.planned}" + (f" +{s.resumed}" if s.resumed else ""),
+            _rate(s.best_gflops),
+            f"{s.speedup:.2f}x" if s.speedup else "-",
+            f"{100 * share:.{0 if share >= 0.1 else 1}f}%" if share else "-",
+            errors or "-",
+            s.state,
+        )
+    console.print(table)
+    console.print(
+        f"{summary.new_records} new record(s) in {summary.records_path}, {summary.seconds:.1f} s"
+        f" (#: as in --tasks list; trials: this run/planned +resumed; speedup: over the default "
+        f"schedule; peak: {summary.plan.peak_gflops:g} GFLOP/s, {summary.plan.peak_source})",
+        markup=False,
+    )
+
+
+def print_task_list(rows: list[dict[str, Any]], model_file: str) -> None:
+    """The `--tasks list` table."""
+    table = Table(title=f"tasks of {model_file}", title_justify="left")
+    for column in ("#", "task", "op", "args", "weight", "MFLOP", "configs"):
+        table.add_column(
+            column, justify="right" if column in ("#", "weight", "MFLOP", "configs") else "left"
+        )
+    for row in rows:
+        table.add_row(
+            str(row["index"]),
+            row["name"],
+            row["op"],
+            row["args_summary"],
+            str(row["weight"]),
+            f"{row['flops'] / 1e6:.2f}",
+            str(row["configs"]),
+        )
+    out.print(table)
+
+
+@click.command("tune")
+@click.argument("model_file", type=FileWithExt((".onnx", ".tvmc"), dir_okay=True))
+@click.option(
+    "--tuning-records",
+    "-o",
+    "--output",
+    "tuning_records",
+    type=FileWithExt((".json", ".log"), dir_okay=False),
+    help="Records file (AutoTVM v0.2 lines): appended to as results arrive; an existing one "
+    "resumes (its configs are not measured again). Required unless --tasks list.",
+)
+@click.option(
+    "--target",
+    type=TargetType(TARGET_KINDS),
+    default="llvm",
+    show_default=True,
+    metavar="TARGET",
+    help="Target string: 'llvm' (this CPU), 'llvm -mcpu=skylake-avx512'.",
+)
+@click.option("--target-llvm-mcpu", metavar="CPU", help="LLVM CPU name (default: this CPU).")
+@click.option("--target-llvm-mattr", metavar="ATTRS", help="LLVM features, e.g. '+avx2,-avx512f'.")
+@model_options
+@click.option(
+    "--trials",
+    type=click.IntRange(min=0),
+    default=DEFAULT_TRIALS,
+    show_default=True,
+    help="Configs to measure in total, shared among the tasks by weight x FLOPs "
+    "(resumed records count toward it).",
+)
+@click.option(
+    "--tuner",
+    type=click.Choice(TUNER_NAMES),
+    default="xgb",
+    show_default=True,
+    help="Search: xgb (a cost model), ga (genetic), random, gridsearch.",
+)
+@click.option(
+    "--early-stopping",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Stop a task after N trials without a better config (default: off).",
+)
+@click.option(
+    "--number",
+    type=click.IntRange(min=1),
+    default=DEFAULTS.number,
+    show_default=True,
+    help="Runs per measurement (their mean is one cost).",
+)
+@click.option(
+    "--repeat",
+    type=click.IntRange(min=1),
+    default=DEFAULTS.repeat,
+    show_default=True,
+    help="Measurements per config.",
+)
+@click.option(
+    "--min-repeat-ms",
+    type=click.FloatRange(min=0),
+    default=DEFAULTS.min_repeat_ms,
+    show_default=True,
+    help="Raise --number until one measurement lasts this long.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULTS.timeout,
+    show_default=True,
+    help="Seconds one config may run before it counts as a run timeout.",
+)
+@click.option(
+    "--parallel",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Builds at once (default: the physical cores); runs are one at a time.",
+)
+@click.option("--flush-cache", is_flag=True, help="Flush the CPU caches before each run.")
+@click.option(
+    "--tasks",
+    "tasks_spec",
+    default="all",
+    show_default=True,
+    metavar="SPEC",
+    help="Tasks to tune, as TVMC: '0', '0,2', '3-5', '-5' (0 to 5), '6-' (6 on), 'all'; "
+    "'list' prints the tasks and tunes nothing.",
+)
+@format_option
+def tune_command(
+    model_file: str,
+    tuning_records: str | None,
+    target: str,
+    target_llvm_mcpu: str | None,
+    target_llvm_mattr: str | None,
+    input_shapes: dict[str, tuple[int, ...]] | None,
+    input_dtypes: dict[str, str] | None,
+    model_format: str | None,
+    trials: int,
+    tuner: str,
+    early_stopping: int | None,
+    number: int,
+    repeat: int,
+    min_repeat_ms: float,
+    timeout: float,
+    parallel: int | None,
+    flush_cache: bool,
+    tasks_spec: str,
+    output_format: str,
+    json_flag: bool,
+) -> None:
+    """Tune the kernels of MODEL_FILE (ONNX or .tvmc), appending records for `tvmc compile`."""
+    as_json = wants_json(output_format, json_flag)
+    tasks = extract_tasks(
+        model_file,
+        target,
+        target_llvm_mcpu=target_llvm_mcpu,
+        target_llvm_mattr=target_llvm_mattr,
+        shape_dict=input_shapes,
+        dtype_dict=input_dtypes,
+        model_format=model_format,
+    )
+    chosen, do_list = select_tasks(tasks_spec, len(tasks))
+    if do_list:
+        rows = task_rows([tasks[i] for i in chosen], chosen)
+        if as_json:
+            print_json({"model": model_file, "target": target, "tasks": rows})
+        else:
+            print_task_list(rows, model_file)
+        return
+    if tuning_records is None:
+        raise UsageError("tvmc tune needs --tuning-records PATH: the file records are appended to")
+    if not chosen:
+        if as_json:
+            print_json({"model": model_file, "tasks": [], "new_records": 0})
+        err.print(
+            f"{model_file} has no tunable kernels for {target}: nothing to tune", markup=False
+        )
+        return
+    options = MeasureOptions(
+        number=number,
+        repeat=repeat,
+        min_repeat_ms=min_repeat_ms,
+        timeout=timeout,
+        n_parallel=parallel,
+        flush_cache=flush_cache,
+    )
+    show_tables = not as_json
+    progress = (
+        RichTuningProgress(show_tables) if err.is_terminal else PlainTuningProgress(show_tables)
+    )
+    try:
+        tune_tasks(
+            [tasks[i] for i in chosen],
+            tuning_records,
+            tuner,
+            trials,
+            early_stopping,
+            options,
+            progress,
+            task_indices=chosen,
+        )
+    except TuningInterrupted as stop:
+        if as_json:
+            print_json({"model": model_file, **stop.summary.to_json()})
+        click.echo(
+            f"Interrupted: {stop.summary.new_records} record(s) of this run are in "
+            f"{tuning_records}; run the same command again to resume.",
+            err=True,
+        )
+        click.get_current_context().exit(130)
+    summary = progress.summary
+    if as_json and summary is not None:
+        print_json({"model": model_file, **summary.to_json()})
+    elif summary is not None and summary.new_records:
+        err.print(
+            f"next: tvmc compile {model_file} --tuning-records {tuning_records} -o model.tar",
+            markup=False,
+        )

@@ -1,0 +1,87 @@
+"""A records file at a glance (`tvmc records show`) and reduced to its best (`tvmc records best`).
+
+In: tvmc.autotune.records, tvmc.driver.tuning_report (FLOPs and summaries of a workload's args).
+Out: `summarize_records`, `write_best_records`. Never prints.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from tvmc.autotune import ERROR_NAMES, Record, append_records, best_records, read_records
+from tvmc.driver.tuning_report import args_summary, gflops, task_op, workload_flops
+from tvmc.errors import UsageError
+
+
+@dataclass
+class WorkloadRecords:
+    """The records of one workload (and target) in a file."""
+
+    target: str
+    name: str
+    args: list[Any]
+    trials: int = 0
+    errors: Counter[int] = field(default_factory=Counter)
+    best: Record | None = None
+
+    @property
+    def flops(self) -> int | None:
+        return workload_flops(self.name, self.args)
+
+    @property
+    def best_gflops(self) -> float | None:
+        return gflops(self.flops, self.best.mean_cost if self.best else None)
+
+    def to_json(self) -> dict[str, Any]:
+        best, rate = self.best, self.best_gflops
+        return {
+            "target": self.target,
+            "name": self.name,
+            "args": self.args,
+            "args_summary": args_summary(task_op(self.name), self.args),
+            "trials": self.trials,
+            "flops": self.flops,
+            "best_seconds": best.mean_cost if best else None,
+            "best_gflops": round(rate, 3) if rate is not None else None,
+            "best_config": best.config if best else None,
+            "errors": {ERROR_NAMES.get(k, str(k)): v for k, v in sorted(self.errors.items())},
+        }
+
+
+def summarize_records(path: str | os.PathLike[str]) -> list[WorkloadRecords]:
+    """Per workload and target, in the order of first appearance: trials, errors, the best."""
+    groups: dict[tuple[str, str, str], WorkloadRecords] = {}
+    for record in read_records(os.fspath(path)):
+        key = (record.target, *record.workload)
+        if key not in groups:
+            groups[key] = WorkloadRecords(record.target, record.task_name, record.args)
+        group = groups[key]
+        group.trials += 1
+        if record.error_no:
+            group.errors[record.error_no] += 1
+        elif group.best is None or record.mean_cost < group.best.mean_cost:
+            group.best = record
+    return list(groups.values())
+
+
+def write_best_records(
+    path: str | os.PathLike[str], output: str | os.PathLike[str]
+) -> tuple[int, int]:
+    """Keep only the best error-free record per workload and target kind: (kept, read)."""
+    records = list(read_records(os.fspath(path)))
+    kinds = dict.fromkeys(r.target.split()[0] for r in records if r.target.split())
+    best = [r for kind in kinds for r in best_records(records, kind).values()]
+    output = os.fspath(output)
+    tmp = f"{output}.tmp{os.getpid()}"
+    try:
+        open(tmp, "w").close()
+        append_records(tmp, best)
+        os.replace(tmp, output)  # atomic, so the output may be the input itself
+    except OSError as exc:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise UsageError(f"cannot write {output!r}: {exc.strerror or exc}") from None
+    return len(best), len(records)

@@ -1,0 +1,411 @@
+"""Tuning, the second step: the tasks of a model, trials shared among them, one tuner per task,
+every result appended to the records file as it arrives, and a summary per task.
+
+In: tvmc.autotune (tasks, records, measurement, tuners), tvmc.driver.compiler (tasks come from
+the same optimized graph that `compile` applies records to), tvmc.driver.tuning_report (what
+tuning reports, and the `TuningProgress` callbacks the CLI draws with). Out: `extract_tasks`,
+`tune_tasks`, `tune`, `select_tasks` (TVMC's `--tasks` grammar), `share_trials`. Never prints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from tvmc.autotune import Record, Task, append_records, read_records
+from tvmc.autotune import extract_tasks as extract_graph_tasks
+from tvmc.autotune.measure import LocalMeasurer, MeasureOptions, measure_default
+from tvmc.codegen import CPUTarget, physical_cores
+from tvmc.driver.compiler import CompileOptions, optimize
+from tvmc.driver.model import TVMCModel, load
+from tvmc.driver.tuning_report import (
+    LogProgress,
+    TaskStats,
+    TuningInterrupted,
+    TuningPlan,
+    TuningProgress,
+    TuningSummary,
+    peak_gflops,
+)
+from tvmc.errors import UsageError, did_you_mean
+from tvmc.lower.lower import node_flops
+
+if TYPE_CHECKING:  # the tuners load xgboost, which `import tvmc` should not: imported when used
+    from tvmc.autotune.measure import MeasureInput, Measurer, MeasureResult
+    from tvmc.autotune.tuner import Tuner
+
+logger = logging.getLogger("tvmc")
+
+DEFAULT_TRIALS = 1000  # in total over the tasks, as TVMC's --trials
+TUNER_NAMES = ("xgb", "ga", "random", "gridsearch")  # tvmc.autotune.tuner.TUNERS
+CHUNK_PER_BUILDER = 2  # configs measured (then recorded) at a time, per parallel build
+MIN_TASK_TRIALS = 16  # every task gets this many (or its whole space) before the rest is shared
+
+
+def extract_tasks(
+    model: TVMCModel | str | os.PathLike[str],
+    target: str = "llvm",
+    *,
+    target_llvm_mcpu: str | None = None,
+    target_llvm_mattr: str | None = None,
+    opt_level: int = 3,
+    disabled_passes: Sequence[str] = (),
+    shape_dict: dict[str, tuple[int, ...]] | None = None,
+    dtype_dict: dict[str, str] | None = None,
+    model_format: str | None = None,
+) -> list[Task]:
+    """The tunable kernels of a model for a target, deduplicated and heaviest first."""
+    if not isinstance(model, TVMCModel):
+        model = load(os.fspath(model), shape_dict, model_format, dtype_dict)
+    options = CompileOptions(
+        target=target,
+        mcpu=target_llvm_mcpu,
+        mattr=target_llvm_mattr,
+        opt_level=opt_level,
+        disabled_passes=tuple(disabled_passes),
+    )
+    graph, _, lowering_target = optimize(model.graph, options)
+    refinements = [(target_llvm_mcpu, "mcpu"), (target_llvm_mattr, "mattr")]
+    target_string = " ".join([target.strip(), *(f"-{k}={v}" for v, k in refinements if v)])
+    return extract_graph_tasks(graph, target_string, lowering_target, node_flops)
+
+
+def select_tasks(spec: str | Sequence[int] | None, count: int) -> tuple[list[int], bool]:
+    """TVMC's `--tasks`: (selected indices, whether to list them) from `0,2`, `3-5`, `-5`, `6-`,
+    `all` and `list` (ranges are inclusive); None or `all` selects every task."""
+    if spec is None:
+        return list(range(count)), False
+    if not isinstance(spec, str):
+        items = [str(i) for i in spec]
+    else:
+        items = [item.strip() for item in spec.split(",")]
+    do_list, selected, filtered = False, set(), False
+    last = f"0-{count - 1}" if count else "none"
+
+    def index(text: str, item: str) -> int:
+        if not text.isdigit():
+            raise UsageError(
+                f"--tasks: {item!r} is not a task number, a range (3-5, -5, 6-), 'all' or 'list'"
+            )
+        if int(text) >= count:
+            raise UsageError(
+                f"--tasks: task {text} out of range: the model has {count} "
+                f"task(s) ({last}); see --tasks list"
+            )
+        return int(text)
+
+    for item in items:
+        if item in ("list", "help"):
+            do_list = True
+        elif item == "all":
+            selected.update(range(count))
+        elif item.count("-") == 1 and item != "-":
+            lhs, rhs = item.split("-")
+            first = index(lhs, item) if lhs else 0
+            end = index(rhs, item) if rhs else count - 1
+            if first > end:
+                raise UsageError(f"--tasks: empty range {item!r}")
+            selected.update(range(first, end + 1))
+            filtered = True
+        else:
+            selected.add(index(item, item))
+            filtered = True
+    if not filtered and not selected:
+        selected.update(range(count))  # "list" alone lists every task
+    return sorted(selected), do_list
+
+
+def share_trials(tasks: Sequence[Task], total: int) -> list[int]:
+    """`total` trials shared among tasks by weight x FLOPs, each at most its space, at least
+    MIN_TASK_TRIALS (or its space) when the total allows."""
+    caps = [len(t.space) for t in tasks]
+    shares = [0] * len(tasks)
+    floor = min(MIN_TASK_TRIALS, total // max(len(tasks), 1))
+    for i, cap in enumerate(caps):
+        shares[i] = min(cap, floor)
+    rest = total - sum(shares)
+    weights = [max(t.flops, 1) * max(t.weight, 1) for t in tasks]
+    while rest > 0:
+        open_ = [i for i in range(len(tasks)) if shares[i] < caps[i]]
+        if not open_:
+            break
+        total_weight = sum(weights[i] for i in open_)
+        gifts = {i: min(caps[i] - shares[i], rest * weights[i] // total_weight) for i in open_}
+        if not any(gifts.values()):  # rounding left a few: one each, heaviest first
+            gifts = {i: 1 for i in sorted(open_, key=lambda i: -weights[i])[:rest]}
+        for i, gift in gifts.items():
+            shares[i] += gift
+            rest -= gift
+    return shares
+
+
+class _Recorder:
+    """A Measurer that measures a batch in chunks of `chunk` configs (enough to keep the builders
+    busy) and appends each chunk's results to the records file as it returns, then reports: a
+    Ctrl-C loses at most the chunk in flight, and the progress display moves often."""
+
+    def __init__(self, inner: Measurer, path: str, stats: TaskStats, progress: TuningProgress,
+                 chunk: int) -> None:  # fmt: skip
+        self.inner, self.path, self.stats, self.progress = inner, path, stats, progress
+        self.chunk = max(1, chunk)
+
+    def measure(self, inputs: list[MeasureInput]) -> list[MeasureResult]:
+        results: list[MeasureResult] = []
+        for start in range(0, len(inputs), self.chunk):
+            part = inputs[start : start + self.chunk]
+            done = self.inner.measure(part)
+            append_records(self.path, [_record(i, r) for i, r in zip(part, done)])
+            for inp, res in zip(part, done):
+                if res.error_no:
+                    logger.debug("%s config %d: error %d: %s", inp.task.name, inp.config.index,
+                                 res.error_no, res.error_msg)  # fmt: skip
+            self.stats.add([r.costs for r in done if r.error_no == 0], [r.error_no for r in done])
+            self.progress.update(self.stats)
+            results += done
+        return results
+
+    def close(self) -> None:
+        """The caller owns the inner measurer."""
+
+
+def _record(inp: MeasureInput, res: MeasureResult) -> Record:
+    task = inp.task
+    return Record(
+        task.target,
+        task.name,
+        task.args,
+        inp.config.to_json(),
+        list(res.costs),
+        res.error_no,
+        res.all_cost,
+        res.timestamp,
+    )
+
+
+def _tuner_factory(tuner: str | Callable[..., Tuner]) -> tuple[str, Callable[..., Tuner]]:
+    if not isinstance(tuner, str):
+        return getattr(tuner, "__name__", "custom"), tuner
+    from tvmc.autotune.tuner import TUNERS  # loads xgboost: only when tuning
+
+    if tuner not in TUNERS:
+        raise UsageError(
+            f"unknown tuner {tuner!r}; valid: {', '.join(TUNERS)}." + did_you_mean(tuner, TUNERS)
+        )
+    return tuner, TUNERS[tuner]
+
+
+def _check_target(tasks: Sequence[Task]) -> str:
+    targets = {t.target for t in tasks}
+    if len(targets) > 1:
+        raise UsageError(f"tasks of one tuning run share a target; got {sorted(targets)}")
+    target = targets.pop() if targets else "llvm"
+    if not CPUTarget.parse(target).is_native:
+        raise UsageError(
+            f"tuning measures kernels on this machine, and target {target!r} "
+            "cannot run here; tune on a machine of that architecture"
+        )
+    return target
+
+
+def _check_writable(path: str) -> None:
+    try:
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"cannot write tuning records {path!r}: {exc.strerror or exc}") from None
+
+
+def tune_tasks(
+    tasks: Sequence[Task],
+    tuning_records: str | os.PathLike[str],
+    tuner: str | Callable[..., Tuner] = "xgb",
+    trials: int | Sequence[int] = DEFAULT_TRIALS,
+    early_stopping: int | None = None,
+    measure_options: MeasureOptions | None = None,
+    progress: TuningProgress | None = None,
+    *,
+    measurer: Measurer | None = None,
+    seed: int | None = None,
+    task_indices: Sequence[int] | None = None,
+) -> str:
+    """Tune `tasks`, appending every measurement to `tuning_records`; returns its path.
+
+    `trials`: in total, shared by weight x FLOPs (or one number per task). Records already in the
+    file resume the run: their configs are not measured again, count toward the trials and seed
+    the tuners. `measurer`: default a LocalMeasurer with `measure_options`. Ctrl-C raises
+    TuningInterrupted, with every finished measurement on disk.
+    """
+    path = os.fspath(tuning_records)
+    progress = progress or LogProgress()
+    options = measure_options or MeasureOptions()
+    tuner_name, make_tuner = _tuner_factory(tuner)
+    target = _check_target(tasks)
+    shares = _shares(tasks, trials)
+    kind = target.split()[0]
+    known = [r for r in read_records(path, must_exist=False) if r.target.split()[:1] == [kind]]
+    _check_writable(path)
+    mine = [_resumable(known, task) for task in tasks]
+    peak, peak_source = peak_gflops()
+    indices = list(task_indices) if task_indices is not None else list(range(len(tasks)))
+    resumed = [len({r.config["index"] for r in records}) for records in mine]
+    total = trials if isinstance(trials, int) else sum(shares)
+    plan = TuningPlan(
+        target,
+        tuner_name,
+        total,
+        shares,
+        resumed,
+        early_stopping,
+        options,
+        path,
+        len(known),
+        list(tasks),
+        indices,
+        peak,
+        peak_source,
+    )
+    progress.start(plan)
+    stats = [
+        TaskStats.begin(t, indices[n], n, len(tasks), resumed[n], peak, mine[n])
+        for n, t in enumerate(tasks)
+    ]
+    for s, share in zip(stats, shares):
+        s.planned = max(0, share - s.resumed)
+    start, inner, interrupted = time.perf_counter(), measurer, False
+    chunk = CHUNK_PER_BUILDER * (options.n_parallel or physical_cores())
+    try:
+        for n, task in enumerate(tasks):
+            s = stats[n]
+            if s.planned == 0:
+                s.state = "done before" if s.resumed else "skipped"
+                continue
+            inner = inner or LocalMeasurer(options, target)
+            s.state, s.started = "running", time.perf_counter()
+            progress.task_start(s)
+            default = measure_default(task, inner)
+            s.default_cost = _mean(default.costs) if default.error_no == 0 else None
+            session = make_tuner(task, seed=seed)
+            session.load_history(mine[n], [r for r in known if r.workload != task.workload])
+            recorder = _Recorder(inner, path, s, progress, chunk)
+            session.tune(s.planned, recorder, early_stopping=early_stopping)
+            if s.done < s.planned:
+                s.state = "stopped early" if session.has_next() else "space exhausted"
+            else:
+                s.state = "done"
+            s.finished = time.perf_counter()
+            progress.task_end(s)
+    except KeyboardInterrupt:
+        interrupted = True
+        for s in stats:
+            if s.state == "running":
+                s.state, s.finished = "interrupted", time.perf_counter()
+    finally:
+        if measurer is None and inner is not None:
+            inner.close()  # ours: stops its worker processes
+    summary = TuningSummary(plan, stats, time.perf_counter() - start, interrupted)
+    progress.finish(summary)
+    if interrupted:
+        raise TuningInterrupted(summary)
+    return path
+
+
+def _shares(tasks: Sequence[Task], trials: int | Sequence[int]) -> list[int]:
+    """Trials per task (resumed configs included) from a total or one count per task."""
+    if isinstance(trials, int):
+        if trials < 0:
+            raise UsageError(f"--trials must be at least 0, got {trials}")
+        return share_trials(tasks, trials)
+    if len(trials) != len(tasks):
+        raise UsageError(f"{len(trials)} trial counts for {len(tasks)} tasks")
+    return [max(0, min(int(n), len(t.space))) for n, t in zip(trials, tasks)]
+
+
+def _resumable(known: Sequence[Record], task: Task) -> list[Record]:
+    """The task's records that fit its current space (others were made for another template)."""
+    code_hash, fits = task.space.code_hash(), []
+    for record in known:
+        if record.workload != task.workload or record.config.get("code_hash") not in (
+            None,
+            code_hash,
+        ):
+            continue
+        try:
+            task.space.from_entity(record.config["entity"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        fits.append(record)
+    return fits
+
+
+def tune(
+    model: TVMCModel | str | os.PathLike[str],
+    target: str = "llvm",
+    tuning_records: str | os.PathLike[str] | None = None,
+    trials: int = DEFAULT_TRIALS,
+    *,
+    tasks: str | Sequence[int] | None = None,
+    tuner: str = "xgb",
+    early_stopping: int | None = None,
+    number: int | None = None,
+    repeat: int | None = None,
+    min_repeat_ms: float | None = None,
+    timeout: float | None = None,
+    parallel: int | None = None,
+    flush_cache: bool | None = None,
+    target_llvm_mcpu: str | None = None,
+    target_llvm_mattr: str | None = None,
+    progress: TuningProgress | None = None,
+    seed: int | None = None,
+    shape_dict: dict[str, tuple[int, ...]] | None = None,
+    dtype_dict: dict[str, str] | None = None,
+    model_format: str | None = None,
+) -> str:
+    """Tune a model's kernels and return the records path (`tvmc tune`); compile with it.
+
+    `tuning_records`: appended to, and resumed from when it exists (None: a temporary file).
+    `tasks`: TVMC's `--tasks` grammar or a list of task numbers. The measurement keywords left
+    None keep MeasureOptions' defaults.
+    """
+    all_tasks = extract_tasks(
+        model,
+        target,
+        target_llvm_mcpu=target_llvm_mcpu,
+        target_llvm_mattr=target_llvm_mattr,
+        shape_dict=shape_dict,
+        dtype_dict=dtype_dict,
+        model_format=model_format,
+    )
+    chosen, _ = select_tasks(tasks, len(all_tasks))
+    given = {
+        "number": number,
+        "repeat": repeat,
+        "min_repeat_ms": min_repeat_ms,
+        "timeout": timeout,
+        "n_parallel": parallel,
+        "flush_cache": flush_cache,
+    }
+    options = dataclasses.replace(
+        MeasureOptions(), **{k: v for k, v in given.items() if v is not None}
+    )
+    if tuning_records is None:
+        tuning_records = os.path.join(tempfile.mkdtemp(prefix="tvmc-tune-"), "tuning.json")
+    return tune_tasks(
+        [all_tasks[i] for i in chosen],
+        tuning_records,
+        tuner,
+        trials,
+        early_stopping,
+        options,
+        progress,
+        seed=seed,
+        task_indices=chosen,
+    )
+
+
+def _mean(costs: Sequence[float]) -> float | None:
+    return sum(costs) / len(costs) if costs else None
