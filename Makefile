@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 DEMO := demo-out
 
-.PHONY: help setup demo test test-fast bench completions docs docs-check lint check clean
+.PHONY: help setup demo test test-fast bench bench-tune completions docs docs-check lint check clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -31,6 +31,9 @@ test-fast: $(STAMP)  ## the test suite without slow model-level tests
 
 bench: $(STAMP)  ## tvmc beside onnxruntime on the light models: latency, ratio, compile time
 	$(BIN)/python benchmarks/models.py
+
+bench-tune: $(STAMP)  ## best GFLOP/s after 64/128/256 trials on resnet50's heaviest convs
+	$(BIN)/python benchmarks/tune.py
 
 completions: $(STAMP)  ## regenerate completions/ from the Click app
 	$(BIN)/python -m tvmc.cli.completion completions

@@ -97,3 +97,35 @@ def test_index_and_entity_round_trip(index):
 def test_first_knob_is_least_significant():
     assert SPACE.get(1).values["tile"] == SPACE.knobs[0].candidates[1]
     assert SPACE.get(len(SPACE.knobs[0].candidates)).values["order"] == "b"
+
+
+def test_sigkill_mid_run_leaves_only_loadable_lines(tmp_path):
+    """A writer killed at a random point: every complete line loads, a torn one is skipped."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    path = tmp_path / "log.json"
+    script = (
+        "import sys\n"
+        "from tests.autotune.test_records import _record\n"
+        "from tvmc.autotune import append_records\n"
+        "i = 0\n"
+        "while True:\n"
+        "    append_records(sys.argv[1], [_record(i, float(i))])\n"
+        "    i += 1\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script, str(path)],
+                            cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))  # fmt: skip
+    deadline = time.time() + 30
+    while (not path.exists() or path.stat().st_size < 20_000) and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    lines = path.read_text().splitlines()
+    records = list(read_records(str(path)))
+    complete = [line for line in lines if line.endswith("}")]
+    assert len(records) == len(complete) >= 50
+    assert [r.config["index"] for r in records] == list(range(len(records)))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import os
-import time
 from pathlib import Path
 
 import numpy as np
@@ -247,10 +246,15 @@ def test_top_and_save(package: tvmc.TVMCPackage, tmp_path: Path):
         result.get_output("sx")
 
 
-def test_load_and_first_inference_are_fast(package: tvmc.TVMCPackage):
-    start = time.perf_counter()
-    tvmc.TVMCPackage(package.package_path).run()
-    assert time.perf_counter() - start < 1.0  # target 0.5 s; no recompilation happens
+def test_loading_a_package_never_generates_code(package: tvmc.TVMCPackage, monkeypatch):
+    """Load + first inference stay fast because nothing is compiled again (timed in the bench)."""
+    import tvmc.codegen.llvm_cpu
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("code generation while loading a package")
+
+    monkeypatch.setattr(tvmc.codegen.llvm_cpu.CPUModule, "build", refuse)
+    assert tvmc.TVMCPackage(package.package_path).run().outputs
 
 
 def test_cross_compiled_package_is_inspectable(onnx_path: Path, tmp_path: Path):
