@@ -117,8 +117,8 @@ def test_sigkill_mid_run_leaves_only_loadable_lines(tmp_path):
         "    append_records(sys.argv[1], [_record(i, float(i))])\n"
         "    i += 1\n"
     )
-    proc = subprocess.Popen([sys.executable, "-c", script, str(path)],
-                            cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))  # fmt: skip
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    proc = subprocess.Popen([sys.executable, "-c", script, str(path)], cwd=root)
     deadline = time.time() + 30
     while (not path.exists() or path.stat().st_size < 20_000) and time.time() < deadline:
         time.sleep(0.05)
