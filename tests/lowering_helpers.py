@@ -13,8 +13,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import onnx
 
-from tests.onnx_helpers import assert_close, run_onnxruntime, single_node_model
+from tests.onnx_helpers import check_node
 from tvmc.codegen import emit_cpu, load_shared
 from tvmc.frontend import convert_model
 from tvmc.graph import Graph, Node, TensorType
@@ -118,10 +119,11 @@ def check_lowered(
     use_interpreter: bool = False,
 ) -> None:
     """One ONNX node: tvmc's lowered kernels (native, or interpreted) against onnxruntime."""
-    inputs = {k: np.asarray(v) for k, v in inputs.items()}
-    model = single_node_model(op_type, inputs, attrs, constants, num_outputs, opset, input_order)
-    expected = run_onnxruntime(model, inputs)
-    graph = run_passes(convert_model(model), IMPORT_PIPELINE)
-    actual = run_graph_lowered(graph, inputs, use_interpreter)
-    for name, want in zip([o.name for o in model.graph.output], expected):
-        assert_close(actual[name], np.asarray(want), rtol, atol)
+
+    def lowered(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        graph = run_passes(convert_model(model), IMPORT_PIPELINE)
+        outputs = run_graph_lowered(graph, feeds, use_interpreter)
+        return [outputs[o.name] for o in model.graph.output]
+
+    check_node(op_type, inputs, attrs, constants, num_outputs, opset, input_order, rtol, atol,
+               runner=lowered)  # fmt: skip

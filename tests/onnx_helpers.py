@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -88,16 +88,18 @@ def check_node(
     input_order: Sequence[str] | None = None,
     rtol: float = 1e-5,
     atol: float = 1e-6,
+    runner: Callable[[onnx.ModelProto, Mapping[str, np.ndarray]], list[np.ndarray]] | None = None,
 ) -> None:
     """One ONNX node through tvmc's frontend + references against onnxruntime.
 
+    `runner(model, inputs) -> outputs` replaces the reference path (e.g. compiled kernels).
     Default tolerance: float32 references compute in float32 or float64, onnxruntime in float32
     with vectorised math; 1e-5 relative is a few ulps of accumulated rounding.
     """
     inputs = {k: np.asarray(v) for k, v in inputs.items()}
     model = single_node_model(op_type, inputs, attrs, constants, num_outputs, opset, input_order)
     expected = run_onnxruntime(model, inputs)
-    actual = run_tvmc_reference(model, inputs)
+    actual = (runner or run_tvmc_reference)(model, inputs)
     assert len(actual) == len(expected)
     for a, e in zip(actual, expected):
         assert_close(a, np.asarray(e), rtol, atol)
