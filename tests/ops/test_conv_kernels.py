@@ -160,12 +160,12 @@ def test_conv_depthwise(x_shape, w_shape, attrs, schedule, rng):
             (1, 20, 40, 37),
             (40, 20, 3, 3),
             {"pads": [1, 1, 1, 1]},
-            {"schedule": "channels", "channel_pixels": 8},
+            {"schedule": "channels", "tile_rows": 8},
         ),
         # a 1x1 conv read in place (no transform), 11 = 6 + 5 output channels
         ((1, 32, 16, 16), (11, 32, 1, 1), {}, {"schedule": "pixels"}),
         # a row of 150 pixels cut into two chunks
-        ((1, 5, 3, 150), (7, 5, 1, 1), {}, {"schedule": "pixels", "pixel_vectors": 6}),
+        ((1, 5, 3, 150), (7, 5, 1, 1), {}, {"schedule": "pixels", "tile_vectors": 6}),
         # 1x1 stride 2: one phase plane; 13x13 output rows in blocks
         ((1, 16, 26, 26), (24, 16, 1, 1), {"strides": [2, 2]}, {}),
         # pixel chunks of 5 over a row of 13 (last chunk 3 wide), 3 channel blocks
@@ -173,7 +173,7 @@ def test_conv_depthwise(x_shape, w_shape, attrs, schedule, rng):
             (1, 8, 13, 13),
             (48, 8, 3, 3),
             {"pads": [1, 1, 1, 1]},
-            {"schedule": "channels", "channel_pixels": 5, "channel_vectors": 1},
+            {"schedule": "channels", "tile_rows": 5, "tile_vectors": 1},
         ),
         # channels-outer tile order, tiny tiles
         (
@@ -183,8 +183,8 @@ def test_conv_depthwise(x_shape, w_shape, attrs, schedule, rng):
             {
                 "schedule": "pixels",
                 "order": "channels_outer",
-                "pixel_channels": 3,
-                "pixel_vectors": 1,
+                "tile_rows": 3,
+                "tile_vectors": 1,
             },
         ),
         # every tap unrolled (no kernel-row loop), both schedules, strided and grouped

@@ -14,13 +14,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.lowering_helpers import run_node
+from tests.lowering_helpers import lower_node, run_node
 from tvmc.graph import Node, TensorType
-from tvmc.kernel import Buffer
+from tvmc.kernel import Buffer, kernel_str
 from tvmc.ops import OPS, evaluate_node
 from tvmc.ops.conv_kernels import _geometry, plan
 from tvmc.ops.conv_space import conv_geometry
-from tvmc.ops.lowering import LoweringTarget, TensorRef
+from tvmc.ops.lowering import LowerContext, LoweringTarget, TensorRef
 from tvmc.ops.microkernel import accumulator_dtype
 from tvmc.ops.space import ConfigSpace
 
@@ -89,9 +89,8 @@ def test_space_configs_build_and_match_reference(op, shapes, attrs):
         np.testing.assert_allclose(got, want, **TOL, err_msg=f"config {config.values}")
 
 
-CONV_KNOBS = "schedule pixel_vectors pixel_channels channel_vectors channel_pixels unroll_taps"
 KNOBS = {
-    "Conv": {*CONV_KNOBS.split(), "order", "in_place"},
+    "Conv": {"plan", "unroll_taps", "order"},
     "MatMul": {"tile_m", "tile_n", "order"},
 }
 KNOBS["ConvTranspose"] = KNOBS["Conv"]
@@ -131,11 +130,42 @@ def test_conv_default_is_in_space(op, shapes, attrs):
 @pytest.mark.parametrize(
     "shapes,attrs,size",
     [
-        ([(1, 64, 56, 56), (64, 64, 3, 3)], conv_attrs((3, 3), pads=(1,) * 4), 2880),
-        ([(1, 256, 56, 56), (64, 256, 1, 1)], conv_attrs((1, 1)), 960),
-        ([(1, 32, 112, 112), (32, 1, 3, 3)], conv_attrs((3, 3), pads=(1,) * 4, group=32), 48),
+        ([(1, 64, 56, 56), (64, 64, 3, 3)], conv_attrs((3, 3), pads=(1,) * 4), 168),
+        ([(1, 256, 56, 56), (64, 256, 1, 1)], conv_attrs((1, 1)), 56),
+        ([(1, 32, 112, 112), (32, 1, 3, 3)], conv_attrs((3, 3), pads=(1,) * 4, group=32), 72),
     ],
 )
 def test_resnet_like_space_sizes(shapes, attrs, size):
-    """Spaces stay in the thousands: tuners sample them, and unread knobs multiply them."""
+    """Spaces stay in the hundreds: one config per distinct tiling, unroll and order."""
     assert len(space_of("Conv", shapes, attrs)) == size
+
+
+DISTINCT_SAMPLE = 40
+
+
+@pytest.mark.parametrize(
+    "shapes,attrs",
+    [
+        ([(1, 64, 56, 56), (64, 64, 3, 3)], conv_attrs((3, 3), pads=(1,) * 4)),
+        ([(1, 256, 56, 56), (64, 256, 1, 1)], conv_attrs((1, 1))),
+    ],
+    ids=["3x3", "1x1"],
+)
+def test_conv_space_configs_build_distinct_kernels(shapes, attrs):
+    """No two configs of a sample build the same code: no knob goes unread by its config."""
+    space = space_of("Conv", shapes, attrs)
+    full = OPS["Conv"].normalize_attrs(attrs, "Conv")
+    node = Node("Conv", [f"in{i}" for i in range(len(shapes))], ["out"], full)
+    in_types = [TensorType(s, "float32") for s in shapes]
+    out_types = OPS["Conv"].infer(full, in_types)
+    rng = np.random.default_rng(0)
+    constants = {1: rng.standard_normal(shapes[1]).astype(np.float32)}
+    picks = rng.choice(len(space), min(DISTINCT_SAMPLE, len(space)), replace=False)
+    texts: dict[str, dict[str, Any]] = {}
+    for index in sorted(int(i) for i in picks):
+        config = space.get(index)
+        ctx = LowerContext(TARGET, config.values)
+        kernels, _, _ = lower_node(ctx, node, in_types, out_types, constants)
+        text = "\n".join(kernel_str(k) for k in kernels)
+        assert text not in texts, f"{config.values} builds the code of {texts[text]}"
+        texts[text] = config.values

@@ -11,8 +11,10 @@ weights: the same kernels, paying for the zeros (correct, not tuned).
 
 Knobs (ctx.config):
 - schedule: "pixels", "channels" or "depthwise" (default: the cheapest by `_estimate`).
-- pixel_vectors (8) / pixel_channels (6): NV and MR limits of the pixels schedule.
-- channel_vectors (4) / channel_pixels (14): NV and MR limits of the channels schedule.
+- tile_vectors / tile_rows: the NV and MR limits the chosen schedule picks its register tile
+  under (defaults: 8 / 6 for "pixels" and "depthwise", 4 / 14 for "channels").
+- plan: [schedule, tile_vectors, tile_rows] in one knob (what the tuning space offers, so that
+  no two configs differ only in limits their schedule does not read); it overrides the three.
 - unroll_taps: "all" kernel taps, one kernel "row" or "none" (default) unrolled per step of
   the tap loop. Unrolled taps of a stride-1 row read overlapping inputs; LLVM then shares those
   loads across taps and runs out of registers.
@@ -49,6 +51,7 @@ from tvmc.ops.conv_schedules import (
     pixel_tile,
     pixel_tiling,
 )
+from tvmc.ops.conv_space import DEFAULTS as TILE_DEFAULTS
 from tvmc.ops.conv_space import conv_space, conv_transpose_space
 from tvmc.ops.lowering import Epilogue, LowerContext, TensorRef, make_kernel, template
 from tvmc.ops.microkernel import (
@@ -79,11 +82,10 @@ def _estimate(
 
 @dataclass(frozen=True)
 class Plan:
-    """The chosen schedule and both tilings (knobs read once, here)."""
+    """The chosen schedule and its tiling (knobs read once, here)."""
 
     schedule: str
-    pixels: PixelTiling
-    channels: ChannelTiling
+    tiling: PixelTiling | ChannelTiling  # a ChannelTiling for "channels" only
     order: str
     unroll_taps: str
     in_place: bool
@@ -91,12 +93,15 @@ class Plan:
 
 def plan(cfg: Mapping[str, Any], geo: ConvGeometry, lanes: int) -> Plan:
     """The knobs of `cfg`, with defaults chosen for `geo`."""
-    pix, pix_eff = pixel_tiling(
-        geo, lanes, int(cfg.get("pixel_vectors", 8)), int(cfg.get("pixel_channels", 6))
-    )
-    chn, chn_eff = channel_tiling(
-        geo, lanes, int(cfg.get("channel_vectors", 4)), int(cfg.get("channel_pixels", 14))
-    )
+    cfg = dict(cfg)
+    if "plan" in cfg:
+        cfg["schedule"], cfg["tile_vectors"], cfg["tile_rows"] = cfg.pop("plan")
+
+    def limits(default: tuple[int, int]) -> tuple[int, int]:
+        return int(cfg.get("tile_vectors", default[0])), int(cfg.get("tile_rows", default[1]))
+
+    pix, pix_eff = pixel_tiling(geo, lanes, *limits(TILE_DEFAULTS["pixels"]))
+    chn, chn_eff = channel_tiling(geo, lanes, *limits(TILE_DEFAULTS["channels"]))
     depthwise = geo.icg == 1 and geo.group > 1 and geo.ocg <= 8
     default = "depthwise" if depthwise else _estimate(geo, lanes, pix, pix_eff, chn, chn_eff)
     schedule = str(cfg.get("schedule", default))
@@ -106,8 +111,8 @@ def plan(cfg: Mapping[str, Any], geo: ConvGeometry, lanes: int) -> Plan:
     weights = geo.out_channels * geo.icg * len(geo.taps)
     outer = "channels_outer" if weights > geo.channels * geo.plane_size else "pixels_outer"
     return Plan(
-        schedule, pix, chn, str(cfg.get("order", outer)), str(cfg.get("unroll_taps", "none")),
-        bool(cfg.get("in_place", True)),
+        schedule, chn if schedule == "channels" else pix, str(cfg.get("order", outer)),
+        str(cfg.get("unroll_taps", "none")), bool(cfg.get("in_place", True)),
     )  # fmt: skip
 
 
@@ -128,9 +133,9 @@ def conv_lowering(
     parallel = 2 * math.prod(out.shape) * geo.icg * len(geo.taps) >= PARALLEL_MIN_FLOPS
 
     def pack(v: np.ndarray) -> np.ndarray:
-        if p.schedule == "channels":
-            return pack_channels(weight_fn(v), geo, p.channels.nv * lanes)
-        return pack_pixels(weight_fn(v), geo, p.pixels.mr)
+        if isinstance(p.tiling, ChannelTiling):
+            return pack_channels(weight_fn(v), geo, p.tiling.nv * lanes)
+        return pack_pixels(weight_fn(v), geo, p.tiling.mr)
 
     weights, kernels = packed_operand(ctx, w, pack, "w")
     per_step = {"all": len(geo.taps), "row": geo.kernel[-1], "none": 1}[p.unroll_taps]
@@ -146,13 +151,14 @@ def conv_lowering(
         return Operands(geo, load, base, stride, weights, red, bias, out, epilogue, acc, lanes)
 
     if p.schedule == "depthwise":
-        body = _depthwise(geo, p.pixels, x_buf, operands, lanes, parallel)
+        assert isinstance(p.tiling, PixelTiling)
+        body = _depthwise(geo, p.tiling, x_buf, operands, lanes, parallel)
         return [*kernels, make_kernel(ctx.name("conv_dw"), body)]
 
-    if p.schedule == "pixels":
-        reads_end = pixel_reads_end(geo, p.pixels, lanes)
+    if isinstance(p.tiling, ChannelTiling):
+        reads_end = channel_reads_end(geo, p.tiling)
     else:
-        reads_end = channel_reads_end(geo, p.channels)
+        reads_end = pixel_reads_end(geo, p.tiling, lanes)
     cs, planes = geo.channel_stride, geo.batch * geo.channels
 
     def base(n: Expr, c: Expr) -> Expr:
@@ -174,10 +180,10 @@ def conv_lowering(
         kernels.append(make_kernel(ctx.name("conv_input"), body))
         ops = operands(lambda off, w: xt[lane_index(off, w)], base, cs)
 
-    if p.schedule == "channels":
-        main = _channel_loop(geo, p.channels, ops, p.order, parallel)
+    if isinstance(p.tiling, ChannelTiling):
+        main = _channel_loop(geo, p.tiling, ops, p.order, parallel)
     else:
-        main = _pixel_loop(geo, p.pixels, ops, p.order, parallel)
+        main = _pixel_loop(geo, p.tiling, ops, p.order, parallel)
     return [*kernels, make_kernel(ctx.name("conv"), main)]
 
 

@@ -2,19 +2,20 @@
 
 Every config of a space builds and computes the same result; knobs only change the speed.
 
-- schedule: "pixels" and "channels"; "depthwise" and "pixels" when each group reads one input
-  channel ("channels" too when a group has over 8 output channels: the template may pick it).
-- pixel_vectors / pixel_channels, channel_vectors / channel_pixels: the NV and MR limits each
-  schedule chooses its register tile under. Many limits give the same tile, so the candidates
-  are one limit per distinct tiling of this workload (the template's default where it is one
-  of them), the few with the best modelled throughput (`conv_kernels._estimate`'s model).
+- plan: [schedule, tile_vectors, tile_rows], the schedule with the NV and MR limits it chooses
+  its register tile under. Schedules: "pixels" and "channels"; "depthwise" and "pixels" when
+  each group reads one input channel ("channels" too when a group has over 8 output channels:
+  the template may pick it). Many limits give the same tile, so each schedule offers one pair
+  per distinct tiling of this workload (the tile's own NV and MR where they give it), the
+  template's default tiling and the others with the best modelled throughput
+  (`conv_kernels._estimate`'s model), up to KEEP of them. Folding the schedule into the tile
+  knob keeps the space free of configs that differ only in limits their schedule never reads.
   The register budget MR * NV + NV + 1 <= 32 holds for every tile: the tilings enforce it.
 - unroll_taps: "none", "row", "all" where they differ ("all" up to MAX_UNROLLED_TAPS taps).
 - order: "pixels_outer" or "channels_outer".
-- in_place: True only (reading an unpadded 1x1 input in place never loses to a copy).
 
-The space is a product, so a pixels config also carries channel_* values it does not read;
-that multiplies the space by the unread knobs' sizes (kept small for that reason).
+`in_place` is not a knob of the space: reading an unpadded 1x1 input in place never loses to a
+copy, so the template's default (True) applies.
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ from tvmc.ops.space import ConfigSpace
 MAX_VECTORS = 15  # NV with MR = 1 still fits: 1 * 15 + 15 + 1 <= 32
 ROW_LIMITS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 30)  # MR limits tried
 MAX_UNROLLED_TAPS = 49  # "all" beyond a 7x7 kernel only grows the code
-PIXEL_KEEP = (4, 5)  # candidates kept for (pixel_vectors, pixel_channels)
-CHANNEL_KEEP = (3, 4)  # and for (channel_vectors, channel_pixels)
-DEFAULTS = {"pixel_vectors": 8, "pixel_channels": 6, "channel_vectors": 4, "channel_pixels": 14}
+KEEP = {"pixels": 16, "channels": 12}  # distinct tilings kept per schedule
+# (tile_vectors, tile_rows) `conv_kernels.plan` uses when a config has none ("depthwise": pixels)
+DEFAULTS = {"pixels": (8, 6), "channels": (4, 14)}
 
 
 def conv_geometry(attrs: Attrs, input_types: Sequence[TensorType], op: str) -> ConvGeometry:
@@ -69,31 +70,28 @@ def _space(geo: ConvGeometry, dtype: str, target: LoweringTarget) -> ConfigSpace
     lanes = target.lanes(accumulator_dtype(dtype))
     depthwise = geo.icg == 1 and geo.group > 1
     with_channels = not depthwise or geo.ocg > 8  # the template's default may pick it then
-    schedules = ["depthwise", "pixels"] if depthwise else ["pixels"]
-    space = ConfigSpace()
-    space.other("schedule", schedules + (["channels"] if with_channels else []))
 
-    def pixels(nv: int, mr: int) -> tuple[Hashable, float]:
+    def pixels(nv: int, mr: int) -> tuple[Hashable, float, tuple[int, int]]:
         tiling, eff = pixel_tiling(geo, lanes, nv, mr)
         used = geo.ocg / (ceil_div(geo.ocg, tiling.mr) * tiling.mr)
-        return tiling, eff * used * density(tiling.mr, tiling.nv)
+        return tiling, eff * used * density(tiling.mr, tiling.nv), (tiling.nv, tiling.mr)
 
     rows = [r for r in ROW_LIMITS if r <= geo.ocg] or [1]
-    nvs, mrs = _limits(pixels, range(1, MAX_VECTORS + 1), rows, PIXEL_KEEP, "pixel")
-    space.other("pixel_vectors", nvs).other("pixel_channels", mrs)
+    pixel_tiles = _tiles(pixels, range(1, MAX_VECTORS + 1), rows, "pixels")
+    plans = [["pixels", nv, mr] for nv, mr in pixel_tiles]
+    if depthwise:
+        plans = [["depthwise", nv, mr] for nv, mr in pixel_tiles] + plans
+    if with_channels:
 
-    if not with_channels:  # the channels schedule is not a candidate: its limits stay default
-        nvs, mrs = [DEFAULTS["channel_vectors"]], [DEFAULTS["channel_pixels"]]
-    else:
-
-        def channels(nv: int, mr: int) -> tuple[Hashable, float]:
+        def channels(nv: int, mr: int) -> tuple[Hashable, float, tuple[int, int]]:
             tiling, useful = channel_tiling(geo, lanes, nv, mr)
-            return tiling, useful * density(tiling.mr, tiling.nv)
+            return tiling, useful * density(tiling.mr, tiling.nv), (tiling.nv, tiling.mr)
 
         vectors = range(1, min(MAX_VECTORS, ceil_div(geo.ocg, lanes)) + 1)
         pixels_ = [r for r in ROW_LIMITS if r <= geo.out_shape[-1]] or [1]
-        nvs, mrs = _limits(channels, vectors, pixels_, CHANNEL_KEEP, "channel")
-    space.other("channel_vectors", nvs).other("channel_pixels", mrs)
+        plans += [["channels", nv, mr] for nv, mr in _tiles(channels, vectors, pixels_, "channels")]
+    space = ConfigSpace()
+    space.other("plan", plans)
 
     taps = len(geo.taps)
     steps = {"none": 1, "row": geo.kernel[-1], "all": taps}
@@ -102,56 +100,29 @@ def _space(geo: ConvGeometry, dtype: str, target: LoweringTarget) -> ConfigSpace
         unroll.remove("all")  # one kernel row is the whole kernel
     space.annotate("unroll_taps", unroll)
     space.other("order", ["pixels_outer", "channels_outer"])
-    space.other("in_place", [True])
     return space
 
 
-def _limits(
-    tile: Callable[[int, int], tuple[Hashable, float]],
+def _tiles(
+    tile: Callable[[int, int], tuple[Hashable, float, tuple[int, int]]],
     vectors: Sequence[int],
     rows: Sequence[int],
-    keep: tuple[int, int],
-    prefix: str,
-) -> tuple[list[int], list[int]]:
-    """(NV limits, MR limits) giving distinct tilings, about the best `keep` by the model.
+    schedule: str,
+) -> list[tuple[int, int]]:
+    """(NV, MR) limit pairs of a schedule, one per distinct tiling, the best KEEP by the model.
 
-    `tile(nv, mr)` is (tiling, modelled throughput). A limit whose row (or column) of tilings
-    equals another's is dropped; the template's default always stays, standing for its class.
+    `tile(nv, mr)` is (tiling, modelled throughput, the tiling's own (NV, MR)). A class of
+    pairs giving one tiling is named by the tiling's own pair where it is one of them, else by
+    its least pair. The class of the template's default always stays.
     """
-    dv, dr = DEFAULTS[f"{prefix}_vectors"], DEFAULTS[f"{prefix}_{_ROWS[prefix]}"]
-    vectors, rows = sorted({*vectors, dv}), sorted({*rows, dr})
-    table = {(v, r): tile(v, r) for v in vectors for r in rows}
-    vs = _distinct(vectors, lambda v: tuple(table[v, r][0] for r in rows), dv)
-    rs = _distinct(rows, lambda r: tuple(table[v, r][0] for v in vs), dr)
-    return _best(table, vs, rs, keep, (dv, dr))
-
-
-_ROWS = {"pixel": "channels", "channel": "pixels"}
-
-
-def _distinct(values: Sequence[int], signature: Callable[[int], Hashable], default: int) -> list:
-    """One value per distinct signature: the default where it is in the class, else the least."""
-    chosen: dict[Hashable, int] = {}
-    for v in values:
-        sig = signature(v)
-        if sig not in chosen or v == default:
-            chosen[sig] = v
-    return sorted(chosen.values())
-
-
-def _best(
-    table: dict[tuple[int, int], tuple[Hashable, float]],
-    vs: Sequence[int],
-    rs: Sequence[int],
-    keep: tuple[int, int],
-    defaults: tuple[int, int],
-) -> tuple[list[int], list[int]]:
-    """The defaults, then the limits of the best-scoring (NV, MR) pairs until `keep` are full."""
-    chosen_v, chosen_r = {defaults[0]}, {defaults[1]}
-    pairs = sorted(((v, r) for v in vs for r in rs), key=lambda p: (-table[p][1], p))
-    for v, r in pairs:
-        if len(chosen_v) < keep[0]:
-            chosen_v.add(v)
-        if len(chosen_r) < keep[1]:
-            chosen_r.add(r)
-    return sorted(chosen_v), sorted(chosen_r)
+    default = DEFAULTS[schedule]
+    pairs = sorted({*((v, r) for v in vectors for r in rows), default})
+    table = {p: tile(*p) for p in pairs}
+    classes: dict[Hashable, tuple[int, int]] = {}
+    for p in pairs:
+        tiling, _, own = table[p]
+        if tiling not in classes or p == own:
+            classes[tiling] = p
+    default_tiling = table[default][0]
+    ranked = sorted(classes.items(), key=lambda c: (c[0] != default_tiling, -table[c[1]][1], c[1]))
+    return sorted(p for _, p in ranked[: KEEP[schedule]])
