@@ -15,7 +15,6 @@ from tvmc.autotune.measure import (
     LocalMeasurer,
     MeasureInput,
     MeasureOptions,
-    _time,
     build,
     measure_default,
     run,
@@ -29,6 +28,7 @@ from tvmc.ops import OPS
 from tvmc.ops.lowering import LowerContext, LoweringTarget, TensorRef, make_kernel, template
 from tvmc.ops.registry import OPAQUE, Attrs, register
 from tvmc.ops.space import ConfigSpace
+from tvmc.runtime import mean_seconds
 
 # ---- the probe op: y = x, or the failure its `mode` knob names -------------------------------
 PROBE = "MeasureProbe"
@@ -169,5 +169,5 @@ def test_inputs_are_the_same_for_every_config():
 
 def test_time_grows_number_until_min_repeat_ms():
     calls = []
-    seconds = _time(lambda: calls.append(time.sleep(0.001)), 1, 20.0)
+    seconds = mean_seconds(lambda: calls.append(time.sleep(0.001)), 1, 20.0)
     assert len(calls) >= 10 and 0.0009 < seconds < 0.01

@@ -34,8 +34,8 @@ def image(rng) -> np.ndarray:
     return rng.standard_normal((2, 3, 4, 5)).astype(F32)
 
 
-def resize(image, attrs, scales=None, sizes=None, roi=None, opset=13, **tolerance) -> None:
-    """Resize-11+ with scales or sizes as constant inputs (absent ones left empty)."""
+def resize_constants(scales=None, sizes=None, roi=None) -> tuple[dict, list[str]]:
+    """Resize-11+ constant inputs (scales or sizes, optional roi) and the node's input order."""
     constants = {"roi": roi} if roi is not None else {}
     order = ["x", "roi" if roi is not None else ""]
     if scales is not None:
@@ -44,6 +44,12 @@ def resize(image, attrs, scales=None, sizes=None, roi=None, opset=13, **toleranc
     else:
         constants["sizes"] = sizes
         order += ["", "sizes"]
+    return constants, order
+
+
+def resize(image, attrs, scales=None, sizes=None, roi=None, opset=13, **tolerance) -> None:
+    """Resize-11+ with scales or sizes as constant inputs (absent ones left empty)."""
+    constants, order = resize_constants(scales, sizes, roi)
     check_node(
         "Resize", {"x": image}, attrs, constants, input_order=order, opset=opset, **tolerance
     )

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from tests.ops.kernel_checks import check
+from tests.ops.test_resize import resize_constants, scales4, sizes4
 
 F32 = np.float32
 COORDINATE_MODES = ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"]
@@ -20,14 +21,6 @@ SIZES = [(8, 40), (2, 3), (1, 1)]
 CUBIC = {"rtol": 1e-4, "atol": 1e-5}
 
 
-def scales4(hw) -> np.ndarray:
-    return np.array([1, 1, *hw], F32)
-
-
-def sizes4(hw) -> np.ndarray:
-    return np.array([2, 3, *hw], np.int64)
-
-
 @pytest.fixture
 def image(rng) -> np.ndarray:
     return rng.standard_normal((2, 3, 4, 13)).astype(F32)
@@ -35,14 +28,7 @@ def image(rng) -> np.ndarray:
 
 def resize(image, attrs, scales=None, sizes=None, roi=None, opset=13, **options) -> None:
     """Resize-11+ with scales or sizes as constant inputs (absent ones left empty)."""
-    constants = {"roi": roi} if roi is not None else {}
-    order = ["x", "roi" if roi is not None else ""]
-    if scales is not None:
-        constants["scales"] = scales
-        order.append("scales")
-    else:
-        constants["sizes"] = sizes
-        order += ["", "sizes"]
+    constants, order = resize_constants(scales, sizes, roi)
     check("Resize", {"x": image}, attrs, constants, input_order=order, opset=opset, **options)
 
 

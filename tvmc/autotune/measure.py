@@ -17,7 +17,7 @@ from __future__ import annotations
 import ctypes
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -41,7 +41,7 @@ from tvmc.kernel import Buffer
 from tvmc.ops import OPS, evaluate_node
 from tvmc.ops.lowering import LowerContext, LoweringTarget, buffer_shape, ref_of_buffer
 from tvmc.ops.space import ConfigEntity, ConfigSpace
-from tvmc.runtime.executor import aligned_empty
+from tvmc.runtime.executor import aligned_empty, mean_seconds
 
 # Inputs from this position on are constants (weights, bias) in the models these ops come from:
 # the template packs them at build time, as compile does.
@@ -221,7 +221,7 @@ def run(built: BuildResult, options: MeasureOptions) -> MeasureResult:
     for _ in range(options.repeat):
         if options.flush_cache:
             _flush()
-        costs.append(_time(once, options.number, options.min_repeat_ms))
+        costs.append(mean_seconds(once, options.number, options.min_repeat_ms))
     return MeasureResult(costs, 0, time.perf_counter() - start, time.time())
 
 
@@ -265,18 +265,6 @@ def _mismatch(built: BuildResult, arrays: dict[str, np.ndarray]) -> str:
                 f"e.g. at {list(at)}: {got[at]!r} != {want[at]!r}"
             )
     return ""
-
-
-def _time(fn: Callable[[], None], number: int, min_repeat_ms: float) -> float:
-    """Mean seconds per call over `number` calls, raising `number` until `min_repeat_ms` passes."""
-    while True:
-        begin = time.perf_counter()
-        for _ in range(number):
-            fn()
-        elapsed = time.perf_counter() - begin
-        if min_repeat_ms <= 0 or elapsed * 1e3 >= min_repeat_ms:
-            return elapsed / number
-        number = max(number * 2, int(number * min_repeat_ms / max(elapsed * 1e3, 1e-3)) + 1)
 
 
 def _flush() -> None:

@@ -23,6 +23,7 @@ from tvmc.ops.lowering import (
     buffer_shape,
     ref_of_buffer,
     schedule_injective,
+    unique_identifier,
 )
 
 
@@ -34,11 +35,6 @@ class LoweredModel:
     param_values: dict[str, np.ndarray]
     fusion: FusionPlan
     tensor_of: dict[str, str] = field(default_factory=dict)  # program buffer -> graph tensor
-
-
-def _identifier(text: str) -> str:
-    name = "".join(c if c.isalnum() else "_" for c in text).strip("_") or "t"
-    return name if not name[0].isdigit() else f"t_{name}"
 
 
 class _Lowering:
@@ -64,13 +60,7 @@ class _Lowering:
 
     # ---- buffers and refs ----------------------------------------------------------------------
     def unique(self, hint: str) -> str:
-        base = _identifier(hint)
-        name, n = base, 1
-        while name in self.names:
-            n += 1
-            name = f"{base}_{n}"
-        self.names.add(name)
-        return name
+        return unique_identifier(hint, self.names)
 
     def buffer(self, tensor: str) -> Buffer:
         """The buffer that stores `tensor` (created on first use)."""
@@ -102,7 +92,7 @@ class _Lowering:
         return [self.graph.types[name] for name in node.outputs]
 
     def context(self, node: Node) -> LowerContext:
-        return LowerContext(self.target, self.configs.get(node.name, {}), _identifier(node.name),
+        return LowerContext(self.target, self.configs.get(node.name, {}), node.name,
                             _names=self.names)  # fmt: skip
 
     # ---- nodes ---------------------------------------------------------------------------------

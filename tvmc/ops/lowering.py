@@ -129,14 +129,19 @@ class LowerContext:
 
     def name(self, hint: str) -> str:
         """A unique identifier derived from `hint` (kernel or buffer names)."""
-        base = "".join(c if c.isalnum() else "_" for c in f"{self.prefix}_{hint}").strip("_")
-        base = base if base and not base[0].isdigit() else f"k_{base}"
-        name, n = base, 1
-        while name in self._names:
-            n += 1
-            name = f"{base}_{n}"
-        self._names.add(name)
-        return name
+        return unique_identifier(f"{self.prefix}_{hint}", self._names, lead="k")
+
+
+def unique_identifier(text: str, taken: set[str], lead: str = "t") -> str:
+    """An identifier from `text` (other characters become `_`) not in `taken`, which it joins."""
+    base = "".join(c if c.isalnum() else "_" for c in text).strip("_")
+    base = base if base and not base[0].isdigit() else f"{lead}_{base}"
+    name, n = base, 1
+    while name in taken:
+        n += 1
+        name = f"{base}_{n}"
+    taken.add(name)
+    return name
 
 
 SpaceFn = Callable[[Attrs, list[TensorType], "LoweringTarget"], ConfigSpace]

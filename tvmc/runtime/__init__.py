@@ -4,6 +4,6 @@ In: tvmc.codegen (loading objects, threads), tvmc.kernel.program (the plan's dat
 Out: `Executor`, `ProgramInfo`, `Timings`.
 """
 
-from tvmc.runtime.executor import Executor, ProgramInfo, Timings, aligned_empty
+from tvmc.runtime.executor import Executor, ProgramInfo, Timings, aligned_empty, mean_seconds
 
-__all__ = ["Executor", "ProgramInfo", "Timings", "aligned_empty"]
+__all__ = ["Executor", "ProgramInfo", "Timings", "aligned_empty", "mean_seconds"]

@@ -155,7 +155,7 @@ class Executor:
     def benchmark(self, number: int = 1, repeat: int = 10, min_repeat_ms: float = 0.0) -> Timings:
         """TVM's time_evaluator: `repeat` results, each the mean over `number` (or more) runs."""
         self.call()  # warm-up: page in code and workspace, start the thread pool
-        return Timings(tuple(_time(self.call, number, min_repeat_ms) for _ in range(repeat)))
+        return Timings(tuple(mean_seconds(self.call, number, min_repeat_ms) for _ in range(repeat)))
 
     def profile(self, repeat: int = 10) -> list[dict[str, Any]]:
         """Per-call median seconds, by kernel, in run order (calls from Python: slower overall)."""
@@ -190,7 +190,7 @@ def _size(shape: tuple[int, ...]) -> int:
     return int(np.prod(shape, dtype=np.int64))
 
 
-def _time(fn: Callable[[], None], number: int, min_repeat_ms: float) -> float:
+def mean_seconds(fn: Callable[[], None], number: int, min_repeat_ms: float) -> float:
     """Mean seconds per call over `number` calls, raising `number` until `min_repeat_ms` passes."""
     while True:
         start = time.perf_counter()
