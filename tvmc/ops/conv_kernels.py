@@ -13,8 +13,9 @@ Knobs (ctx.config):
 - schedule: "pixels", "channels" or "depthwise" (default: the cheapest by `_estimate`).
 - tile_vectors / tile_rows: the NV and MR limits the chosen schedule picks its register tile
   under (defaults: 8 / 6 for "pixels" and "depthwise", 4 / 14 for "channels").
-- plan: [schedule, tile_vectors, tile_rows] in one knob (what the tuning space offers, so that
-  no two configs differ only in limits their schedule does not read); it overrides the three.
+- plan: [schedule, tile_vectors, tile_rows] or [..., order] in one knob (what the tuning space
+  offers, so that no two configs differ only in knobs their schedule does not read); it
+  overrides the three (four).
 - unroll_taps: "all" kernel taps, one kernel "row" or "none" (default) unrolled per step of
   the tap loop. Unrolled taps of a stride-1 row read overlapping inputs; LLVM then shares those
   loads across taps and runs out of registers.
@@ -95,7 +96,8 @@ def plan(cfg: Mapping[str, Any], geo: ConvGeometry, lanes: int) -> Plan:
     """The knobs of `cfg`, with defaults chosen for `geo`."""
     cfg = dict(cfg)
     if "plan" in cfg:
-        cfg["schedule"], cfg["tile_vectors"], cfg["tile_rows"] = cfg.pop("plan")
+        cfg["schedule"], cfg["tile_vectors"], cfg["tile_rows"], *order = cfg.pop("plan")
+        cfg.update(zip(["order"], order))
 
     def limits(default: tuple[int, int]) -> tuple[int, int]:
         return int(cfg.get("tile_vectors", default[0])), int(cfg.get("tile_rows", default[1]))

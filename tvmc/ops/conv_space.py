@@ -2,8 +2,9 @@
 
 Every config of a space builds and computes the same result; knobs only change the speed.
 
-- plan: [schedule, tile_vectors, tile_rows], the schedule with the NV and MR limits it chooses
-  its register tile under. Schedules: "pixels" and "channels"; "depthwise" and "pixels" when
+- plan: [schedule, tile_vectors, tile_rows(, order)], the schedule with the NV and MR limits it
+  chooses its register tile under, and for "pixels"/"channels" the tile loop order
+  ("pixels_outer" or "channels_outer"; "depthwise" has one tile loop and no order). Schedules: "pixels" and "channels"; "depthwise" and "pixels" when
   each group reads one input channel ("channels" too when a group has over 8 output channels:
   the template may pick it). Many limits give the same tile, so each schedule offers one pair
   per distinct tiling of this workload (the tile's own NV and MR where they give it), the
@@ -12,7 +13,6 @@ Every config of a space builds and computes the same result; knobs only change t
   knob keeps the space free of configs that differ only in limits their schedule never reads.
   The register budget MR * NV + NV + 1 <= 32 holds for every tile: the tilings enforce it.
 - unroll_taps: "none", "row", "all" where they differ ("all" up to MAX_UNROLLED_TAPS taps).
-- order: "pixels_outer" or "channels_outer".
 
 `in_place` is not a knob of the space: reading an unpadded 1x1 input in place never loses to a
 copy, so the template's default (True) applies.
@@ -36,6 +36,7 @@ MAX_UNROLLED_TAPS = 49  # "all" beyond a 7x7 kernel only grows the code
 KEEP = {"pixels": 16, "channels": 12}  # distinct tilings kept per schedule
 # (tile_vectors, tile_rows) `conv_kernels.plan` uses when a config has none ("depthwise": pixels)
 DEFAULTS = {"pixels": (8, 6), "channels": (4, 14)}
+ORDERS = ("pixels_outer", "channels_outer")  # tile loop orders of "pixels" and "channels"
 
 
 def conv_geometry(attrs: Attrs, input_types: Sequence[TensorType], op: str) -> ConvGeometry:
@@ -78,7 +79,7 @@ def _space(geo: ConvGeometry, dtype: str, target: LoweringTarget) -> ConfigSpace
 
     rows = [r for r in ROW_LIMITS if r <= geo.ocg] or [1]
     pixel_tiles = _tiles(pixels, range(1, MAX_VECTORS + 1), rows, "pixels")
-    plans = [["pixels", nv, mr] for nv, mr in pixel_tiles]
+    plans = [["pixels", nv, mr, order] for nv, mr in pixel_tiles for order in ORDERS]
     if depthwise:
         plans = [["depthwise", nv, mr] for nv, mr in pixel_tiles] + plans
     if with_channels:
@@ -89,7 +90,8 @@ def _space(geo: ConvGeometry, dtype: str, target: LoweringTarget) -> ConfigSpace
 
         vectors = range(1, min(MAX_VECTORS, ceil_div(geo.ocg, lanes)) + 1)
         pixels_ = [r for r in ROW_LIMITS if r <= geo.out_shape[-1]] or [1]
-        plans += [["channels", nv, mr] for nv, mr in _tiles(channels, vectors, pixels_, "channels")]
+        tiles = _tiles(channels, vectors, pixels_, "channels")
+        plans += [["channels", nv, mr, order] for nv, mr in tiles for order in ORDERS]
     space = ConfigSpace()
     space.other("plan", plans)
 
@@ -99,7 +101,6 @@ def _space(geo: ConvGeometry, dtype: str, target: LoweringTarget) -> ConfigSpace
     if steps["row"] == taps and "row" in unroll and "all" in unroll:
         unroll.remove("all")  # one kernel row is the whole kernel
     space.annotate("unroll_taps", unroll)
-    space.other("order", ["pixels_outer", "channels_outer"])
     return space
 
 
