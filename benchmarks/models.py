@@ -1,16 +1,19 @@
 """`make bench`: tvmc beside onnxruntime on the ONNX light models (randomized weights).
 
 One process, same inputs, same thread count (2 by default, TVMC_NUM_THREADS to change), timed in
-alternating blocks. Per
-model: tvmc load time, compile time, median latency of tvmc (default schedules, no tuning) and
-onnxruntime, the ratio, GFLOP/s reached, and workspace bytes against the naive sum. Medians of
-`--repeat` timed runs after warm-up; the machine is shared, so compare ratios, not lone times.
+alternating blocks. Per model: tvmc load time, compile time, median latency of tvmc (default
+schedules, no tuning) and onnxruntime, the ratio, GFLOP/s reached, and workspace bytes against
+the naive sum. With `--tuned DIR` (records from benchmarks/tune_models.py, DIR/<model>.json)
+tvmc also runs compiled with those records, in the same alternation: the tuned latency, its
+ratio to onnxruntime and its speedup over untuned. Medians of `--repeat` timed runs after
+warm-up; the machine is shared, so compare ratios, not lone times.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import statistics
 import sys
 import tempfile
@@ -26,21 +29,32 @@ from tvmc.models import LIGHT_MODELS, light_model_inputs, randomized_light_model
 from tvmc.runtime import Executor, ProgramInfo
 
 
-def blocked_median_ms(first, second, repeat: int, rounds: int = 3) -> tuple[float, float]:
+def blocked_median_ms(*fns, repeat: int, rounds: int = 3) -> list[float]:
     """Median milliseconds of each: alternating blocks of runs (one runtime's thread pool never
-    spins while the other one runs) so that slow drifts of the machine hit both alike."""
-    times: tuple[list[float], list[float]] = ([], [])
+    spins while the other one runs) so that slow drifts of the machine hit all alike."""
+    times: list[list[float]] = [[] for _ in fns]
     for _ in range(rounds):
-        for fn, bucket in ((first, times[0]), (second, times[1])):
+        for fn, bucket in zip(fns, times):
             fn()  # warm-up after the other runtime had the cores
             for _ in range(max(repeat // rounds, 1)):
                 start = time.perf_counter()
                 fn()
                 bucket.append(time.perf_counter() - start)
-    return statistics.median(times[0]) * 1e3, statistics.median(times[1]) * 1e3
+    return [statistics.median(t) * 1e3 for t in times]
 
 
-def bench_model(name: str, tmp: str, repeat: int, threads: int) -> dict:
+def compiled_executor(graph, options: CompileOptions, inputs: list[np.ndarray]):
+    """The model built with `options`, loaded, with `inputs` bound: (executor, result)."""
+    result = build(graph, options)
+    p = result.lowered.program
+    info = ProgramInfo(p.entry, p.inputs, p.outputs, p.params, p.buffers, p.calls,
+                       p.workspace_bytes)  # fmt: skip
+    executor = Executor(load_shared(result.artifact), info, result.lowered.param_values)
+    executor.set_inputs(inputs)
+    return executor, result
+
+
+def bench_model(name: str, tmp: str, repeat: int, threads: int, tuned: str | None) -> dict:
     import onnxruntime as ort
 
     path = f"{tmp}/{name}.onnx"
@@ -51,37 +65,54 @@ def bench_model(name: str, tmp: str, repeat: int, threads: int) -> dict:
     start = time.perf_counter()
     model = tvmc.load(path)
     load_s = time.perf_counter() - start
+    bound = [inputs[n] for n in model.graph.inputs]
     start = time.perf_counter()
-    result = build(model.graph, CompileOptions())
+    executor, result = compiled_executor(model.graph, CompileOptions(), bound)
     compile_s = time.perf_counter() - start
     p = result.lowered.program
-    info = ProgramInfo(p.entry, p.inputs, p.outputs, p.params, p.buffers, p.calls,
-                       p.workspace_bytes)  # fmt: skip
-    executor = Executor(load_shared(result.artifact), info, result.lowered.param_values)
-    executor.set_inputs([inputs[n] for n in model.graph.inputs])
     ours = executor.run()[0]
+    runs = [executor.call]
+    if tuned is not None:
+        records = os.path.join(tuned, f"{name}.json")
+        tuned_executor, _ = compiled_executor(
+            model.graph, CompileOptions(tuning_records=records), bound
+        )
+        tuned_out = tuned_executor.run()[0]
+        runs.append(tuned_executor.call)
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     theirs = session.run(None, inputs)[0]
-    error = float(np.abs(ours.reshape(theirs.shape) - theirs).max() / np.abs(theirs).max())
+    scale = np.abs(theirs).max()
+    error = float(np.abs(ours.reshape(theirs.shape) - theirs).max() / scale)
+    if tuned is not None:
+        error = max(error, float(np.abs(tuned_out.reshape(theirs.shape) - theirs).max() / scale))
 
-    tvmc_ms, ort_ms = blocked_median_ms(executor.call, lambda: session.run(None, inputs), repeat)
+    *tvmc_ms, ort_ms = blocked_median_ms(*runs, lambda: session.run(None, inputs), repeat=repeat)
     session = None  # free its thread pool before the next model runs
     flops = sum(c.flops for c in p.calls)
-    return {
-        "model": name, "load_s": load_s, "compile_s": compile_s, "tvmc_ms": tvmc_ms,
-        "ort_ms": ort_ms, "ratio": tvmc_ms / ort_ms, "gflops": flops / tvmc_ms / 1e6,
+    row = {
+        "model": name, "load_s": load_s, "compile_s": compile_s, "tvmc_ms": tvmc_ms[0],
+        "ort_ms": ort_ms, "ratio": tvmc_ms[0] / ort_ms, "gflops": flops / tvmc_ms[0] / 1e6,
         "workspace_mb": p.workspace_bytes / 1e6, "naive_mb": p.naive_bytes / 1e6, "error": error,
     }  # fmt: skip
+    if tuned is not None:
+        row.update(tuned_ms=tvmc_ms[1], tuned_ratio=tvmc_ms[1] / ort_ms,
+                   speedup=tvmc_ms[0] / tvmc_ms[1])  # fmt: skip
+    return row
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", default=list(LIGHT_MODELS))
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--tuned", metavar="DIR", help="records DIR/<model>.json to compare")
     args = parser.parse_args()
     threads = num_threads()
     print(f"threads: {threads}; times are medians of {args.repeat} runs")
@@ -89,18 +120,28 @@ def main() -> None:
         f"{'model':20} {'load s':>7} {'compile s':>9} {'tvmc ms':>8} {'ort ms':>8} "
         f"{'ratio':>6} {'GFLOP/s':>8} {'ws MB':>6} {'naive MB':>8} {'max err':>8}"
     )
+    if args.tuned:
+        header += f" {'tuned ms':>8} {'t.ratio':>7} {'speedup':>7}"
     print(header)
-    ratios = []
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models:
-            r = bench_model(name, tmp, args.repeat, threads)
-            ratios.append(r["ratio"])
-            print(f"{r['model']:20} {r['load_s']:7.2f} {r['compile_s']:9.2f} {r['tvmc_ms']:8.2f} "
-                  f"{r['ort_ms']:8.2f} {r['ratio']:6.2f} {r['gflops']:8.1f} "
-                  f"{r['workspace_mb']:6.1f} {r['naive_mb']:8.1f} {r['error']:8.1e}")  # fmt: skip
+            r = bench_model(name, tmp, args.repeat, threads, args.tuned)
+            rows.append(r)
+            line = (f"{r['model']:20} {r['load_s']:7.2f} {r['compile_s']:9.2f} "
+                    f"{r['tvmc_ms']:8.2f} {r['ort_ms']:8.2f} {r['ratio']:6.2f} {r['gflops']:8.1f} "
+                    f"{r['workspace_mb']:6.1f} {r['naive_mb']:8.1f} {r['error']:8.1e}")  # fmt: skip
+            if args.tuned:
+                line += f" {r['tuned_ms']:8.2f} {r['tuned_ratio']:7.2f} {r['speedup']:6.2f}x"
+            print(line)
             sys.stdout.flush()
-    geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-    print(f"geometric-mean ratio tvmc/onnxruntime: {geomean:.2f} (max {max(ratios):.2f})")
+    ratios = [r["ratio"] for r in rows]
+    print(f"geometric-mean ratio tvmc/onnxruntime: {geomean(ratios):.2f} (max {max(ratios):.2f})")
+    if args.tuned:
+        tuned = [r["tuned_ratio"] for r in rows]
+        speedups = [r["speedup"] for r in rows]
+        print(f"tuned: geometric-mean ratio tvmc/onnxruntime {geomean(tuned):.2f} "
+              f"(max {max(tuned):.2f}); speedup over untuned {geomean(speedups):.2f}x")  # fmt: skip
 
 
 if __name__ == "__main__":
