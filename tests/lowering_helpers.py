@@ -21,6 +21,7 @@ from tvmc.frontend import convert_model
 from tvmc.graph import Graph, Node, TensorType
 from tvmc.kernel import Buffer, interpret
 from tvmc.ops import OPS
+from tvmc.ops.gpu.launch import check_gpu_config
 from tvmc.ops.lowering import (
     LowerContext,
     LoweringTarget,
@@ -60,12 +61,15 @@ def lower_node(
 def run_node(
     node: Node, inputs: list[np.ndarray], out_types: list[TensorType],
     constants: Mapping[int, np.ndarray] = {}, use_interpreter: bool = False,
-    config: Mapping[str, Any] | None = None,
+    config: Mapping[str, Any] | None = None, target: LoweringTarget | None = None,
 ) -> list[np.ndarray]:  # fmt: skip
-    """Outputs of one node computed by its lowered kernels."""
-    ctx = LowerContext(LoweringTarget(num_threads=2), config or {})
+    """Outputs of one node computed by its lowered kernels (GPU targets: interpreted)."""
+    ctx = LowerContext(target or LoweringTarget(num_threads=2), config or {})
     in_types = [TensorType.of(x) for x in inputs]
     kernels, in_bufs, out_bufs = lower_node(ctx, node, in_types, out_types, constants)
+    if ctx.target.kind == "cuda":
+        check_gpu_config(kernels)  # GPU loops only, launchable
+        use_interpreter = True  # the interpreter runs GPU thread loops with GPU semantics
     arrays: dict[Buffer, np.ndarray] = {}
     for buf, x in zip(in_bufs, inputs):
         arrays[buf] = np.ascontiguousarray(x).reshape(buf.shape)
@@ -93,15 +97,16 @@ def _poison(dtype: str) -> Any:
 
 
 def run_graph_lowered(
-    graph: Graph, inputs: Mapping[str, np.ndarray], use_interpreter: bool = False
-) -> dict[str, np.ndarray]:
+    graph: Graph, inputs: Mapping[str, np.ndarray], use_interpreter: bool = False,
+    target: LoweringTarget | None = None, config: Mapping[str, Any] | None = None,
+) -> dict[str, np.ndarray]:  # fmt: skip
     """Every node of `graph` through its lowering, one after the other."""
     values: dict[str, np.ndarray] = {**graph.params, **inputs}
     for node in graph.nodes:
         args = [n for n in node.inputs if n]
         constants = {i: graph.params[n] for i, n in enumerate(args) if n in graph.params}
         outs = run_node(node, [values[n] for n in args], [graph.types[n] for n in node.outputs],
-                        constants, use_interpreter)  # fmt: skip
+                        constants, use_interpreter, config, target)  # fmt: skip
         values.update(zip(node.outputs, outs))
     return {name: values[name] for name in graph.outputs}
 
@@ -117,12 +122,16 @@ def check_lowered(
     rtol: float = 1e-5,
     atol: float = 1e-6,
     use_interpreter: bool = False,
+    target: LoweringTarget | None = None,
+    config: Mapping[str, Any] | None = None,
 ) -> None:
-    """One ONNX node: tvmc's lowered kernels (native, or interpreted) against onnxruntime."""
+    """One ONNX node: tvmc's lowered kernels (native, or interpreted) against onnxruntime.
+
+    `target=LoweringTarget(kind="cuda")` lowers with the GPU schedules and interprets them."""
 
     def lowered(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         graph = run_passes(convert_model(model), IMPORT_PIPELINE)
-        outputs = run_graph_lowered(graph, feeds, use_interpreter)
+        outputs = run_graph_lowered(graph, feeds, use_interpreter, target, config)
         return [outputs[o.name] for o in model.graph.output]
 
     check_node(op_type, inputs, attrs, constants, num_outputs, opset, input_order, rtol, atol,

@@ -3,7 +3,8 @@
 A loop bound to `threadIdx.x` (or blockIdx.*, threadIdx.y/z) is not a loop on the GPU: its
 variable is the hardware index. The launch extent of an axis is the largest extent bound to it
 in the kernel; a loop with a smaller extent is guarded by `if (i < extent)`. Shared scratch is
-an addrspace(3) global, `Barrier` is `llvm.nvvm.barrier.cta.sync.aligned.all(0)`.
+an addrspace(3) global, `Barrier` is `llvm.nvvm.barrier.cta.sync.aligned.all(0)`, `WarpShuffle`
+is `llvm.nvvm.shfl.sync.bfly.{f32,i32}` over the full warp.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from tvmc.kernel import (
     IntImm,
     Kernel,
     KernelIRError,
+    Stmt,
+    WarpShuffle,
     kernel_str,
     validate,
 )
@@ -94,10 +97,11 @@ class NVPTXLowering(Lowering):
         self.vars[s.var] = index
         extent = s.extent.value  # type: ignore[attr-defined]
         if self.axes[s.kind] > extent:
-            if contains(s.body, Barrier):
+            if contains(s.body, Barrier) or contains(s.body, WarpShuffle):
                 raise KernelIRError(
                     f"{s.kind} loop {s.var.name} of extent {extent} under a launch of "
-                    f"{self.axes[s.kind]} needs a guard, and a barrier under a guard deadlocks"
+                    f"{self.axes[s.kind]} needs a guard, and a barrier under a guard deadlocks "
+                    "(a warp shuffle too)"
                 )
             with self.b.if_then(self.b.icmp_signed("<", index, ir.Constant(index.type, extent))):
                 self.stmt(s.body)
@@ -108,6 +112,23 @@ class NVPTXLowering(Lowering):
     def parallel_loop(self, s: For) -> None:
         """GPUs have no thread pool: parallel loops must be bound instead."""
         raise KernelIRError(f"loop {s.var.name} is parallel; bind it to blockIdx/threadIdx on GPUs")
+
+    def stmt(self, s: Stmt) -> None:
+        """Warp shuffles here; every other statement as on the CPU."""
+        if not isinstance(s, WarpShuffle):
+            super().stmt(s)
+            return
+        if self.axes.get("threadIdx.x", 1) % 32:
+            raise KernelIRError(
+                f"a warp shuffle needs blockDim.x a multiple of 32, not {self.axes['threadIdx.x']}"
+            )
+        kind = "f32" if s.buffer.dtype == "float32" else "i32"
+        t = mem_type(s.buffer.dtype)
+        fn = declare(self.module, f"llvm.nvvm.shfl.sync.bfly.{kind}", t, [I32, t, I32, I32])
+        full, mask, clamp = (ir.Constant(I32, v) for v in (-1, s.lane_mask, 31))
+        value = self.b.call(fn, [full, self.expr(s.value), mask, clamp])
+        ptr = self.element_ptr(s.buffer, self.flat_offset(s.buffer, s.indices))
+        self.b.store(value, ptr, align=s.buffer.itemsize)
 
     def barrier(self) -> None:
         """__syncthreads()."""

@@ -84,11 +84,13 @@ from tvmc.kernel.stmt import (
     SeqStmt,
     Stmt,
     Store,
+    WarpShuffle,
     if_then_else,
     let,
     loop,
     nest,
     seq,
+    shuffle_xor,
 )
 from tvmc.kernel.validate import validate
 
@@ -139,6 +141,7 @@ __all__ = [
     "Store",
     "Sub",
     "Var",
+    "WarpShuffle",
     "allocate",
     "as_expr",
     "broadcast",
@@ -172,6 +175,7 @@ __all__ = [
     "round_even",
     "select",
     "seq",
+    "shuffle_xor",
     "sigmoid",
     "sqrt",
     "stmt_lines",

@@ -3,9 +3,11 @@
 The kernel is translated once into Python source (see `python_source`) and executed. Semantics:
 every loop kind runs serially, except GPU thread loops that contain a Barrier, which run their
 threads in lockstep between barriers (each thread is a Python generator that yields at a
-barrier). Every load and store is bounds-checked; scratch buffers start as NaN (floats) or a
-sentinel (integers) so reading before writing shows up in results. Intrinsics are computed in
-float64 and rounded once, so the interpreter is at least as accurate as any backend.
+barrier). A WarpShuffle meets the same way: every thread posts its value, all yield, each reads
+its partner's post, all yield again. Every load and store is bounds-checked; scratch buffers
+start as NaN (floats) or a sentinel (integers) so reading before writing shows up in results.
+Intrinsics are computed in float64 and rounded once, so the interpreter is at least as accurate
+as any backend.
 """
 
 from __future__ import annotations

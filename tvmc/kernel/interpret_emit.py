@@ -50,6 +50,7 @@ from tvmc.kernel.stmt import (
     SeqStmt,
     Stmt,
     Store,
+    WarpShuffle,
 )
 from tvmc.kernel.transform import contains
 
@@ -65,6 +66,7 @@ class PythonEmitter:
         self.constants: dict[str, Any] = {}
         self.lines: list[str] = []
         self.function_name = f"kernel_{kernel.name}"
+        self.thread_vars: list[str] = []  # enclosing lockstep thread loops, innermost last
 
     def source(self) -> str:
         """The generated Python source (built once)."""
@@ -124,19 +126,32 @@ class PythonEmitter:
             self.emit(depth, "yield" if in_thread else "pass")
         elif isinstance(s, Evaluate):
             self.emit(depth, f"_ = {self.expr(s.value)}")
+        elif isinstance(s, WarpShuffle):
+            # every thread posts its value, all meet, each takes its partner's, all meet again
+            # (the second meeting keeps a fast thread from overwriting a post not yet read)
+            t = self.thread_vars[-1]
+            b, idx = self.name(s.buffer), self.indices(s.indices)
+            self.emit(depth, f"_xch_{t}[{t}] = {self.expr(s.value)}")
+            self.emit(depth, "yield")
+            self.emit(depth, f"_st({b}, {s.buffer.name!r}, {idx}, _xch_{t}[{t} ^ {s.lane_mask}])")
+            self.emit(depth, "yield")
         else:
             raise TypeError(f"unknown statement {type(s).__name__}")
 
     def loop(self, s: For, depth: int, in_thread: bool) -> None:
         v, extent = self.name(s.var), self.expr(s.extent)
-        if not (s.kind in GPU_KINDS and s.kind.startswith("threadIdx") and contains(s, Barrier)):
+        meets = contains(s, Barrier) or contains(s, WarpShuffle)
+        if not (s.kind in GPU_KINDS and s.kind.startswith("threadIdx") and meets):
             self.emit(depth, f"for {v} in range({extent}):")
             self.stmt(s.body, depth + 1, in_thread)
             return
         # Threads that meet at barriers: one generator per thread, advanced in lockstep.
         fn = f"_thread_{v}"
+        self.emit(depth, f"_xch_{v} = {{}}")  # the threads' posts for warp shuffles
         self.emit(depth, f"def {fn}({v}):")
+        self.thread_vars.append(v)
         self.stmt(s.body, depth + 1, in_thread=True)
+        self.thread_vars.pop()
         self.emit(depth + 1, "yield from ()")  # a generator even if no barrier is reached
         threads = f"_lockstep([{fn}({v}) for {v} in range({extent})])"
         self.emit(depth, f"yield from {threads}" if in_thread else f"_drain({threads})")

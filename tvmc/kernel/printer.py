@@ -38,6 +38,7 @@ from tvmc.kernel.stmt import (
     SeqStmt,
     Stmt,
     Store,
+    WarpShuffle,
 )
 
 _PREC = {Or: 1, And: 2, Add: 4, Sub: 4, Mul: 5, Div: 5, FloorDiv: 5, Mod: 5}
@@ -125,6 +126,9 @@ def stmt_lines(s: Stmt, indent: int = 0) -> list[str]:
         return [f"{pad}barrier()"]
     if isinstance(s, Evaluate):
         return [f"{pad}evaluate({expr_str(s.value)})"]
+    if isinstance(s, WarpShuffle):
+        index = ", ".join(expr_str(i) for i in s.indices)
+        return [f"{pad}{s.buffer.name}[{index}] = shuffle_xor({expr_str(s.value)}, {s.lane_mask})"]
     raise TypeError(f"unknown statement {type(s).__name__}")
 
 

@@ -88,6 +88,37 @@ class Barrier(Stmt):
 
 
 @dataclass(frozen=True)
+class WarpShuffle(Stmt):
+    """`buffer[indices] = value` of the thread whose lane is this one's XOR `lane_mask`.
+
+    CUDA's `__shfl_xor_sync(0xffffffff, value, lane_mask)`: a butterfly exchange inside a warp
+    of 32 threadIdx.x lanes (blockDim.x a multiple of 32). Every lane must execute it, so, like
+    a Barrier, it never sits under a thread guard. float32 and int32 values.
+    """
+
+    buffer: Buffer
+    indices: tuple[Expr, ...]
+    value: Expr
+    lane_mask: int
+
+    DTYPES: ClassVar[tuple[str, ...]] = ("float32", "int32")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "indices", tuple(as_expr(i) for i in self.indices))
+        object.__setattr__(self, "value", as_expr(self.value, self.buffer.dtype))
+        if not 1 <= self.lane_mask < 32:
+            raise KernelIRError(f"shuffle lane mask {self.lane_mask}: 1 to 31 (a warp of 32)")
+
+
+def shuffle_xor(
+    buffer: Buffer, index: ExprLike | tuple[ExprLike, ...], value: ExprLike, lane_mask: int
+) -> WarpShuffle:
+    """`buffer[index] = value` from lane (this lane ^ lane_mask) of the warp."""
+    items = index if isinstance(index, tuple) else (index,)
+    return WarpShuffle(buffer, tuple(as_expr(i, "int32") for i in items), value, lane_mask)
+
+
+@dataclass(frozen=True)
 class Evaluate(Stmt):
     """Evaluates an expression for its effect (none today; kept for intrinsics with effects)."""
 

@@ -41,6 +41,7 @@ from tvmc.kernel.stmt import (
     SeqStmt,
     Stmt,
     Store,
+    WarpShuffle,
 )
 
 
@@ -114,6 +115,15 @@ class _Checker:
             self.stmt(s.body, vars_, bufs | {b}, gpu)
         elif isinstance(s, Evaluate):
             self.expr(s.value, vars_, bufs)
+        elif isinstance(s, WarpShuffle):
+            lanes = self.access(s.buffer, s.indices, vars_, bufs)
+            value = self.expr(s.value, vars_, bufs)
+            if s.buffer.scope != "local" or lanes != 1 or value.lanes != 1:
+                raise self.fail("a shuffle stores one scalar into local scratch")
+            if value.dtype != s.buffer.dtype or value.dtype not in WarpShuffle.DTYPES:
+                raise self.fail(f"shuffles move {'/'.join(WarpShuffle.DTYPES)}, not {value.dtype}")
+            if "threadIdx.x" not in gpu:
+                raise self.fail("a shuffle runs inside a threadIdx.x loop")
         elif not isinstance(s, Barrier):
             raise self.fail(f"unknown statement {type(s).__name__}")
 

@@ -22,4 +22,9 @@ from tvmc.ops import (  # noqa: E402,F401  isort: skip
     tensor_kernels,
 )
 
+# GPU variants register after the CPU templates they sit beside.
+from tvmc.ops.gpu import conv as gpu_conv  # noqa: E402,F401  isort: skip
+from tvmc.ops.gpu import linalg as gpu_linalg  # noqa: E402,F401  isort: skip
+from tvmc.ops.gpu import pool as gpu_pool  # noqa: E402,F401  isort: skip
+
 __all__ = ["OPS", "OpDef", "evaluate_node", "get_op", "infer_node", "run_reference"]

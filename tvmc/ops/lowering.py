@@ -11,11 +11,19 @@ Two kinds of lowering, attached to the op's `OpDef`:
   each computed value before it is stored.
 
 Templates read their knobs from `ctx.config` (defaults when empty; tuning fills it later).
+
+Targets: `LoweringTarget.kind` is "cpu" or "cuda". Schedules dispatch on it (`schedule_injective`
+and the reduction schedule have a GPU form in tvmc.ops.gpu), and a template that builds its own
+loop nests registers a GPU variant beside the CPU one with `@template(name, ..., target="cuda")`.
+The OpDef's `template` and `space` then route by `ctx.target.kind` / the space's target, so the
+lowering and the tuner call them the same way for every target. A CUDA lowering emits only GPU
+loops (blockIdx/threadIdx) with serial or unrolled loops inside a thread.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +34,7 @@ import numpy as np
 from tvmc.graph import TensorType
 from tvmc.kernel import Buffer, Expr, IntImm, Kernel, Stmt, const, loop, seq
 from tvmc.kernel.transform import free_buffers
+from tvmc.ops.gpu.launch import grid_loop
 from tvmc.ops.registry import OPS, Attrs
 from tvmc.ops.space import ConfigSpace
 
@@ -162,20 +171,57 @@ def compute(name: str) -> Callable[[ComputeFn], ComputeFn]:
 
 
 def template(
-    name: str, epilogue: bool = False, space: SpaceFn | None = None
+    name: str, epilogue: bool = False, space: SpaceFn | None = None, target: str = "cpu"
 ) -> Callable[[TemplateFn], TemplateFn]:
     """Attach `fn(ctx, attrs, inputs, outputs, epilogue) -> [Kernel]` to op `name`.
 
     `epilogue=True` says the template applies the epilogue to its first output's values.
     `space(attrs, input_types, target) -> ConfigSpace` makes the op tunable: its knobs are what
-    the template reads from `ctx.config`.
+    the template reads from `ctx.config`. `target="cuda"` registers the GPU variant of an op
+    whose CPU template exists (same epilogue contract).
     """
 
     def wrap(fn: TemplateFn) -> TemplateFn:
-        _attach(name, template=fn, epilogue=epilogue, space=space)
+        if target == "cpu":
+            _attach(name, template=fn, epilogue=epilogue, space=space)
+        else:
+            _attach_variant(name, target, fn, epilogue, space)
         return fn
 
     return wrap
+
+
+TARGET_KINDS = ("cpu", "cuda")
+VARIANTS: dict[str, dict[str, tuple[TemplateFn, SpaceFn | None]]] = {}  # op -> kind -> variant
+
+
+def _attach_variant(
+    name: str, kind: str, fn: TemplateFn, epilogue: bool, space: SpaceFn | None
+) -> None:
+    """Route op `name`'s template and space by target kind; the CPU ones stay the fallback."""
+    if kind not in TARGET_KINDS:
+        raise AssertionError(f"unknown target kind {kind!r}; valid: {TARGET_KINDS}")
+    opdef = OPS[name]
+    if opdef.template is None or opdef.epilogue != epilogue:
+        raise AssertionError(f"op {name}: a {kind} variant needs a CPU template, same epilogue")
+    variants = VARIANTS.setdefault(name, {"cpu": (opdef.template, opdef.space)})
+    if kind in variants:
+        raise AssertionError(f"op {name} already has a {kind} template")
+    variants[kind] = (fn, space)
+    cpu_fn, cpu_space = variants["cpu"]
+
+    @functools.wraps(cpu_fn)
+    def routed(ctx: LowerContext, *args: Any) -> list[Kernel]:
+        return variants.get(ctx.target.kind, variants["cpu"])[0](ctx, *args)
+
+    def routed_space(attrs: Attrs, types: list[TensorType], target: LoweringTarget) -> ConfigSpace:
+        chosen = variants.get(target.kind, variants["cpu"])[1]
+        return chosen(attrs, types, target) if chosen is not None else ConfigSpace()
+
+    # an op untunable on the CPU stays so: a space, even an empty one, makes a tuning task
+    has_space = cpu_space is not None
+    OPS[name] = dataclasses.replace(opdef, template=routed,
+                                    space=routed_space if has_space else cpu_space)  # fmt: skip
 
 
 def _attach(name: str, **fields: Any) -> None:
@@ -195,7 +241,8 @@ def schedule_injective(
     """One kernel storing each `accessor` into its buffer over the (shared) output index space.
 
     `outputs` holds (buffer, rank, accessor); all have the same shape. The outer dimensions are
-    flattened into one loop (parallel when large), the innermost is vectorized with a tail.
+    flattened into one loop (parallel when large), the innermost is vectorized with a tail. On a
+    GPU every element is one thread (`grid_loop`).
     """
     buffer, rank, _ = outputs[0]
     shape = buffer.shape if rank else ()
@@ -226,6 +273,9 @@ def schedule_injective(
         rest = loop("it", tail, lambda it: body_at(o, full * lanes + it)) if tail else None
         return seq(main, rest)
 
+    if ctx.target.kind == "cuda":  # one thread per element; consecutive threads, adjacent ones
+        at = (lambda f: body_at(f // inner, f % inner)) if shape else (lambda f: body_at(f, f))
+        return make_kernel(ctx.name(name), grid_loop(total, at))
     kind = "parallel" if total >= PARALLEL_MIN_ELEMENTS and outer > 1 else "serial"
     body = loop("o", outer, inner_loops, kind=kind) if outer > 1 else inner_loops(const(0))
     return make_kernel(ctx.name(name), body)

@@ -428,6 +428,11 @@ def reduction_kernel(
     `result(idx, results)` stores one output (reduced axes at index 0 in `idx`);
     `element(idx, results)` runs for every element of the reduced region.
     """
+    if ctx.target.kind == "cuda":
+        # imported here: the GPU form builds on this module's Stage, identity and combine
+        from tvmc.ops.gpu.reduction import gpu_reduction_kernel
+
+        return gpu_reduction_kernel(ctx, name, shape, axes, stages, result, element)
     shape = tuple(shape)
     live = [a for a in range(len(shape)) if shape[a] > 1]
     last = live[-1] if live else len(shape) - 1

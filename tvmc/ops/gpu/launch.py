@@ -1,0 +1,83 @@
+"""Launch geometry shared by the GPU schedules: limits, one-thread-per-element grids, checks."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+
+from tvmc.kernel import GPU_KINDS, Allocate, Expr, For, IntImm, Kernel, Stmt, if_then_else, loop
+from tvmc.kernel.transform import walk
+
+MAX_THREADS = 1024  # threads per block on every CUDA GPU since sm_20
+MAX_SHARED_BYTES = 48 * 1024  # static shared memory per block
+MAX_BLOCKS = 1 << 20  # blocks per launch before grid_loop strides (the x limit is 2**31 - 1)
+DEFAULT_BLOCK = 256  # threads per block of elementwise kernels: full occupancy on sm_70+
+
+
+class GPUConfigError(ValueError):
+    """A config whose kernels cannot launch (too many threads, too much shared memory)."""
+
+
+def grid_loop(total: int, body: Callable[[Expr], Stmt], block: int = DEFAULT_BLOCK) -> Stmt:
+    """`body(i)` for i in [0, total): blockIdx.x x threadIdx.x, striding when the grid is full."""
+    threads = max(1, min(block, total))
+    blocks = math.ceil(total / threads)
+    rounds = math.ceil(blocks / MAX_BLOCKS)
+    blocks = math.ceil(blocks / rounds)
+    guarded = rounds * blocks * threads != total
+
+    def at(b: Expr, t: Expr, r: Expr | None) -> Stmt:
+        flat = b * threads + t if r is None else (r * blocks + b) * threads + t
+        return if_then_else(flat < total, body(flat)) if guarded else body(flat)
+
+    def thread(b: Expr, t: Expr) -> Stmt:
+        return loop("r", rounds, lambda r: at(b, t, r)) if rounds > 1 else at(b, t, None)
+
+    return loop(
+        "bx",
+        blocks,
+        lambda b: loop("tx", threads, lambda t: thread(b, t), kind="threadIdx.x"),
+        kind="blockIdx.x",
+    )
+
+
+def launch_shape(kernel: Kernel) -> tuple[int, int]:
+    """(threads per block, static shared bytes) of `kernel`, as the NVPTX codegen launches it."""
+    axes: dict[str, int] = {}
+    shared = 0
+    for node in walk(kernel.body):
+        if isinstance(node, For) and node.kind in GPU_KINDS and isinstance(node.extent, IntImm):
+            axes[node.kind] = max(axes.get(node.kind, 1), node.extent.value)
+        elif isinstance(node, Allocate) and node.buffer.scope == "shared":
+            shared += node.buffer.nbytes
+    threads = math.prod(axes.get(f"threadIdx.{d}", 1) for d in "xyz")
+    return threads, shared
+
+
+def check_gpu_config(kernels: Iterable[Kernel]) -> None:
+    """Raise GPUConfigError when a kernel breaks a launch limit or has a CPU-only loop."""
+    for kernel in kernels:
+        threads, shared = launch_shape(kernel)
+        if threads > MAX_THREADS:
+            raise GPUConfigError(
+                f"kernel {kernel.name}: {threads} threads per block (at most {MAX_THREADS})"
+            )
+        if shared > MAX_SHARED_BYTES:
+            raise GPUConfigError(
+                f"kernel {kernel.name}: {shared} bytes of shared memory (at most "
+                f"{MAX_SHARED_BYTES})"
+            )
+        for node in walk(kernel.body):
+            if isinstance(node, For) and node.kind in ("parallel", "vectorized"):
+                raise GPUConfigError(f"kernel {kernel.name}: {node.kind} loop on a GPU")
+            if (
+                isinstance(node, For)
+                and node.kind in GPU_KINDS
+                and not isinstance(node.extent, IntImm)
+            ):
+                raise GPUConfigError(f"kernel {kernel.name}: {node.kind} needs a constant extent")
+
+
+def pow2_at_least(n: int) -> int:
+    """The smallest power of two >= n (n >= 1)."""
+    return 1 << max(0, (n - 1).bit_length())

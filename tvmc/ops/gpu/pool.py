@@ -1,0 +1,146 @@
+"""GPU templates for MaxPool, AveragePool (1D/2D/3D, pads, strides, dilations, ceil_mode) and LRN.
+
+One thread per output: the window's taps (unrolled when small) fold into a register, skipping
+taps in the padding; AveragePool counts the taps its divisor includes as it goes (padding cells
+with count_include_pad, never the ceil-mode overhang), as the reference defines it. LRN sums
+the squares of its channel window the same way. Knob: `block`, threads per block (read, not
+offered for tuning: their CPU templates have no space, and a space makes a tuning task).
+"""
+
+from __future__ import annotations
+
+from tvmc.kernel import Buffer, Expr, Kernel, Stmt, allocate, const, if_then_else, loop, seq
+from tvmc.ops.gpu.conv import _block, _window
+from tvmc.ops.gpu.launch import grid_loop
+from tvmc.ops.lowering import Epilogue, LowerContext, TensorRef, make_kernel, template
+from tvmc.ops.microkernel import finalize, unflatten
+from tvmc.ops.pool_kernels import _inverse_power
+from tvmc.ops.reduce_schedule import accumulator_dtype, combine, identity
+from tvmc.ops.registry import Attrs
+
+
+def _all(tests: list[Expr]) -> Expr | None:
+    cond: Expr | None = None
+    for t in tests:
+        cond = t if cond is None else cond & t
+    return cond
+
+
+def _pool_gpu(op: str) -> None:
+    kind = "max" if op == "MaxPool" else "sum"
+
+    def lower(
+        ctx: LowerContext,
+        attrs: Attrs,
+        inputs: list[TensorRef],
+        outputs: list[Buffer],
+        epilogue: Epilogue | None,
+    ) -> list[Kernel]:
+        x, out = inputs[0], outputs[0]
+        kernel, strides = tuple(attrs["kernel_shape"]), tuple(attrs["strides"])
+        dilations, pads = tuple(attrs["dilations"]), tuple(attrs["pads"])
+        spatial, size = len(kernel), tuple(x.shape[2:])
+        begin, end = pads[:spatial], pads[spatial:]
+        include = bool(attrs.get("count_include_pad", 0))
+        acc_t = accumulator_dtype(x.dtype, kind == "sum")
+        if kind == "sum" and not acc_t.startswith("float"):
+            acc_t = "float64"
+
+        def output(flat: Expr) -> Stmt:
+            n, c, *o = unflatten(flat, out.shape)
+
+            def body(acc: Buffer, cnt: Buffer) -> Stmt:
+                def tap(*t: Expr) -> Stmt:
+                    pos = [
+                        o[d] * strides[d] - begin[d] + t[d] * dilations[d] for d in range(spatial)
+                    ]
+                    reach = [
+                        (out.shape[2 + d] - 1) * strides[d]
+                        - begin[d]
+                        + (kernel[d] - 1) * dilations[d]
+                        for d in range(spatial)
+                    ]
+                    inside = _all(
+                        [p >= 0 for d, p in enumerate(pos) if begin[d] > 0]
+                        + [p < size[d] for d, p in enumerate(pos) if reach[d] >= size[d]]
+                    )
+                    v = x.read((n, c, *pos)).astype(acc_t)
+                    st = acc.store(0, combine(kind, acc[0], v))
+                    counted = inside
+                    if include:  # padding cells count, the ceil-mode overhang does not
+                        counted = _all(
+                            [
+                                p < size[d] + end[d]
+                                for d, p in enumerate(pos)
+                                if reach[d] >= size[d] + end[d]
+                            ]
+                        )
+                    if kind == "sum":
+                        one = cnt.store(0, cnt[0] + const(1.0, acc_t))
+                        count = if_then_else(counted, one) if counted is not None else one
+                        st = seq(st, count) if counted is inside else st
+                        extra = None if counted is inside else count
+                    else:
+                        extra = None
+                    guarded = if_then_else(inside, st) if inside is not None else st
+                    return seq(guarded, extra)
+
+                value = acc[0] if kind == "max" else acc[0] / cnt[0]
+                return seq(
+                    acc.store(0, identity(kind, acc_t)),
+                    cnt.store(0, const(0.0, acc_t)),
+                    _window(kernel, tap),
+                    finalize(value, (n, c, *o), out, epilogue),
+                )
+
+            return allocate(
+                "acc", (1,), lambda a: allocate("cnt", (1,), lambda k: body(a, k), acc_t), acc_t
+            )
+
+        return [make_kernel(ctx.name(op.lower()), grid_loop(out.size, output, _block(ctx)))]
+
+    lower.__doc__ = f"{op}: one thread per output folding its window."
+    template(op, epilogue=True, target="cuda")(lower)
+
+
+_pool_gpu("MaxPool")
+_pool_gpu("AveragePool")
+
+
+@template("LRN", epilogue=True, target="cuda")
+def lrn_gpu(
+    ctx: LowerContext,
+    attrs: Attrs,
+    inputs: list[TensorRef],
+    outputs: list[Buffer],
+    epilogue: Epilogue | None,
+) -> list[Kernel]:
+    """One thread per output: the squares of its channel window, then the scaling."""
+    x, out = inputs[0], outputs[0]
+    size = int(attrs["size"])
+    before = (size - 1) // 2
+    acc_t = accumulator_dtype(x.dtype)
+    channels = x.shape[1]
+    alpha = float(attrs["alpha"]) / size
+
+    def output(flat: Expr) -> Stmt:
+        idx = unflatten(flat, out.shape)
+        c = idx[1]
+
+        def body(sq: Buffer) -> Stmt:
+            def add(j: Expr) -> Stmt:
+                ch = c - before + j
+                v = x.read((idx[0], ch, *idx[2:])).astype(acc_t)
+                return if_then_else((ch >= 0) & (ch < channels), sq.store(0, sq[0] + v * v))
+
+            scale = const(float(attrs["bias"]), acc_t) + sq[0] * alpha
+            y = x.read(idx).astype(acc_t) * _inverse_power(scale, float(attrs["beta"]))
+            return seq(
+                sq.store(0, const(0.0, acc_t)),
+                loop("j", size, add, kind="unrolled"),
+                finalize(y, idx, out, epilogue),
+            )
+
+        return allocate("sq", (1,), body, acc_t)
+
+    return [make_kernel(ctx.name("lrn"), grid_loop(out.size, output, _block(ctx)))]
