@@ -86,7 +86,7 @@ class MeasureOptions:
 
 
 class Measurer(Protocol):
-    """Measures configs; `LocalMeasurer` here, a Dask-backed one later."""
+    """Measures configs: `LocalMeasurer` here, `dask_engine.DaskMeasurer` on a Dask cluster."""
 
     def measure(self, inputs: list[MeasureInput]) -> list[MeasureResult]: ...
 
@@ -279,12 +279,9 @@ class LocalMeasurer:
     """Builds in `n_parallel` worker processes, runs one at a time in another (this machine)."""
 
     def __init__(self, options: MeasureOptions | None = None, target: str = "llvm") -> None:
-        if not CPUTarget.parse(target).is_native:
-            raise UsageError(f"cannot measure code for {target!r} on this machine")
-        options = options or MeasureOptions()
+        self._build_fn, self._run_fn, options, preload = _measure_functions(target, options)
         self.options = options
         self.target = target
-        preload = ("tvmc.autotune.measure",)
         count = options.n_parallel or _physical_cores()
         self._builders = [Worker(preload) for _ in range(max(1, count))]
         self._runner = Worker(preload)
@@ -297,8 +294,8 @@ class LocalMeasurer:
         if self._runner.stale:
             self._runner.start()  # imports while the builds run
         threads = num_threads()  # this process's setting (set_num_threads) holds in the workers
-        jobs: list[Job] = [(build, (inp, opts.check_correctness, threads), _imports(inp.task))
-                           for inp in inputs]  # fmt: skip
+        jobs: list[Job] = [(self._build_fn, (inp, opts.check_correctness, threads),
+                            _imports(inp.task)) for inp in inputs]  # fmt: skip
         built = run_parallel(self._builders, jobs, opts.build_timeout)
         return [self._run(b) for b in built]
 
@@ -310,13 +307,25 @@ class LocalMeasurer:
         built: BuildResult = outcome.value
         if built.error_no:
             return _failed(built.error_no, built.seconds, built.error_msg)
-        ran = self._runner.call((run, (built, self.options), ()), self.options.timeout)
+        ran = self._runner.call((self._run_fn, (built, self.options), ()), self.options.timeout)
         spent = outcome.seconds + ran.seconds
         if ran.status == "ok":
             result: MeasureResult = ran.value
             result.all_cost = spent
             return result
         return _failed(7 if ran.status == "timeout" else 4, spent, ran.message)
+
+    def check_device(self) -> None:
+        """Fail now, with the reason, when the runner cannot run this target's code (a CUDA
+        target without a usable GPU), rather than recording that error for every config."""
+        if self.target.split()[:1] != ["cuda"]:
+            return  # a CPU target was checked to be native in __init__
+        from tvmc.autotune.measure_cuda import gpu_problem
+
+        probe = self._runner.call((gpu_problem, (), ()), self.options.timeout + 60)
+        problem = probe.value if probe.status == "ok" else probe.message
+        if problem:
+            raise UsageError(f"cannot measure {self.target!r} configs here: {problem}")
 
     def close(self) -> None:
         """Stop every worker process."""
@@ -328,6 +337,23 @@ class LocalMeasurer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _measure_functions(
+    target: str, options: MeasureOptions | None
+) -> tuple[Any, Any, MeasureOptions, tuple[str, ...]]:
+    """(build, run, options, worker preloads) for a target: the CPU's, or the GPU's."""
+    options = options or MeasureOptions()
+    if target.split()[:1] == ["cuda"]:  # PTX built in workers, run on this GPU by the runner
+        from tvmc.autotune import measure_cuda  # imports this module: loaded on demand
+
+        measure_cuda.CUDATarget.parse(target)  # a bad arch fails now, not in every build
+        preload = ("tvmc.autotune.measure", "tvmc.autotune.measure_cuda")
+        return (measure_cuda.build_cuda, measure_cuda.run_cuda,
+                measure_cuda.cuda_options(options), preload)  # fmt: skip
+    if not CPUTarget.parse(target).is_native:
+        raise UsageError(f"cannot measure code for {target!r} on this machine")
+    return build, run, options, ("tvmc.autotune.measure",)
 
 
 def _failed(error_no: int, seconds: float, message: str) -> MeasureResult:

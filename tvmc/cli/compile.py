@@ -65,7 +65,8 @@ def size(nbytes: int | None) -> str:
     show_default=True,
     metavar="TARGET",
     help="Target string: 'llvm' (this CPU), 'llvm -mcpu=skylake-avx512', "
-    "'llvm -mtriple=aarch64-linux-gnu -mattr=+neon'.",
+    "'llvm -mtriple=aarch64-linux-gnu -mattr=+neon', 'cuda' (this GPU, else sm_90), "
+    "'cuda -arch=sm_90'.",
 )
 @click.option("--target-llvm-mcpu", metavar="CPU", help="LLVM CPU name (default: this CPU).")
 @click.option("--target-llvm-mattr", metavar="ATTRS", help="LLVM features, e.g. '+avx2,-avx512f'.")
@@ -98,7 +99,7 @@ def size(nbytes: int | None) -> str:
     type=ChoiceList(DUMP_FORMATS),
     multiple=True,
     help="Also write code as text to OUTPUT.FMT (repeatable, or comma-separated): kernel "
-    "(kernel IR), ll (LLVM IR), asm (assembly), graph (the optimized graph).",
+    "(kernel IR), ll (LLVM IR), asm (assembly), ptx (cuda targets), graph (the optimized graph).",
 )
 @format_option
 def compile_command(
@@ -141,9 +142,13 @@ def compile_command(
     seconds = summary["compile_seconds"]
     stages = ", ".join(f"{stage} {t:.2f}" for stage, t in seconds.items())
     code = "mod.so + mod.o" if summary["shared_library"] else "mod.o (no linker: loads via LLVM)"
+    resolved = f"{summary['triple']}, cpu {summary['cpu']}"
+    if summary["device"] == "cuda":
+        code = "mod.ptx (the driver compiles it for the GPU when loading)"
+        resolved = f"PTX for {summary['cpu']}, runs with --device cuda"
     lines = [
         f"compiled {model_file} -> {summary['package']}",
-        f"  target  {summary['target']} ({summary['triple']}, cpu {summary['cpu']})",
+        f"  target  {summary['target']} ({resolved})",
         f"  code    {summary['kernels']} kernels, {summary['calls']} calls for "
         f"{summary['nodes']} nodes; {code}",
         f"  memory  workspace {size(summary['workspace_bytes'])} "

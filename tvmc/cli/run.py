@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from tvmc.cli.common import err, format_option, out, print_json, wants_json
+from tvmc.cli.common import SuggestChoice, err, format_option, out, print_json, wants_json
 from tvmc.cli.completion import FileWithExt
 from tvmc.driver import DEVICES, FILL_MODES, TVMCResult, run
 
@@ -14,7 +14,7 @@ from tvmc.driver import DEVICES, FILL_MODES, TVMCResult, run
 @click.argument("package_file", type=FileWithExt((".tar",), dir_okay=True))
 @click.option(
     "--device",
-    type=click.Choice(DEVICES),
+    type=SuggestChoice(DEVICES),
     default="cpu",
     show_default=True,
     help="Where to run the package.",
@@ -33,7 +33,7 @@ from tvmc.driver import DEVICES, FILL_MODES, TVMCResult, run
 )
 @click.option(
     "--fill-mode",
-    type=click.Choice(FILL_MODES),
+    type=SuggestChoice(FILL_MODES),
     default="random",
     show_default=True,
     help="Fill for inputs not given: seeded random (normal floats, 0/1 integers), zeros, ones.",
@@ -68,6 +68,12 @@ from tvmc.driver import DEVICES, FILL_MODES, TVMCResult, run
 )
 @click.option("--profile", is_flag=True, help="Time each kernel call and print a table of them.")
 @click.option(
+    "--end-to-end",
+    is_flag=True,
+    help="With --device cuda, time copying inputs in and outputs out too (on the CPU nothing is "
+    "copied: no change).",
+)
+@click.option(
     "--num-threads",
     type=click.IntRange(min=1),
     metavar="N",
@@ -86,6 +92,7 @@ def run_command(
     number: int,
     min_repeat_ms: float,
     profile: bool,
+    end_to_end: bool,
     num_threads: int | None,
     output_format: str,
     json_flag: bool,
@@ -102,6 +109,7 @@ def run_command(
         min_repeat_ms=min_repeat_ms,
         profile=profile,
         num_threads=num_threads,
+        end_to_end=end_to_end,
     )
     if outputs:
         result.save(outputs)

@@ -3,9 +3,11 @@
 In: `tvmc.kernel.Kernel`s (imports tvmc.kernel, tvmc.config, tvmc.errors, llvmlite, numpy).
 Out: `emit_cpu` / `CPUModule` -> `CPUArtifact` (LLVM IR, asm, object bytes); `load_shared` /
 `load_jit` -> `LoadedModule` (ctypes functions, libgomp threads); `emit_ptx` -> `PTXArtifact`
-(PTX text and launch dimensions per kernel).
+(PTX text and launch dimensions per kernel); `emit_cuda_program` -> `CUDAArtifact` (a whole
+Program's PTX and its launch list) for a `CUDATarget` (`cuda -arch=sm_XX`).
 """
 
+from tvmc.codegen.cuda_program import CUDAArtifact, Launch, emit_cuda_program
 from tvmc.codegen.llvm_cpu import (
     NUM_THREADS_SYMBOL,
     CodegenOptions,
@@ -23,7 +25,7 @@ from tvmc.codegen.loader import (
     load_shared,
 )
 from tvmc.codegen.nvptx import LaunchDims, PTXArtifact, emit_ptx
-from tvmc.codegen.target import CPUTarget
+from tvmc.codegen.target import CPUTarget, CUDATarget
 from tvmc.codegen.threads import num_threads, physical_cores, set_num_threads
 
 __all__ = [
@@ -31,12 +33,16 @@ __all__ = [
     "CPUArtifact",
     "CPUModule",
     "CPUTarget",
+    "CUDAArtifact",
+    "CUDATarget",
     "CodegenOptions",
     "KernelSignature",
+    "Launch",
     "LaunchDims",
     "LoadedModule",
     "PTXArtifact",
     "emit_cpu",
+    "emit_cuda_program",
     "emit_ptx",
     "link_shared",
     "load_jit",

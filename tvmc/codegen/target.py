@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 
-from tvmc.errors import UsageError
+from tvmc.errors import UsageError, did_you_mean, suggest
 
 _LLVM_OPTIONS = ("-mtriple", "-mcpu", "-mattr")
 
@@ -81,9 +81,12 @@ class CPUTarget:
         options: dict[str, str] = {}
         for word in words[1:]:
             key, _, value = word.partition("=")
-            if key not in _LLVM_OPTIONS or not value:
-                valid = ", ".join(f"{o}=..." for o in _LLVM_OPTIONS)
-                raise UsageError(f"unknown llvm target option {word!r}; valid: {valid}")
+            if key in _LLVM_OPTIONS and not value:
+                raise UsageError(f"llvm target option {key} needs a value: {key}=VALUE")
+            if key not in _LLVM_OPTIONS:
+                valid = ", ".join(f"{o}=VALUE" for o in _LLVM_OPTIONS)
+                raise UsageError(f"unknown llvm target option {word!r}; valid: {valid}."
+                                 + did_you_mean(key, _LLVM_OPTIONS))  # fmt: skip
             options[key[1:]] = value
         return cls.from_options(**options)
 
@@ -142,8 +145,8 @@ _AVX2_CPUS = frozenset(
 )
 
 
-def _check_known(triple: str, cpu: str, features: str) -> None:
-    """UsageError for a CPU or feature LLVM does not know (it would only warn, then miscompile)."""
+def _llvm_report(triple: str, cpu: str, features: str) -> str:
+    """What LLVM prints on the C stderr while making a target machine (it only warns there)."""
     with tempfile.TemporaryFile() as captured:
         saved = os.dup(2)
         os.dup2(captured.fileno(), 2)  # LLVM reports on the C stderr, not Python's
@@ -153,13 +156,109 @@ def _check_known(triple: str, cpu: str, features: str) -> None:
             os.dup2(saved, 2)
             os.close(saved)
         captured.seek(0)
-        report = captured.read().decode(errors="replace")
+        return captured.read().decode(errors="replace")
+
+
+@functools.cache
+def llvm_names(triple: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The CPU names and feature names LLVM knows for `triple` (its -mcpu=help listing)."""
+    cpus: list[str] = []
+    features: list[str] = []
+    section = None
+    for line in _llvm_report(triple, "help", "").splitlines():
+        if line.startswith("Available CPUs"):
+            section = cpus
+        elif line.startswith("Available features"):
+            section = features
+        elif section is not None and line.startswith("  ") and " - " in line:
+            section.append(line.split()[0])
+        elif not line.strip() and section is features and features:
+            section = None  # the usage text after the lists
+    return tuple(cpus), tuple(features)
+
+
+def _check_known(triple: str, cpu: str, features: str) -> None:
+    """UsageError for a CPU or feature LLVM does not know (it would only warn, then miscompile)."""
+    report = _llvm_report(triple, cpu, features)
     if "not a recognized processor" in report:
+        hint = did_you_mean(cpu, llvm_names(triple)[0])
         raise UsageError(
-            f"unknown CPU {cpu!r} for {triple} (-mcpu); LLVM knows names such as "
-            "x86-64-v3, skylake-avx512, znver4, neoverse-n1, cortex-a72"
+            f"unknown CPU {cpu!r} for {triple} (-mcpu).{hint or ' LLVM knows names such as'}"
+            + ("" if hint else " x86-64-v3, skylake-avx512, znver4, neoverse-n1, cortex-a72")
         )
     unknown = sorted({line.split("'")[1] for line in report.splitlines()
                       if "not a recognized feature" in line and "'" in line})  # fmt: skip
     if unknown:
-        raise UsageError(f"unknown CPU feature(s) {', '.join(unknown)} for {triple} (-mattr)")
+        known = llvm_names(triple)[1]
+        hints = [f"{name[0]}{suggest(name[1:], known)}" for name in unknown
+                 if name[:1] in "+-" and suggest(name[1:], known)]  # fmt: skip
+        hint = f" Did you mean {', '.join(map(repr, hints))}?" if hints else ""
+        raise UsageError(
+            f"unknown CPU feature(s) {', '.join(unknown)} for {triple} (-mattr).{hint}"
+        )
+
+
+# ---- CUDA ----------------------------------------------------------------------------------------
+NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
+DEFAULT_CUDA_ARCH = "sm_90"  # `cuda` alone, where no GPU is found to ask (docs/cuda.md)
+BASE_PTX_VERSION = "ptx86"  # PTX ISA 8.6 (CUDA 12.8 drivers); newer archs need newer ISAs
+# Every arch NVPTX (LLVM 22) emits code for, with the PTX ISA it needs beyond the base one:
+# an arch LLVM refuses is a fatal LLVM error, so only these reach the code generator.
+_ARCH_PTX = {"sm_103": "ptx88", "sm_110": "ptx90", "sm_120": "ptx87", "sm_121": "ptx88"}
+CUDA_ARCHS = tuple(
+    "sm_50 sm_52 sm_53 sm_60 sm_61 sm_62 sm_70 sm_72 sm_75 sm_80 sm_86 sm_87 sm_89 sm_90 "
+    "sm_90a sm_100 sm_100a sm_101 sm_103 sm_110 sm_120 sm_121".split()
+)
+_CUDA_OPTIONS = ("-arch",)
+
+
+@dataclass(frozen=True)
+class CUDATarget:
+    """An NVIDIA GPU architecture (`cuda -arch=sm_90`): PTX for it JIT-compiles on that GPU."""
+
+    arch: str = DEFAULT_CUDA_ARCH
+
+    def __post_init__(self) -> None:
+        if self.arch not in CUDA_ARCHS:
+            raise UsageError(
+                f"unknown CUDA architecture {self.arch!r} (-arch); valid: sm_XX with XX the "
+                f"compute capability, one of {', '.join(CUDA_ARCHS)}"
+            )
+
+    @classmethod
+    def parse(cls, target: str, default_arch: str | None = None) -> CUDATarget:
+        """`cuda` or `cuda -arch=sm_XX`; without -arch: `default_arch`, else DEFAULT_CUDA_ARCH."""
+        words = shlex.split(target)
+        if not words or words[0] != "cuda":
+            raise UsageError(f"a CUDA target starts with 'cuda', got {target!r}")
+        arch = None
+        for word in words[1:]:
+            key, _, value = word.partition("=")
+            if key not in _CUDA_OPTIONS or not value:
+                raise UsageError(
+                    f"unknown cuda target option {word!r}; valid: -arch=sm_XX "
+                    "(e.g. 'cuda -arch=sm_90')"
+                )
+            arch = value
+        return cls(arch or default_arch or DEFAULT_CUDA_ARCH)
+
+    @classmethod
+    def for_capability(cls, major: int, minor: int) -> CUDATarget:
+        """The newest arch a GPU of compute capability major.minor runs (PTX JITs forward)."""
+        plain = [a for a in CUDA_ARCHS if not a.endswith("a")]
+        fits = [a for a in plain if cls(a).compute_capability <= (major, minor)]
+        return cls(fits[-1] if fits else plain[0])
+
+    @property
+    def ptx_version(self) -> str:
+        """The PTX ISA the code declares (`ptx86`: `.version 8.6`)."""
+        return _ARCH_PTX.get(self.arch.rstrip("a"), BASE_PTX_VERSION)
+
+    @property
+    def compute_capability(self) -> tuple[int, int]:
+        """(major, minor): sm_90 -> (9, 0), sm_120 -> (12, 0)."""
+        digits = self.arch[3:].rstrip("a")
+        return int(digits[:-1]), int(digits[-1])
+
+    def __str__(self) -> str:
+        return f"cuda -arch={self.arch}"

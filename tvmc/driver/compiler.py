@@ -9,9 +9,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from tvmc.autotune import best_records, extract_tasks, read_records
+from tvmc.autotune import best_records, extract_tasks
 from tvmc.codegen import CodegenOptions, CPUArtifact, CPUTarget, num_threads
+from tvmc.codegen.cuda_program import CUDAArtifact, emit_cuda_program
 from tvmc.codegen.program import emit_program
+from tvmc.codegen.target import CUDATarget
+from tvmc.driver.records import check_target_kind, load_records
 from tvmc.errors import UsageError, did_you_mean
 from tvmc.graph import Graph, graph_from_json, graph_to_json
 from tvmc.lower import LoweredModel, lower_graph
@@ -19,10 +22,11 @@ from tvmc.lower.lower import node_flops
 from tvmc.ops import infer_node
 from tvmc.ops.lowering import LoweringTarget
 from tvmc.passes import ALL_PASSES, OPTIMIZE_PIPELINE, run_passes
+from tvmc.runtime.cuda_driver import present_arch
 
 logger = logging.getLogger("tvmc")
 
-TARGET_KINDS = ("llvm",)  # "cuda" arrives with the CUDA backend
+TARGET_KINDS = ("llvm", "cuda")
 LOWERING_PASSES = ("fuse",)  # named steps of lowering that --disabled-pass may name too
 
 
@@ -65,28 +69,42 @@ class BuildResult:
 
     graph: Graph
     lowered: LoweredModel
-    artifact: CPUArtifact
-    target: CPUTarget
+    artifact: CPUArtifact | CUDAArtifact
+    target: CPUTarget | CUDATarget
     seconds: dict[str, float] = field(default_factory=dict)
     tuning: AppliedTuning | None = None  # set when compiled with tuning records
 
 
-def parse_target(options: CompileOptions) -> CPUTarget:
-    """The CPU target from `--target` and the `--target-llvm-*` refinements."""
+def parse_target(options: CompileOptions) -> CPUTarget | CUDATarget:
+    """The target from `--target` (and for llvm the `--target-llvm-*` refinements).
+
+    `cuda` without `-arch` is the present GPU's arch, else DEFAULT_CUDA_ARCH (sm_90).
+    """
     words = options.target.split()
     kind = words[0] if words else ""
     if kind not in TARGET_KINDS:
         hint = did_you_mean(kind, TARGET_KINDS)
-        extra = " (the CUDA backend is not built yet)" if kind == "cuda" else ""
-        raise UsageError(f"unknown target {kind!r}{extra}; valid: {', '.join(TARGET_KINDS)}.{hint}")
+        raise UsageError(
+            f"unknown target {kind!r}; valid: 'llvm', 'llvm -mcpu=CPU', 'cuda', "
+            f"'cuda -arch=sm_XX'.{hint}"
+        )
+    if kind == "cuda":
+        given = [f"--target-llvm-{k}" for k in ("mcpu", "mattr", "mtriple")
+                 if getattr(options, k)]  # fmt: skip
+        if given:
+            raise UsageError(f"{', '.join(given)} refine llvm targets, not {options.target!r}")
+        has_arch = any(w.startswith("-arch") for w in words[1:])
+        return CUDATarget.parse(options.target, None if has_arch else present_arch())
     flags = {"-mtriple": options.mtriple, "-mcpu": options.mcpu, "-mattr": options.mattr}
     words += [f"{key}={value}" for key, value in flags.items() if value]  # flags refine the string
     target = CPUTarget.parse(" ".join(shlex.quote(w) for w in words))
     return target
 
 
-def optimize(graph: Graph, options: CompileOptions) -> tuple[Graph, CPUTarget, LoweringTarget]:
-    """A copy of `graph` through the optimizing passes, the CPU target and what templates see."""
+def optimize(
+    graph: Graph, options: CompileOptions
+) -> tuple[Graph, CPUTarget | CUDATarget, LoweringTarget]:
+    """A copy of `graph` through the optimizing passes, the target and what templates see."""
     known = set(ALL_PASSES) | set(LOWERING_PASSES)
     for name in options.disabled_passes:
         if name not in known:
@@ -97,6 +115,8 @@ def optimize(graph: Graph, options: CompileOptions) -> tuple[Graph, CPUTarget, L
     target = parse_target(options)
     graph = run_passes(_copy(graph), OPTIMIZE_PIPELINE, options.disabled_passes)
     graph.verify(infer_node)
+    if isinstance(target, CUDATarget):
+        return graph, target, LoweringTarget(kind="cuda")
     return graph, target, LoweringTarget("cpu", target.vector_bits, num_threads())
 
 
@@ -120,8 +140,12 @@ def build(graph: Graph, options: CompileOptions) -> BuildResult:
     seconds["lower"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    codegen = CodegenOptions(opt_level=max(options.opt_level, 1))
-    artifact = emit_program(lowered.program, target, codegen, jobs=options.codegen_jobs)
+    artifact: CPUArtifact | CUDAArtifact
+    if isinstance(target, CUDATarget):
+        artifact = emit_cuda_program(lowered.program, target)
+    else:
+        codegen = CodegenOptions(opt_level=max(options.opt_level, 1))
+        artifact = emit_program(lowered.program, target, codegen, jobs=options.codegen_jobs)
     seconds["codegen"] = time.perf_counter() - start
     logger.info("compiled %d kernels in %s", len(lowered.program.kernels),
                 ", ".join(f"{k} {v:.2f} s" for k, v in seconds.items()))  # fmt: skip
@@ -135,7 +159,9 @@ def apply_records(
     path = os.fspath(path)
     tasks = {t.workload: t for t in extract_tasks(graph, target, lowering_target, node_flops)}
     usable, stale = [], set()
-    for record in read_records(path):  # a missing file is an error
+    records = load_records(path)  # a missing file, or one without a record, is an error
+    check_target_kind(records, target, path)
+    for record in records:
         task = tasks.get(record.workload)
         if task is None:
             continue

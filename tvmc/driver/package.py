@@ -12,16 +12,20 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tvmc import __version__
+from tvmc.codegen.cuda_program import CUDAArtifact
+from tvmc.codegen.target import NVPTX_TRIPLE, CPUTarget, CUDATarget
 from tvmc.driver.compiler import TARGET_KINDS, BuildResult, CompileOptions, build
 from tvmc.driver.model import TVMCModel, load
 from tvmc.errors import UsageError, did_you_mean
 from tvmc.graph import TensorType
 from tvmc.runtime import Executor, ProgramInfo
+from tvmc.runtime.cuda import CUDAExecutor
 from tvmc.runtime.package import (
     PACKAGE_FORMAT,
     PACKAGE_FORMAT_VERSION,
     PackageContents,
     link_shared_library,
+    load_cuda,
     load_module,
     read_package,
     write_package,
@@ -32,7 +36,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("tvmc")
 
-DUMP_FORMATS = ("kernel", "ll", "asm", "graph")  # --dump-code: kernel IR, LLVM IR, assembly, graph
+# --dump-code: kernel IR, LLVM IR, assembly (for cuda: the PTX), PTX (cuda only), the graph
+DUMP_FORMATS = ("kernel", "ll", "asm", "ptx", "graph")
 DEFAULT_PACKAGE = "module.tar"  # TVMC's default output name
 
 
@@ -44,7 +49,7 @@ class TVMCPackage:
         self.use_shared_library = use_shared_library  # False: load mod.o without a linker
         self.dumps: dict[str, str] = {}  # --dump-code files written by compile_model
         self._contents = read_package(self.package_path)
-        self._executor: Executor | None = None
+        self._executor: Executor | CUDAExecutor | None = None
 
     @classmethod
     def _written(cls, path: str, contents: PackageContents) -> TVMCPackage:
@@ -70,16 +75,27 @@ class TVMCPackage:
         return _types(self.metadata["outputs"])
 
     @property
+    def device(self) -> str:
+        """Where the package's code runs: "cpu" or "cuda"."""
+        return self._contents.device
+
+    @property
     def program(self) -> ProgramInfo:
         """The entry function's plan (mod.json)."""
         return self._contents.program
 
-    def executor(self) -> Executor:
-        """The loaded code with its params bound (loaded on first use, then reused)."""
+    def executor(self) -> Executor | CUDAExecutor:
+        """The loaded code with its params bound (loaded on first use, then reused).
+
+        A CUDA package loads on the GPU: device memory, kernels and the CUDA graph, once.
+        """
         if self._executor is None:
             contents = self._contents
-            module = load_module(self.package_path, contents, self.use_shared_library)
-            self._executor = Executor(module, contents.program, contents.params)
+            if contents.device == "cuda":
+                self._executor = load_cuda(self.package_path, contents)
+            else:
+                module = load_module(self.package_path, contents, self.use_shared_library)
+                self._executor = Executor(module, contents.program, contents.params)
         return self._executor
 
     def run(self, **options: Any) -> TVMCResult:
@@ -93,6 +109,7 @@ class TVMCPackage:
         meta = self.metadata
         return {
             "package": self.package_path,
+            "device": self.device,
             "target": meta["target"],
             "triple": meta["triple"],
             "cpu": meta["cpu"],
@@ -155,6 +172,8 @@ def compile_model(
             valid = ", ".join(DUMP_FORMATS)
             hint = did_you_mean(fmt, DUMP_FORMATS)
             raise UsageError(f"unknown --dump-code format {fmt!r}; valid: {valid}.{hint}")
+    if "ptx" in dumps and target.split()[:1] != ["cuda"]:
+        raise UsageError("--dump-code ptx needs a cuda target; for llvm targets dump asm")
     seconds: dict[str, float] = {}
     if not isinstance(model, TVMCModel):
         start = time.perf_counter()
@@ -180,7 +199,8 @@ def compile_model(
 
     start = time.perf_counter()
     library = None
-    if result.target.is_native:  # the system linker makes code for this machine only
+    # the system linker makes code for this machine's CPU only
+    if isinstance(result.target, CPUTarget) and result.target.is_native:
         library = link_shared_library(result.artifact.object_code, result.artifact.uses_threads)
     seconds["link"] = time.perf_counter() - start
 
@@ -216,6 +236,17 @@ def _target_string(options: CompileOptions) -> str:
     refinements = [(options.mtriple, "mtriple"), (options.mcpu, "mcpu"), (options.mattr, "mattr")]
     extra = [f"-{key}={value}" for value, key in refinements if value]
     return " ".join([options.target.strip(), *extra])
+
+
+def _code_metadata(result: BuildResult) -> dict[str, Any]:
+    """What the code is for: the CPU's triple/cpu/features, or the GPU arch (and its PTX ISA)."""
+    target = result.target
+    if isinstance(target, CUDATarget):
+        return {"device": "cuda", "target": str(target), "triple": NVPTX_TRIPLE,
+                "cpu": target.arch, "features": f"+{target.ptx_version}",
+                "arch": target.arch}  # fmt: skip
+    return {"device": "cpu", "triple": target.triple, "cpu": target.cpu,
+            "features": target.features}  # fmt: skip
 
 
 def _contents(
@@ -256,9 +287,7 @@ def _contents(
         "tvmc_version": __version__,
         "model": model.source or graph.name,
         "target": _target_string(options),
-        "triple": result.target.triple,
-        "cpu": result.target.cpu,
-        "features": result.target.features,
+        **_code_metadata(result),
         "opt_level": options.opt_level,
         "disabled_passes": list(options.disabled_passes),
         "inputs": entries(graph.inputs, program.inputs),
@@ -271,12 +300,14 @@ def _contents(
         "nodes": len(graph.nodes),
         "kernels": len(program.kernels),
         "calls": len(program.calls),
-        "uses_threads": result.artifact.uses_threads,
+        "uses_threads": getattr(result.artifact, "uses_threads", False),
         "compile_seconds": seconds,
     }
-    return PackageContents(
-        metadata, info, result.artifact.kernels, params, result.artifact.object_code, library
-    )
+    artifact = result.artifact
+    if isinstance(artifact, CUDAArtifact):
+        return PackageContents(metadata, info, artifact.kernels, params, b"", None,
+                               artifact.ptx, artifact.launches)  # fmt: skip
+    return PackageContents(metadata, info, artifact.kernels, params, artifact.object_code, library)
 
 
 def _kernel_configs(result: BuildResult) -> dict[str, dict[str, Any]]:

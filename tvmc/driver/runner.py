@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import zipfile
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,9 +12,10 @@ import numpy as np
 from tvmc.codegen import set_num_threads
 from tvmc.driver.model import TVMCModel
 from tvmc.driver.package import TVMCPackage
-from tvmc.errors import InputError, UsageError, did_you_mean
+from tvmc.errors import InputError, UsageError, did_you_mean, unknown_choice
 from tvmc.graph import TensorType
 from tvmc.runtime import Timings
+from tvmc.runtime.cuda import CUDAExecutor
 
 DEVICES = ("cpu", "cuda")
 FILL_MODES = ("random", "zeros", "ones")
@@ -110,10 +112,7 @@ def make_inputs(
 ) -> dict[str, np.ndarray]:
     """Every input: the given ones checked, the rest filled by `fill_mode`."""
     if fill_mode not in FILL_MODES:
-        raise UsageError(
-            f"unknown fill mode {fill_mode!r}; valid: {', '.join(FILL_MODES)}."
-            + did_you_mean(fill_mode, FILL_MODES)
-        )
+        raise UsageError(unknown_choice("fill mode", fill_mode, FILL_MODES))
     if given is not None and not isinstance(given, Mapping):
         given = load_inputs(os.fspath(given))
     given = dict(given or {})
@@ -138,6 +137,11 @@ def load_inputs(path: str) -> dict[str, np.ndarray]:
     """The arrays of an .npz inputs file (no pickles)."""
     if not os.path.isfile(path):
         raise InputError(f"inputs file {path!r} does not exist")
+    if not zipfile.is_zipfile(path):
+        raise InputError(
+            f"cannot read inputs file {path!r}: not an .npz archive; write one with "
+            "numpy.savez(path, input_name=array, ...)"
+        )
     try:
         with np.load(path, allow_pickle=False) as npz:
             if not hasattr(npz, "files"):
@@ -185,15 +189,16 @@ def run(
     min_repeat_ms: float = 0.0,
     profile: bool = False,
     num_threads: int | None = None,
+    end_to_end: bool = False,
 ) -> TVMCResult:
-    """Run a compiled package (or its path) once; optionally time it and profile its kernels."""
+    """Run a compiled package (or its path) once; optionally time it and profile its kernels.
+
+    `device` must be the one the package was compiled for ("cuda" for `--target cuda`).
+    `end_to_end`: on cuda, timings include copying inputs in and outputs out (by default they
+    time the GPU work alone); on the CPU inputs and outputs are not copied, so it changes nothing.
+    """
     if device not in DEVICES:
-        raise UsageError(
-            f"unknown device {device!r}; valid: {', '.join(DEVICES)}."
-            + did_you_mean(device, DEVICES)
-        )
-    if device == "cuda":
-        raise UsageError("device 'cuda': the CUDA backend is not built yet; valid now: cpu")
+        raise UsageError(unknown_choice("device", device, DEVICES))
     if isinstance(package, TVMCModel):
         raise UsageError("this model is not compiled yet: run tvmc.compile(model) first")
     for value, what, low in (
@@ -207,6 +212,14 @@ def run(
         raise UsageError(f"num_threads must be at least 1, got {num_threads}")
     if not isinstance(package, TVMCPackage):
         package = TVMCPackage(package)
+    if package.device != device:
+        target = package.metadata["target"]
+        fix = ("compile it for the GPU with --target cuda" if device == "cuda"
+               else "compile it for this CPU with --target llvm")  # fmt: skip
+        raise UsageError(
+            f"{package.package_path!r} was compiled for {target} and runs with --device "
+            f"{package.device} (device={package.device!r}); to run on {device}, {fix}"
+        )
     arrays = make_inputs(package.inputs, inputs, fill_mode)
     if num_threads is not None:
         set_num_threads(num_threads)  # process-wide, like TVMC_NUM_THREADS
@@ -216,7 +229,11 @@ def run(
     outputs = {
         name: array.reshape(typ.shape) for (name, typ), array in zip(package.outputs.items(), raw)
     }
-    times = executor.benchmark(number, repeat, min_repeat_ms) if benchmark else None
+    times = None
+    if benchmark and isinstance(executor, CUDAExecutor):
+        times = executor.benchmark(number, repeat, min_repeat_ms, end_to_end=end_to_end)
+    elif benchmark:
+        times = executor.benchmark(number, repeat, min_repeat_ms)
     rows = profile_rows(executor.profile(repeat)) if profile else None
     return TVMCResult(outputs, times, rows)
 

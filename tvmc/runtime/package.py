@@ -1,8 +1,9 @@
 """The package format (`tvmc compile -o model.tar`): write it, read it safely, load its code.
 
 A plain tar of `metadata.json`, `mod.json` (the entry function's plan and kernel signatures),
-`mod.params` (numpy .npz, no pickles), `mod.o` (always) and `mod.so` (when a C compiler linked
-it). Reading never extracts: members are read into memory (params straight into 64-byte aligned
+`mod.params` (numpy .npz, no pickles), and the code: for the CPU `mod.o` (always) and `mod.so`
+(when a C compiler linked it); for CUDA `mod.ptx` (every kernel; `mod.json` adds the launches).
+Reading never extracts: members are read into memory (params straight into 64-byte aligned
 arrays), and only `mod.so` is written, to a private temporary directory, for dlopen. The format
 is documented in docs/package-format.md.
 """
@@ -26,22 +27,27 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from tvmc.codegen import KernelSignature, LoadedModule, link_shared, load_library, load_object
-from tvmc.codegen.target import host_triple, init_llvm
+from tvmc.codegen.cuda_program import Launch
+from tvmc.codegen.target import CUDA_ARCHS, CUDATarget, host_triple, init_llvm
 from tvmc.errors import PackageError, UsageError
+from tvmc.runtime.cuda import CUDAExecutor
+from tvmc.runtime.cuda_driver import device as cuda_device
 from tvmc.runtime.executor import ProgramInfo, aligned_empty
 
 logger = logging.getLogger("tvmc")
 
 PACKAGE_FORMAT = "tvmc.package"
 PACKAGE_FORMAT_VERSION = 1
-METADATA, PROGRAM, PARAMS, OBJECT, LIBRARY = (
+METADATA, PROGRAM, PARAMS, OBJECT, LIBRARY, PTX = (
     "metadata.json",
     "mod.json",
     "mod.params",
     "mod.o",
     "mod.so",
+    "mod.ptx",
 )
-REQUIRED_MEMBERS = (METADATA, PROGRAM, PARAMS, OBJECT)
+REQUIRED_MEMBERS = (METADATA, PROGRAM, PARAMS, OBJECT)  # a CPU package's; CUDA: PTX for OBJECT
+CODE_MEMBER = {"cpu": OBJECT, "cuda": PTX}  # by metadata "device"
 # metadata.json keys a reader relies on, with their JSON types.
 METADATA_KEYS: dict[str, type] = {
     "format": str,
@@ -72,18 +78,30 @@ class PackageContents:
     params: dict[str, np.ndarray]
     object_code: bytes
     shared_library: bytes | None = None
+    ptx: str | None = None  # a CUDA package's code (then object_code is empty)
+    launches: tuple[Launch, ...] = ()  # a CUDA package's launches, in order
+
+    @property
+    def device(self) -> str:
+        """Where the code runs: "cpu" or "cuda" (metadata "device"; older packages: cpu)."""
+        return str(self.metadata.get("device", "cpu"))
 
     def members(self) -> dict[str, bytes]:
         """The tar members by name, in the order they are written."""
         params = io.BytesIO()
         np.savez(params, **self.params)
         program = {**self.program.to_json(), "kernels": [k.to_json() for k in self.kernels]}
+        if self.ptx is not None:
+            program["launches"] = [launch.to_json() for launch in self.launches]
         members = {
             METADATA: json.dumps(self.metadata, indent=1).encode(),
             PROGRAM: json.dumps(program).encode(),
             PARAMS: params.getvalue(),
-            OBJECT: self.object_code,
         }
+        if self.ptx is not None:
+            members[PTX] = self.ptx.encode()
+        else:
+            members[OBJECT] = self.object_code
         if self.shared_library is not None:
             members[LIBRARY] = self.shared_library
         return members
@@ -146,17 +164,28 @@ def read_package(path: str) -> PackageContents:
                 return handle.read() if handle else b""
 
             metadata = _metadata(path, _json(path, data(METADATA), METADATA))
+            device = metadata.get("device", "cpu")
+            if device not in CODE_MEMBER:
+                raise PackageError(f"{path!r}: unknown device {device!r} in metadata.json")
+            if CODE_MEMBER[device] not in found:
+                lacking = CODE_MEMBER[device]
+                raise PackageError(f"{path!r} is not a tvmc package: it lacks {lacking}")
             mod = _json(path, data(PROGRAM), PROGRAM)
             try:
                 program = ProgramInfo.from_json(mod)
                 kernels = tuple(KernelSignature.from_json(k) for k in mod["kernels"])
+                launches = tuple(Launch.from_json(x) for x in mod.get("launches", ()))
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 raise PackageError(
                     f"{path!r}: corrupt mod.json: {type(exc).__name__} {exc}"
                 ) from None
             params = read_params(path, tar.extractfile(found[PARAMS]))
             library = data(LIBRARY) if LIBRARY in found else None
-            contents = PackageContents(metadata, program, kernels, params, data(OBJECT), library)
+            code = data(OBJECT) if device == "cpu" else b""
+            ptx = data(PTX).decode(errors="replace") if device == "cuda" else None
+            contents = PackageContents(
+                metadata, program, kernels, params, code, library, ptx, launches
+            )
     except (tarfile.TarError, OSError, EOFError) as exc:
         reason = str(exc).splitlines()[-1].lstrip("- ") if str(exc) else type(exc).__name__
         raise PackageError(
@@ -184,7 +213,8 @@ def _scan(path: str, tar: tarfile.TarFile) -> dict[str, tarfile.TarInfo]:
         if name in found:
             raise PackageError(f"{path!r} holds {name!r} twice")
         found[name] = member
-    missing = [name for name in REQUIRED_MEMBERS if name not in found]
+    # the code member (mod.o or mod.ptx) is checked once metadata.json names the device
+    missing = [name for name in (METADATA, PROGRAM, PARAMS) if name not in found]
     if missing:
         raise PackageError(f"{path!r} is not a tvmc package: it lacks {', '.join(missing)}")
     return found
@@ -257,7 +287,9 @@ def _check_consistent(path: str, contents: PackageContents) -> None:
         entries = metadata[kind]
         if [e.get("buffer") if isinstance(e, dict) else None for e in entries] != names:
             raise PackageError(f"{path!r}: metadata.json {kind} do not match mod.json")
-    if program.entry not in {k.name for k in contents.kernels}:
+    if contents.device == "cuda":
+        _check_launches(path, contents)
+    elif program.entry not in {k.name for k in contents.kernels}:
         raise PackageError(f"{path!r}: mod.json lacks the entry function {program.entry!r}")
     for name in program.params:
         buf, value = program.buffers.get(name), contents.params.get(name)
@@ -268,6 +300,21 @@ def _check_consistent(path: str, contents: PackageContents) -> None:
                 f"{path!r}: param {name!r} is {value.dtype}{list(value.shape)}, "
                 f"mod.json expects {buf.dtype}{list(buf.shape)}"
             )
+
+
+def _check_launches(path: str, contents: PackageContents) -> None:
+    """A CUDA package's launches name its kernels, with one known buffer per kernel param."""
+    kernels = {k.name: k for k in contents.kernels}
+    if not contents.launches and contents.program.calls:
+        raise PackageError(f"{path!r}: mod.json of a CUDA package lacks its launches")
+    for launch in contents.launches:
+        kernel = kernels.get(launch.kernel)
+        if kernel is None:
+            raise PackageError(f"{path!r}: mod.json launches unknown kernel {launch.kernel!r}")
+        unknown = [a for a in launch.args if a not in contents.program.buffers]
+        if len(launch.args) != len(kernel.params) or unknown:
+            raise PackageError(f"{path!r}: mod.json launch of {launch.kernel!r} does not match "
+                               "its kernel's params")  # fmt: skip
 
 
 def host_cpu_features() -> dict[str, bool]:
@@ -319,6 +366,12 @@ def load_module(
     path: str, contents: PackageContents, use_shared_library: bool = True
 ) -> LoadedModule:
     """The package's code in this process: mod.so with ctypes, else mod.o without a linker."""
+    if contents.device != "cpu":
+        raise PackageError(
+            f"{path!r} was compiled for {contents.metadata['target']}: run it with --device "
+            f"{contents.device} (device={contents.device!r}), or compile it for this CPU with "
+            "--target llvm"
+        )
     check_host(path, contents.metadata)
     if use_shared_library and contents.shared_library is not None:
         try:
@@ -341,3 +394,20 @@ def _load_shared(library: bytes, kernels: tuple[KernelSignature, ...]) -> Loaded
         return load_library(path, kernels)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def load_cuda(path: str, contents: PackageContents) -> CUDAExecutor:
+    """A CUDA package loaded on this machine's GPU (memory, kernels and graph set up once)."""
+    if contents.device != "cuda" or contents.ptx is None:
+        raise PackageError(
+            f"{path!r} was compiled for the CPU ({contents.metadata['target']}): run it with "
+            "--device cpu, or compile it for the GPU with --target cuda"
+        )
+    gpu = cuda_device()
+    arch = contents.metadata.get("arch", "")
+    if arch in CUDA_ARCHS and CUDATarget(arch).compute_capability > gpu.capability:
+        raise PackageError(
+            f"{path!r} was compiled for {arch}; this GPU ({gpu.name}) is {gpu.arch}: compile "
+            f'it for this GPU with --target cuda (or --target "cuda -arch={gpu.arch}")'
+        )
+    return CUDAExecutor(contents.ptx, contents.program, contents.launches, contents.params)
