@@ -2,7 +2,9 @@
 to compilation.
 
 In: tvmc.graph, tvmc.ops (templates and their spaces), tvmc.lower, tvmc.codegen, tvmc.runtime.
-Out: `extract_tasks`, `Task`, `Record`, `read_records`, `append_records`, `best_records`.
+Out: `extract_tasks`, `Task`, `Record`, `read_records`, `append_records`, `best_records`;
+measurers: `measure.LocalMeasurer` (this machine), `dask_engine.DaskMeasurer` (a Dask cluster,
+the optional extra tvmc[dist]).
 """
 
 from tvmc.autotune.records import (
