@@ -53,7 +53,20 @@ class PackageError(TVMCError):
 INTERNAL_ERROR_EXIT_CODE = 70  # sysexits EX_SOFTWARE: a bug in tvmc, not in the user's input
 
 
+def suggest(value: str, valid: Iterable[str]) -> str | None:
+    """The valid choice closest to a misspelt `value` (difflib, ignoring case), or None."""
+    by_lower = {str(v).lower(): str(v) for v in valid}
+    close = difflib.get_close_matches(str(value).lower(), list(by_lower), n=1, cutoff=0.6)
+    return by_lower[close[0]] if close else None
+
+
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """A ' Did you mean X?' suffix naming the closest valid choice, or ''."""
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f" Did you mean '{close[0]}'?" if close else ""
+    close = suggest(word, choices)
+    return f" Did you mean '{close}'?" if close else ""
+
+
+def unknown_choice(what: str, value: str, valid: Iterable[str]) -> str:
+    """`unknown <what> 'v'; valid: a, b, c. Did you mean 'a'?`: one message for every choice."""
+    valid = list(valid)
+    return f"unknown {what} {value!r}; valid: {', '.join(valid)}.{did_you_mean(value, valid)}"

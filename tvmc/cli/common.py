@@ -10,11 +10,20 @@ import click
 from rich.console import Console
 
 from tvmc.driver import MODEL_FORMATS, parse_input_dtypes, parse_input_shapes
-from tvmc.errors import TVMCError
+from tvmc.errors import TVMCError, did_you_mean
 
 # Results go to stdout; logs, progress and errors to stderr, so `--format json | jq` works.
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class SuggestChoice(click.Choice):
+    """click.Choice whose error names the nearest valid choice: "Did you mean 'random'?"."""
+
+    def get_invalid_choice_message(self, value: Any, ctx: click.Context | None) -> str:
+        return super().get_invalid_choice_message(value, ctx) + did_you_mean(
+            str(value), [str(c) for c in self.choices]
+        )
 
 
 class ShapesType(click.ParamType):
@@ -49,7 +58,7 @@ def model_options(fn):
     """--input-shapes, --input-dtypes and --model-format, for commands that read a model."""
     fn = click.option(
         "--model-format",
-        type=click.Choice(MODEL_FORMATS),
+        type=SuggestChoice(MODEL_FORMATS),
         help="Model format; guessed from the extension (.onnx, .tvmc) when omitted.",
     )(fn)
     fn = click.option(
@@ -71,7 +80,7 @@ def format_option(fn):
     fn = click.option(
         "--format",
         "output_format",
-        type=click.Choice(["text", "json"]),
+        type=SuggestChoice(["text", "json"]),
         default="text",
         show_default=True,
         help="Output format: human text, or one JSON document on stdout for pipelines.",

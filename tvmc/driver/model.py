@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tvmc import __version__
-from tvmc.errors import ModelError, UsageError, did_you_mean
+from tvmc.errors import ModelError, UsageError, unknown_choice
 from tvmc.frontend import load_onnx
 from tvmc.graph import Graph, TensorType, graph_from_json, graph_to_json
 from tvmc.passes import IMPORT_PIPELINE, run_passes
@@ -81,16 +81,23 @@ class TVMCModel:
             "graph.json": graph_to_json(self.graph).encode(),
             "params.npz": buffer.getvalue(),
         }
-        directory = os.path.dirname(os.path.abspath(path))
-        os.makedirs(directory, exist_ok=True)
         tmp = f"{path}.tmp{os.getpid()}"
-        with tarfile.open(tmp, "w") as tar:
-            for name, data in members.items():
-                info = tarfile.TarInfo(name)
-                info.size = len(data)
-                info.mtime = int(time.time())
-                tar.addfile(info, io.BytesIO(data))
-        os.replace(tmp, path)  # a crash mid-write never leaves half a model behind
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            with tarfile.open(tmp, "w") as tar:
+                for name, data in members.items():
+                    info = tarfile.TarInfo(name)
+                    info.size = len(data)
+                    info.mtime = int(time.time())
+                    tar.addfile(info, io.BytesIO(data))
+            os.replace(tmp, path)  # a crash mid-write never leaves half a model behind
+        except OSError as exc:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise UsageError(
+                f"cannot write the model to {path!r}: {exc.strerror or exc}; "
+                "give -o a path in a writable directory"
+            ) from None
         return path
 
     @classmethod
@@ -164,10 +171,7 @@ def guess_format(path: str, model_format: str | None) -> str:
     """The model format: given, or from the file extension."""
     if model_format is not None:
         if model_format not in MODEL_FORMATS:
-            raise UsageError(
-                f"unknown model format {model_format!r}; valid: {', '.join(MODEL_FORMATS)}."
-                + did_you_mean(model_format, MODEL_FORMATS)
-            )
+            raise UsageError(unknown_choice("model format", model_format, MODEL_FORMATS))
         return model_format
     if os.path.isdir(path):
         raise ModelError(f"{path!r} is a directory, not a model file")

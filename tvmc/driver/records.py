@@ -1,7 +1,7 @@
 """A records file at a glance (`tvmc records show`) and reduced to its best (`tvmc records best`).
 
 In: tvmc.autotune.records, tvmc.driver.tuning_report (FLOPs and summaries of a workload's args).
-Out: `summarize_records`, `write_best_records`. Never prints.
+Out: `load_records`, `summarize_records`, `write_best_records`. Never prints.
 """
 
 from __future__ import annotations
@@ -51,10 +51,36 @@ class WorkloadRecords:
         }
 
 
+def load_records(path: str | os.PathLike[str]) -> list[Record]:
+    """The valid records of `path`; an error when it has lines but none is a record."""
+    path = os.fspath(path)
+    records = list(read_records(path))  # warns about each corrupt line; errors when missing
+    if not records:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = sum(1 for line in f if line.strip())
+        if lines:
+            raise UsageError(
+                f"{path!r} holds no tuning record ({lines} line(s), none valid): give a records "
+                "file that `tvmc tune` wrote (AutoTVM v0.2 JSON lines)"
+            )
+    return records
+
+
+def check_target_kind(records: list[Record], target: str, path: str) -> None:
+    """An error when `records` are all for another kind of target (cuda records for llvm)."""
+    kind = target.split()[0] if target.split() else ""
+    kinds = sorted({r.target.split()[0] for r in records if r.target.split()})
+    if kinds and kind not in kinds:
+        raise UsageError(
+            f"{path!r} holds records for {', '.join(kinds)}, none for {kind!r}: tune for this "
+            f"target (tvmc tune --target {kind} ...) or compile for {kinds[0]!r}"
+        )
+
+
 def summarize_records(path: str | os.PathLike[str]) -> list[WorkloadRecords]:
     """Per workload and target, in the order of first appearance: trials, errors, the best."""
     groups: dict[tuple[str, str, str], WorkloadRecords] = {}
-    for record in read_records(os.fspath(path)):
+    for record in load_records(path):
         key = (record.target, *record.workload)
         if key not in groups:
             groups[key] = WorkloadRecords(record.target, record.task_name, record.args)
@@ -71,7 +97,7 @@ def write_best_records(
     path: str | os.PathLike[str], output: str | os.PathLike[str]
 ) -> tuple[int, int]:
     """Keep only the best error-free record per workload and target kind: (kept, read)."""
-    records = list(read_records(os.fspath(path)))
+    records = load_records(path)
     kinds = dict.fromkeys(r.target.split()[0] for r in records if r.target.split())
     best = [r for kind in kinds for r in best_records(records, kind).values()]
     output = os.fspath(output)

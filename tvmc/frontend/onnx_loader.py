@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from tvmc.errors import InputError, ModelError, UnsupportedModelError
+from tvmc.errors import InputError, ModelError, UnsupportedModelError, did_you_mean
 from tvmc.frontend.context import ConvertContext, OnnxNode
 from tvmc.frontend.converters import CONVERTERS
 from tvmc.graph import DTYPES, Graph, TensorType
@@ -112,7 +112,8 @@ def graph_inputs(
         unknown = sorted(set(given or {}) - set(names))
         if unknown:
             raise InputError(
-                f"{what} names {unknown}, not inputs of the model; its inputs: {names}"
+                f"{what} names {unknown}, not inputs of the model; its inputs: {names}."
+                + did_you_mean(unknown[0], names)
             )
     types: dict[str, TensorType] = {}
     for value in declared:
@@ -124,6 +125,13 @@ def graph_inputs(
         )
         if shape_dict and value.name in shape_dict:
             shape = tuple(shape_dict[value.name])
+            declared_rank = len(tensor_type.shape.dim)
+            if tensor_type.HasField("shape") and len(shape) != declared_rank:
+                dims = [d.dim_value or d.dim_param or "?" for d in tensor_type.shape.dim]
+                raise InputError(
+                    f"--input-shapes gives {value.name!r} {len(shape)} dimension(s) "
+                    f"{list(shape)}; the model declares {declared_rank}: {dims}"
+                )
         else:
             dims = [d.dim_value if d.HasField("dim_value") else None for d in tensor_type.shape.dim]
             if any(d is None for d in dims):
