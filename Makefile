@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 DEMO := demo-out
 
-.PHONY: help setup demo test test-fast bench bench-tune completions docs docs-check lint check clean
+.PHONY: help setup demo test test-fast bench bench-tune gpu-check completions docs docs-check lint check clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -14,7 +14,7 @@ help:  ## list the targets
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,dist,cuda]'
 	touch $(STAMP)
 
 setup: $(STAMP)  ## create .venv with tvmc and its test tools
@@ -34,6 +34,10 @@ bench: $(STAMP)  ## tvmc beside onnxruntime on the light models: latency, ratio,
 
 bench-tune: $(STAMP)  ## best GFLOP/s after 64/128/256 trials on resnet50's heaviest convs
 	$(BIN)/python benchmarks/tune.py
+
+# No $(STAMP): the lent GPU machine has the packages but no network; nothing is installed.
+gpu-check:  ## on a GPU machine: ops, nine models, ResNet-50 vs PyTorch (GPU_CHECK_ARGS=--tune)
+	PYTHONPATH=. $(PYTHON) benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
 
 completions: $(STAMP)  ## regenerate completions/ from the Click app
 	$(BIN)/python -m tvmc.cli.completion completions

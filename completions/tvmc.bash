@@ -5,7 +5,7 @@
 __tvmc_spec() {
     case "$1" in
         tvmc)
-            subcommands=(compile load records run tune)
+            subcommands=(compile load records run tune worker)
             options=(--config --help --verbose --version -h -v)
             value_options=(--config)
             ;;
@@ -36,13 +36,18 @@ __tvmc_spec() {
             ;;
         'tvmc run')
             subcommands=()
-            options=(--device --fill-mode --format --help --inputs --json --min-repeat-ms --num-threads --number --outputs --print-time --print-top --profile --repeat -h -i -o)
+            options=(--device --end-to-end --fill-mode --format --help --inputs --json --min-repeat-ms --num-threads --number --outputs --print-time --print-top --profile --repeat -h -i -o)
             value_options=(--device --fill-mode --format --inputs --min-repeat-ms --num-threads --number --outputs --print-top --repeat -i -o)
             ;;
         'tvmc tune')
             subcommands=()
-            options=(--early-stopping --flush-cache --format --help --input-dtypes --input-shapes --json --min-repeat-ms --model-format --number --output --parallel --repeat --target --target-llvm-mattr --target-llvm-mcpu --tasks --timeout --trials --tuner --tuning-records -h -o)
-            value_options=(--early-stopping --format --input-dtypes --input-shapes --min-repeat-ms --model-format --number --output --parallel --repeat --target --target-llvm-mattr --target-llvm-mcpu --tasks --timeout --trials --tuner --tuning-records -o)
+            options=(--device-key --early-stopping --flush-cache --format --help --input-dtypes --input-shapes --json --min-repeat-ms --model-format --number --output --parallel --priority --repeat --scheduler --target --target-llvm-mattr --target-llvm-mcpu --tasks --timeout --trials --tuner --tuning-records -h -o)
+            value_options=(--device-key --early-stopping --format --input-dtypes --input-shapes --min-repeat-ms --model-format --number --output --parallel --priority --repeat --scheduler --target --target-llvm-mattr --target-llvm-mcpu --tasks --timeout --trials --tuner --tuning-records -o)
+            ;;
+        'tvmc worker')
+            subcommands=()
+            options=(--build --connect-timeout --device-key --help --name --nthreads --scheduler -h)
+            value_options=(--connect-timeout --device-key --name --nthreads --scheduler)
             ;;
     esac
 }
@@ -54,10 +59,10 @@ __tvmc_values() {
     case "$1 $2" in
         'tvmc --config') __tvmc_files "$cur" ;;
         'tvmc compile -o'|'tvmc compile --output') __tvmc_files "$cur" '*.tar' ;;
-        'tvmc compile --target') __tvmc_words "$cur" llvm ;;
+        'tvmc compile --target') __tvmc_words "$cur" cuda llvm ;;
         'tvmc compile --model-format') __tvmc_words "$cur" onnx tvmc ;;
         'tvmc compile --tuning-records') __tvmc_files "$cur" '*.json' '*.log' ;;
-        'tvmc compile --dump-code') __tvmc_words "$cur" asm graph kernel ll ;;
+        'tvmc compile --dump-code') __tvmc_words "$cur" asm graph kernel ll ptx ;;
         'tvmc compile --format') __tvmc_words "$cur" json text ;;
         'tvmc compile @0') __tvmc_files "$cur" '*.onnx' '*.tvmc' ;;
         'tvmc load -o'|'tvmc load --output') __tvmc_files "$cur" ;;
@@ -76,7 +81,7 @@ __tvmc_values() {
         'tvmc run --format') __tvmc_words "$cur" json text ;;
         'tvmc run @0') __tvmc_files "$cur" '*.tar' ;;
         'tvmc tune --tuning-records'|'tvmc tune -o'|'tvmc tune --output') __tvmc_files "$cur" '*.json' '*.log' ;;
-        'tvmc tune --target') __tvmc_words "$cur" llvm ;;
+        'tvmc tune --target') __tvmc_words "$cur" cuda llvm ;;
         'tvmc tune --model-format') __tvmc_words "$cur" onnx tvmc ;;
         'tvmc tune --tuner') __tvmc_words "$cur" ga gridsearch random xgb ;;
         'tvmc tune --format') __tvmc_words "$cur" json text ;;

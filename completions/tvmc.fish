@@ -4,7 +4,7 @@
 function __tvmc_subcommands
     switch "$argv"
         case 'tvmc'
-            printf '%s\n' 'compile' 'load' 'records' 'run' 'tune'
+            printf '%s\n' 'compile' 'load' 'records' 'run' 'tune' 'worker'
         case 'tvmc records'
             printf '%s\n' 'best' 'show'
     end
@@ -26,7 +26,9 @@ function __tvmc_value_options
         case 'tvmc run'
             printf '%s\n' '--device' '--fill-mode' '--format' '--inputs' '--min-repeat-ms' '--num-threads' '--number' '--outputs' '--print-top' '--repeat' '-i' '-o'
         case 'tvmc tune'
-            printf '%s\n' '--early-stopping' '--format' '--input-dtypes' '--input-shapes' '--min-repeat-ms' '--model-format' '--number' '--output' '--parallel' '--repeat' '--target' '--target-llvm-mattr' '--target-llvm-mcpu' '--tasks' '--timeout' '--trials' '--tuner' '--tuning-records' '-o'
+            printf '%s\n' '--device-key' '--early-stopping' '--format' '--input-dtypes' '--input-shapes' '--min-repeat-ms' '--model-format' '--number' '--output' '--parallel' '--priority' '--repeat' '--scheduler' '--target' '--target-llvm-mattr' '--target-llvm-mcpu' '--tasks' '--timeout' '--trials' '--tuner' '--tuning-records' '-o'
+        case 'tvmc worker'
+            printf '%s\n' '--connect-timeout' '--device-key' '--name' '--nthreads' '--scheduler'
     end
 end
 
@@ -98,6 +100,7 @@ complete -c tvmc -n '__tvmc_argument 0 tvmc' -a 'load' -d 'Load MODEL_FILE (ONNX
 complete -c tvmc -n '__tvmc_argument 0 tvmc' -a 'records' -d 'Inspect and reduce tuning records files (AutoTVM v0.2 lines, as `tvmc tune`...'
 complete -c tvmc -n '__tvmc_argument 0 tvmc' -a 'run' -d 'Run PACKAGE_FILE (made by `tvmc compile`) once, and time or profile it when...'
 complete -c tvmc -n '__tvmc_argument 0 tvmc' -a 'tune' -d 'Tune the kernels of MODEL_FILE (ONNX or .tvmc), appending records for `tvmc...'
+complete -c tvmc -n '__tvmc_argument 0 tvmc' -a 'worker' -d 'Serve a Dask scheduler for `tvmc tune --scheduler` until Ctrl-C: one per...'
 complete -c tvmc -n '__tvmc_command tvmc' -l 'version' -d 'Show the version and exit.'
 complete -c tvmc -n '__tvmc_command tvmc' -s 'v' -l 'verbose' -d 'More logging (-v info, -vv debug); tracebacks.'
 complete -c tvmc -n '__tvmc_command tvmc' -l 'config' -r -F -d 'JSON file whose keys set option defaults; flags on the command line win.'
@@ -105,7 +108,7 @@ complete -c tvmc -n '__tvmc_command tvmc' -s 'h' -l 'help' -d 'Show this message
 
 # tvmc compile
 complete -c tvmc -n '__tvmc_command tvmc compile' -s 'o' -l 'output' -x -a '(__tvmc_files .tar)' -d 'The package to write (a .tar).'
-complete -c tvmc -n '__tvmc_command tvmc compile' -l 'target' -x -a 'llvm' -d 'Target string: \'llvm\' (this CPU), \'llvm -mcpu=skylake-avx512\', \'llvm -mtriple=aarch64-linux-gnu -mattr=+neon\'.'
+complete -c tvmc -n '__tvmc_command tvmc compile' -l 'target' -x -a 'cuda llvm' -d 'Target string: \'llvm\' (this CPU), \'llvm -mcpu=skylake-avx512\', \'llvm -mtriple=aarch64-linux-gnu -mattr=+neon\', \'cuda\' (this GPU, else sm_90), \'cuda -arch=sm_90\'.'
 complete -c tvmc -n '__tvmc_command tvmc compile' -l 'target-llvm-mcpu' -x -d 'LLVM CPU name (default: this CPU).'
 complete -c tvmc -n '__tvmc_command tvmc compile' -l 'target-llvm-mattr' -x -d 'LLVM features, e.g. \'+avx2,-avx512f\'.'
 complete -c tvmc -n '__tvmc_command tvmc compile' -l 'target-llvm-mtriple' -x -d 'LLVM target triple (cross-compile).'
@@ -115,7 +118,7 @@ complete -c tvmc -n '__tvmc_command tvmc compile' -l 'model-format' -x -a 'onnx 
 complete -c tvmc -n '__tvmc_command tvmc compile' -l 'tuning-records' -x -a '(__tvmc_files .json .log)' -d 'Records from `tvmc tune`: the best config per workload is applied; tasks without one keep the default schedule.'
 complete -c tvmc -n '__tvmc_command tvmc compile' -s 'O' -l 'opt-level' -x -d 'Optimization level: 0 no fusion, 3 everything.'
 complete -c tvmc -n '__tvmc_command tvmc compile' -l 'disabled-pass' -x -d 'A pass to skip (repeatable, or comma-separated), e.g. fuse, fold-batch-norm.'
-complete -c tvmc -n '__tvmc_command tvmc compile' -l 'dump-code' -x -a 'asm graph kernel ll' -d 'Also write code as text to OUTPUT.FMT (repeatable, or comma-separated): kernel (kernel IR), ll (LLVM IR), asm (assembly), graph (the optimized graph).'
+complete -c tvmc -n '__tvmc_command tvmc compile' -l 'dump-code' -x -a 'asm graph kernel ll ptx' -d 'Also write code as text to OUTPUT.FMT (repeatable, or comma-separated): kernel (kernel IR), ll (LLVM IR), asm (assembly), ptx (cuda targets), graph (the optimized graph).'
 complete -c tvmc -n '__tvmc_command tvmc compile' -l 'format' -x -a 'json text' -d 'Output format: human text, or one JSON document on stdout for pipelines.'
 complete -c tvmc -n '__tvmc_command tvmc compile' -l 'json' -d 'Shorthand for --format json.'
 complete -c tvmc -n '__tvmc_command tvmc compile' -s 'h' -l 'help' -d 'Show this message and exit.'
@@ -161,6 +164,7 @@ complete -c tvmc -n '__tvmc_command tvmc run' -l 'repeat' -x -d 'Timed measureme
 complete -c tvmc -n '__tvmc_command tvmc run' -l 'number' -x -d 'Runs per measurement.'
 complete -c tvmc -n '__tvmc_command tvmc run' -l 'min-repeat-ms' -x -d 'Raise --number until one measurement lasts this long.'
 complete -c tvmc -n '__tvmc_command tvmc run' -l 'profile' -d 'Time each kernel call and print a table of them.'
+complete -c tvmc -n '__tvmc_command tvmc run' -l 'end-to-end' -d 'With --device cuda, time copying inputs in and outputs out too (on the CPU nothing is copied: no change).'
 complete -c tvmc -n '__tvmc_command tvmc run' -l 'num-threads' -x -d 'Worker threads (default: $TVMC_NUM_THREADS, else the physical cores).'
 complete -c tvmc -n '__tvmc_command tvmc run' -l 'format' -x -a 'json text' -d 'Output format: human text, or one JSON document on stdout for pipelines.'
 complete -c tvmc -n '__tvmc_command tvmc run' -l 'json' -d 'Shorthand for --format json.'
@@ -169,7 +173,7 @@ complete -c tvmc -n '__tvmc_argument 0 tvmc run' -a '(__tvmc_files .tar)'
 
 # tvmc tune
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'tuning-records' -s 'o' -l 'output' -x -a '(__tvmc_files .json .log)' -d 'Records file (AutoTVM v0.2 lines): appended to as results arrive; an existing one resumes (its configs are not measured again). Required unless --tasks list.'
-complete -c tvmc -n '__tvmc_command tvmc tune' -l 'target' -x -a 'llvm' -d 'Target string: \'llvm\' (this CPU), \'llvm -mcpu=skylake-avx512\'.'
+complete -c tvmc -n '__tvmc_command tvmc tune' -l 'target' -x -a 'cuda llvm' -d 'Target string: \'llvm\' (this CPU), \'llvm -mcpu=skylake-avx512\'.'
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'target-llvm-mcpu' -x -d 'LLVM CPU name (default: this CPU).'
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'target-llvm-mattr' -x -d 'LLVM features, e.g. \'+avx2,-avx512f\'.'
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'input-shapes' -x -d 'Static input shapes, e.g. \'data:[1,3,224,224] mask:[1,128]\' (default: the model\'s).'
@@ -185,7 +189,19 @@ complete -c tvmc -n '__tvmc_command tvmc tune' -l 'timeout' -x -d 'Seconds one c
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'parallel' -x -d 'Builds at once (default: the physical cores); runs are one at a time.'
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'flush-cache' -d 'Flush the CPU caches before each run.'
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'tasks' -x -d 'Tasks to tune, as TVMC: \'0\', \'0,2\', \'3-5\', \'-5\' (0 to 5), \'6-\' (6 on), \'all\'; \'list\' prints the tasks and tunes nothing.'
+complete -c tvmc -n '__tvmc_command tvmc tune' -l 'scheduler' -x -d 'Measure on a Dask cluster: its scheduler, e.g. tcp://host:8786 (needs tvmc[dist]; see docs/distributed.md). Records stay on this machine.'
+complete -c tvmc -n '__tvmc_command tvmc tune' -l 'device-key' -x -d 'With --scheduler: the device resource to measure on (tvmc worker --device-key KEY).'
+complete -c tvmc -n '__tvmc_command tvmc tune' -l 'priority' -x -d 'With --scheduler: runs of a higher priority go first on shared workers.'
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'format' -x -a 'json text' -d 'Output format: human text, or one JSON document on stdout for pipelines.'
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'json' -d 'Shorthand for --format json.'
 complete -c tvmc -n '__tvmc_command tvmc tune' -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c tvmc -n '__tvmc_argument 0 tvmc tune' -a '(__tvmc_files .onnx .tvmc)'
+
+# tvmc worker
+complete -c tvmc -n '__tvmc_command tvmc worker' -l 'scheduler' -x -d 'The Dask scheduler to join, e.g. tcp://host:8786 (start one with `dask scheduler`).'
+complete -c tvmc -n '__tvmc_command tvmc worker' -l 'device-key' -x -d 'Be a device: measure one config at a time here, advertising KEY (e.g. h200, rpi4).'
+complete -c tvmc -n '__tvmc_command tvmc worker' -l 'build' -d 'Be a builder: compile configs, --nthreads at once (advertises the \'build\' resource).'
+complete -c tvmc -n '__tvmc_command tvmc worker' -l 'nthreads' -x -d 'With --build: builds at once (default: 1).'
+complete -c tvmc -n '__tvmc_command tvmc worker' -l 'name' -x -d 'Worker name shown by `tvmc tune` (default: address).'
+complete -c tvmc -n '__tvmc_command tvmc worker' -l 'connect-timeout' -x -d 'Seconds to reach the scheduler before giving up.'
+complete -c tvmc -n '__tvmc_command tvmc worker' -s 'h' -l 'help' -d 'Show this message and exit.'

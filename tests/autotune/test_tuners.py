@@ -133,6 +133,15 @@ def test_never_proposes_a_config_twice_and_exhausts_the_space(name):
 
 
 @pytest.mark.parametrize("name", ALL)
+def test_the_default_config_is_measured_first(name):
+    task = make_task(big_space())
+    task.space.default_index = 1234
+    measurer = FakeMeasurer()
+    make_tuner(name, task, seed=0).tune(8, measurer)
+    assert measurer.seen[0] == 1234 and measurer.seen.count(1234) == 1
+
+
+@pytest.mark.parametrize("name", ALL)
 def test_early_stopping(name):
     tuner = make_tuner(name, make_task(big_space()), seed=0)
     tuner.tune(500, FakeMeasurer(lambda values, index: 1e-3), early_stopping=10)

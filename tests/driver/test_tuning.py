@@ -182,7 +182,11 @@ def test_tune_tasks_appends_records_and_resumes_without_measuring_twice(model_pa
     assert len(records) == 8 and {r.target for r in records} == {"llvm"}
     assert all(r.config["code_hash"] == tasks[0].space.code_hash() for r in records[:4])
     first = events.summary.tasks[0]
-    assert first.default_cost == pytest.approx(2e-5) and first.speedup is not None
+    default = tasks[0].space.default_index  # measured first, as a trial of the task
+    assert default is not None and measurer.measured[0] == (tasks[0].workload, default)
+    if default % 5:  # else FakeMeasurer fails it, and no speedup can be told
+        assert first.default_cost == pytest.approx(1e-5 * (1 + default % 7))
+        assert first.speedup is not None
 
     again = FakeMeasurer()
     tvmc.tune_tasks(tasks, log, "random", [4, 4], measurer=again, progress=Events())
@@ -337,3 +341,16 @@ def test_records_json_lines_are_autotvm_v02(model_path, tmp_path):
     assert doc["input"][:2] == ["llvm", "conv.llvm"] and doc["version"] == 0.2
     assert doc["input"][2][0] == ["TENSOR", [1, 3, 16, 16], "float32"]
     assert doc["result"] == [[1e-5], 0, 0.5, 1.0]
+
+
+def test_tuning_for_cuda_without_a_gpu_is_one_clear_error(model_path, tmp_path):
+    from tvmc.runtime.cuda_driver import present_arch
+
+    if present_arch() is not None:
+        pytest.skip("a GPU is present: tuning for cuda would run")
+    tasks = tvmc.extract_tasks(str(model_path), "cuda")
+    assert tasks and all(t.target == "cuda -arch=sm_90" for t in tasks)
+    log = tmp_path / "log.json"
+    with pytest.raises(UsageError, match=r"cannot measure 'cuda -arch=sm_90' configs here: "):
+        tvmc.tune_tasks(tasks, log, "random", 4, progress=Events())
+    assert list(read_records(str(log), must_exist=False)) == []

@@ -125,6 +125,27 @@ def test_conv_default_is_in_space(op, shapes, attrs):
     space = space_of(op, shapes, attrs)
     plans = {plan(space.get(i).values, geo, lanes) for i in range(len(space))}
     assert plan({}, geo, lanes) in plans
+    assert space.default_index is not None
+    assert plan(space.get(space.default_index).values, geo, lanes) == plan({}, geo, lanes)
+
+
+@pytest.mark.parametrize("op,shapes,attrs", [w for w in WORKLOADS if w[0] in ("MatMul", "Gemm")])
+def test_gemm_default_index_builds_the_default_kernels(op, shapes, attrs):
+    space = space_of(op, shapes, attrs)
+    full = OPS[op].normalize_attrs(attrs, op)
+    node = Node(op, [f"in{i}" for i in range(len(shapes))], ["out"], full)
+    in_types = [TensorType(s, "float32") for s in shapes]
+    out_types = OPS[op].infer(full, in_types)
+    rng = np.random.default_rng(0)
+    constants = {i: rng.standard_normal(s).astype(np.float32) for i, s in enumerate(shapes) if i}
+
+    def code(config: dict[str, Any]) -> str:
+        kernels, _, _ = lower_node(LowerContext(TARGET, config), node, in_types, out_types,
+                                   constants)  # fmt: skip
+        return "\n".join(kernel_str(k) for k in kernels)
+
+    assert space.default_index is not None
+    assert code(space.get(space.default_index).values) == code({})
 
 
 @pytest.mark.parametrize(
@@ -136,7 +157,7 @@ def test_conv_default_is_in_space(op, shapes, attrs):
     ],
 )
 def test_resnet_like_space_sizes(shapes, attrs, size):
-    """Spaces stay in the hundreds: one config per distinct tiling, order (where read) and unroll."""
+    """Spaces stay in the hundreds: a config per distinct tiling, order (where read) and unroll."""
     assert len(space_of("Conv", shapes, attrs)) == size
 
 

@@ -52,9 +52,14 @@ class Tuner:
         return len(self.visited) < len(self.space)
 
     def next_batch(self, n: int) -> list[ConfigEntity]:
-        """Up to `n` configs to measure next, none proposed or loaded before."""
+        """Up to `n` configs to measure next, none proposed or loaded before; the template's
+        default config first, so the best found is never slower than the untuned schedule."""
         batch: list[ConfigEntity] = []
-        for config in self._propose(n):
+        default = self.space.default_index
+        if n > 0 and default is not None and default not in self.visited:
+            self.visited.add(default)
+            batch.append(self.space.get(default))
+        for config in self._propose(n - len(batch)) if len(batch) < n else []:
             if len(batch) < n and config.index not in self.visited:
                 self.visited.add(config.index)
                 batch.append(config)
@@ -278,4 +283,22 @@ TUNERS: dict[str, type[Tuner]] = {
 }
 """Tuners by the name `tvmc tune --tuner` takes; xgb.py puts "xgb", the default, first."""
 
-import tvmc.autotune.xgb  # noqa: E402, F401  (registers XGBTuner, a Tuner subclass, in TUNERS)
+try:
+    import tvmc.autotune.xgb  # noqa: E402, F401  (registers XGBTuner, a Tuner subclass, in TUNERS)
+except ImportError as _missing:  # no xgboost (e.g. a GPU box): the other tuners still work
+    from tvmc.errors import UsageError
+
+    _XGB_MISSING = str(_missing)
+
+    class _MissingXGBTuner(Tuner):
+        """Stands in for "xgb" without xgboost: choosing it says how to get it."""
+
+        def __init__(self, task: Task, seed: int | None = None, **kwargs: object) -> None:
+            raise UsageError(
+                f"the xgb tuner needs xgboost ({_XGB_MISSING}): pip install xgboost-cpu, "
+                "or choose --tuner ga, random or gridsearch"
+            )
+
+    _others = dict(TUNERS)
+    TUNERS.clear()
+    TUNERS.update(xgb=_MissingXGBTuner, **_others)  # the default first, as xgb.py does

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 import click
+from click.core import ParameterSource
 from rich.logging import RichHandler
 
 from tvmc import __version__
@@ -17,9 +18,11 @@ from tvmc.cli.load import load_command
 from tvmc.cli.records import records_group
 from tvmc.cli.run import run_command
 from tvmc.cli.tune import tune_command
+from tvmc.cli.worker import worker_command
 from tvmc.errors import INTERNAL_ERROR_EXIT_CODE, TVMCError, UsageError, did_you_mean
 
 logger = logging.getLogger("tvmc")
+CONFIG_KEY = "tvmc.config"  # ctx.meta: the --config file, named in errors about its values
 
 
 def setup_logging(verbosity: int) -> None:
@@ -88,6 +91,13 @@ class TVMCGroup(click.Group):
                 raise
             click.echo(f"Error: {exc}", err=True)
             ctx.exit(exc.exit_code)
+        except click.BadParameter as exc:
+            config = ctx.meta.get(CONFIG_KEY)
+            sub = exc.ctx
+            if config and sub and exc.param and exc.param.name:
+                if sub.get_parameter_source(exc.param.name) is ParameterSource.DEFAULT_MAP:
+                    exc.message += f" (the value comes from --config {config})"
+            raise
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise
         except KeyboardInterrupt:
@@ -114,6 +124,7 @@ class TVMCGroup(click.Group):
 
 def _config_callback(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
     if value:
+        ctx.meta[CONFIG_KEY] = value
         try:
             ctx.default_map = config_default_map(cli, value)
         except UsageError as exc:
@@ -151,6 +162,7 @@ cli.add_command(tune_command)
 cli.add_command(compile_command)
 cli.add_command(run_command)
 cli.add_command(records_group)
+cli.add_command(worker_command)
 
 
 def main() -> None:

@@ -10,7 +10,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tvmc.cli.common import err, format_option, model_options, out, print_json, wants_json
+from tvmc.cli.common import (
+    SuggestChoice,
+    err,
+    format_option,
+    model_options,
+    out,
+    print_json,
+    wants_json,
+)
 from tvmc.cli.compile import TargetType
 from tvmc.cli.completion import FileWithExt
 from tvmc.driver import TARGET_KINDS
@@ -18,6 +26,7 @@ from tvmc.driver.tuning import (
     DEFAULT_TRIALS,
     TUNER_NAMES,
     MeasureOptions,
+    connect,
     extract_tasks,
     select_tasks,
     tune_tasks,
@@ -33,6 +42,7 @@ from tvmc.driver.tuning_report import (
 from tvmc.errors import UsageError
 
 DEFAULTS = MeasureOptions()
+IN_FLIGHT_SECONDS = 1.0  # at most one question to the Dask scheduler this often
 PLAIN_UPDATE_SECONDS = 5.0  # at most one progress line per task this often when not a terminal
 
 
@@ -43,15 +53,18 @@ def _rate(value: float | None, digits: int = 1) -> str:
 class RichTuningProgress(TuningProgress):
     """Settings and summary tables on stdout; a progress bar per task on stderr (a terminal)."""
 
-    def __init__(self, show_tables: bool = True):
+    def __init__(self, show_tables: bool = True, engine: Any = None):
         self.show_tables = show_tables
+        self.engine = engine  # a DaskMeasurer: its rows in the table, measurements in flight
+        self.in_flight_row: Any = None
+        self.in_flight_at = 0.0
         self.bars: Progress | None = None
         self.rows: dict[int, Any] = {}
         self.summary: TuningSummary | None = None
 
     def start(self, plan: TuningPlan) -> None:
         if self.show_tables:
-            out.print(settings_table(plan))
+            out.print(settings_table(plan, self.engine))
         self.bars = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -81,6 +94,11 @@ class RichTuningProgress(TuningProgress):
             rates=f"{_rate(stats.current_gflops)} now, best {_rate(stats.best_gflops)} GFLOP/s",
             eta=f"~{left:.0f} s left" if left else "",
         )
+        if self.engine is not None and time.monotonic() - self.in_flight_at >= IN_FLIGHT_SECONDS:
+            self.in_flight_at = time.monotonic()
+            if self.in_flight_row is None:
+                self.in_flight_row = self.bars.add_task("devices", total=None, rates="", eta="")
+            self.bars.update(self.in_flight_row, rates=in_flight_text(self.engine).lstrip("; "))
 
     def task_end(self, stats: TaskStats) -> None:
         self.update(stats)
@@ -96,14 +114,15 @@ class RichTuningProgress(TuningProgress):
 class PlainTuningProgress(TuningProgress):
     """Parseable log lines on stderr (not a terminal, or --format json)."""
 
-    def __init__(self, show_tables: bool = True):
+    def __init__(self, show_tables: bool = True, engine: Any = None):
         self.show_tables = show_tables
+        self.engine = engine
         self.last = 0.0
         self.summary: TuningSummary | None = None
 
     def start(self, plan: TuningPlan) -> None:
         if self.show_tables:
-            out.print(settings_table(plan))
+            out.print(settings_table(plan, self.engine))
 
     def task_start(self, stats: TaskStats) -> None:
         err.print(
@@ -115,7 +134,7 @@ class PlainTuningProgress(TuningProgress):
 
     def update(self, stats: TaskStats) -> None:
         if time.monotonic() - self.last >= PLAIN_UPDATE_SECONDS:
-            err.print(stats.line(), markup=False)
+            err.print(stats.line() + in_flight_text(self.engine), markup=False)
             self.last = time.monotonic()
 
     def task_end(self, stats: TaskStats) -> None:
@@ -127,12 +146,22 @@ class PlainTuningProgress(TuningProgress):
             print_summary(summary, out)
 
 
-def settings_table(plan: TuningPlan) -> Table:
-    """Every setting in force, defaults included."""
+def in_flight_text(engine: Any) -> str:
+    """'; in flight: dev0 1, dev1 0' for a Dask engine, '' without one."""
+    if engine is None:
+        return ""
+    counts = engine.in_flight()
+    return "; in flight: " + (", ".join(f"{k} {n}" for k, n in sorted(counts.items())) or "none")
+
+
+def settings_table(plan: TuningPlan, engine: Any = None) -> Table:
+    """Every setting in force, defaults included (and the Dask cluster's, with an engine)."""
     table = Table(title="tuning settings", title_justify="left")
     table.add_column("setting")
     table.add_column("value")
     for name, value in plan.settings():
+        table.add_row(name, value)
+    for name, value in engine.describe() if engine is not None else ():
         table.add_row(name, value)
     return table
 
@@ -160,10 +189,12 @@ def print_summary(summary: TuningSummary, console: Console) -> None:
             s.state,
         )
     console.print(table)
+    plan = summary.plan
+    peak = f"{plan.peak_gflops:g} GFLOP/s, " if plan.peak_gflops else ""
     console.print(
         f"{summary.new_records} new record(s) in {summary.records_path}, {summary.seconds:.1f} s"
         f" (#: as in --tasks list; trials: this run/planned +resumed; speedup: over the default "
-        f"schedule; peak: {summary.plan.peak_gflops:g} GFLOP/s, {summary.plan.peak_source})",
+        f"schedule; peak: {peak}{plan.peak_source})",
         markup=False,
     )
 
@@ -220,7 +251,7 @@ def print_task_list(rows: list[dict[str, Any]], model_file: str) -> None:
 )
 @click.option(
     "--tuner",
-    type=click.Choice(TUNER_NAMES),
+    type=SuggestChoice(TUNER_NAMES),
     default="xgb",
     show_default=True,
     help="Search: xgb (a cost model), ga (genetic), random, gridsearch.",
@@ -275,6 +306,24 @@ def print_task_list(rows: list[dict[str, Any]], model_file: str) -> None:
     help="Tasks to tune, as TVMC: '0', '0,2', '3-5', '-5' (0 to 5), '6-' (6 on), 'all'; "
     "'list' prints the tasks and tunes nothing.",
 )
+@click.option(
+    "--scheduler",
+    metavar="ADDRESS",
+    help="Measure on a Dask cluster: its scheduler, e.g. tcp://host:8786 (needs tvmc[dist]; "
+    "see docs/distributed.md). Records stay on this machine.",
+)
+@click.option(
+    "--device-key",
+    metavar="KEY",
+    help="With --scheduler: the device resource to measure on (tvmc worker --device-key KEY).",
+)
+@click.option(
+    "--priority",
+    type=int,
+    default=0,
+    show_default=True,
+    help="With --scheduler: runs of a higher priority go first on shared workers.",
+)
 @format_option
 def tune_command(
     model_file: str,
@@ -295,6 +344,9 @@ def tune_command(
     parallel: int | None,
     flush_cache: bool,
     tasks_spec: str,
+    scheduler: str | None,
+    device_key: str | None,
+    priority: int,
     output_format: str,
     json_flag: bool,
 ) -> None:
@@ -321,7 +373,8 @@ def tune_command(
         raise UsageError("tvmc tune needs --tuning-records PATH: the file records are appended to")
     if not chosen:
         if as_json:
-            print_json({"model": model_file, "tasks": [], "new_records": 0})
+            empty = dict(settings=None, tasks=[], new_records=0, seconds=0.0, interrupted=False)
+            print_json({"model": model_file, **empty})  # the shape of tune.schema.json
         err.print(
             f"{model_file} has no tunable kernels for {target}: nothing to tune", markup=False
         )
@@ -335,8 +388,13 @@ def tune_command(
         flush_cache=flush_cache,
     )
     show_tables = not as_json
+    if device_key is not None and scheduler is None:
+        raise UsageError("--device-key needs --scheduler ADDRESS: the Dask scheduler to measure on")
+    engine = connect(scheduler, device_key, priority, options, target) if scheduler else None
     progress = (
-        RichTuningProgress(show_tables) if err.is_terminal else PlainTuningProgress(show_tables)
+        RichTuningProgress(show_tables, engine)
+        if err.is_terminal
+        else PlainTuningProgress(show_tables, engine)
     )
     try:
         tune_tasks(
@@ -348,6 +406,7 @@ def tune_command(
             options,
             progress,
             task_indices=chosen,
+            measurer=engine,
         )
     except TuningInterrupted as stop:
         if as_json:
@@ -358,6 +417,9 @@ def tune_command(
             err=True,
         )
         click.get_current_context().exit(130)
+    finally:
+        if engine is not None:
+            engine.close()
     summary = progress.summary
     if as_json and summary is not None:
         print_json({"model": model_file, **summary.to_json()})

@@ -4,7 +4,8 @@ every result appended to the records file as it arrives, and a summary per task.
 In: tvmc.autotune (tasks, records, measurement, tuners), tvmc.driver.compiler (tasks come from
 the same optimized graph that `compile` applies records to), tvmc.driver.tuning_report (what
 tuning reports, and the `TuningProgress` callbacks the CLI draws with). Out: `extract_tasks`,
-`tune_tasks`, `tune`, `select_tasks` (TVMC's `--tasks` grammar), `share_trials`. Never prints.
+`tune_tasks`, `tune`, `select_tasks` (TVMC's `--tasks` grammar), `share_trials`, `connect` and
+`serve_worker` (a Dask cluster's measurer and workers). Never prints.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from typing import TYPE_CHECKING
 
 from tvmc.autotune import Record, Task, append_records, read_records
 from tvmc.autotune import extract_tasks as extract_graph_tasks
+from tvmc.autotune.dask_engine import DaskMeasurer, serve_worker  # noqa: F401  (for `tvmc worker`)
 from tvmc.autotune.measure import LocalMeasurer, MeasureOptions, measure_default
-from tvmc.codegen import CPUTarget, physical_cores
-from tvmc.driver.compiler import CompileOptions, optimize
+from tvmc.autotune.tuner import FAILED
+from tvmc.codegen import CPUTarget, CUDATarget, physical_cores
+from tvmc.driver.compiler import CompileOptions, optimize, parse_target
 from tvmc.driver.model import TVMCModel, load
 from tvmc.driver.tuning_report import (
     LogProgress,
@@ -32,7 +35,7 @@ from tvmc.driver.tuning_report import (
     TuningSummary,
     peak_gflops,
 )
-from tvmc.errors import UsageError, did_you_mean
+from tvmc.errors import UsageError, did_you_mean, unknown_choice
 from tvmc.lower.lower import node_flops
 
 if TYPE_CHECKING:  # the tuners load xgboost, which `import tvmc` should not: imported when used
@@ -70,8 +73,12 @@ def extract_tasks(
         disabled_passes=tuple(disabled_passes),
     )
     graph, _, lowering_target = optimize(model.graph, options)
-    refinements = [(target_llvm_mcpu, "mcpu"), (target_llvm_mattr, "mattr")]
-    target_string = " ".join([target.strip(), *(f"-{k}={v}" for v, k in refinements if v)])
+    parsed = parse_target(options)
+    if isinstance(parsed, CUDATarget):  # records name the arch: `cuda -arch=sm_90`
+        target_string = str(parsed)
+    else:
+        refinements = [(target_llvm_mcpu, "mcpu"), (target_llvm_mattr, "mattr")]
+        target_string = " ".join([target.strip(), *(f"-{k}={v}" for v, k in refinements if v)])
     return extract_graph_tasks(graph, target_string, lowering_target, node_flops)
 
 
@@ -90,7 +97,8 @@ def select_tasks(spec: str | Sequence[int] | None, count: int) -> tuple[list[int
     def index(text: str, item: str) -> int:
         if not text.isdigit():
             raise UsageError(
-                f"--tasks: {item!r} is not a task number, a range (3-5, -5, 6-), 'all' or 'list'"
+                f"--tasks: {item!r} is not a task number, a range (3-5, -5, 6-), 'all' or 'list'."
+                + did_you_mean(item, ("all", "list"))
             )
         if int(text) >= count:
             raise UsageError(
@@ -155,6 +163,9 @@ class _Recorder:
         self.chunk = max(1, chunk)
 
     def measure(self, inputs: list[MeasureInput]) -> list[MeasureResult]:
+        stream = getattr(self.inner, "stream", None)
+        if stream is not None:  # e.g. DaskMeasurer: one record per result, as each arrives
+            return self._measure_stream(inputs, stream)
         results: list[MeasureResult] = []
         for start in range(0, len(inputs), self.chunk):
             part = inputs[start : start + self.chunk]
@@ -168,6 +179,18 @@ class _Recorder:
             self.progress.update(self.stats)
             results += done
         return results
+
+    def _measure_stream(self, inputs: list[MeasureInput], stream) -> list[MeasureResult]:
+        results: list[MeasureResult | None] = [None] * len(inputs)
+        for i, res in stream(inputs):
+            append_records(self.path, [_record(inputs[i], res)])
+            if res.error_no:
+                logger.debug("%s config %d: error %d: %s", inputs[i].task.name,
+                             inputs[i].config.index, res.error_no, res.error_msg)  # fmt: skip
+            self.stats.add([res.costs] if res.error_no == 0 else [], [res.error_no])
+            self.progress.update(self.stats)
+            results[i] = res
+        return [r for r in results if r is not None]
 
     def close(self) -> None:
         """The caller owns the inner measurer."""
@@ -193,18 +216,16 @@ def _tuner_factory(tuner: str | Callable[..., Tuner]) -> tuple[str, Callable[...
     from tvmc.autotune.tuner import TUNERS  # loads xgboost: only when tuning
 
     if tuner not in TUNERS:
-        raise UsageError(
-            f"unknown tuner {tuner!r}; valid: {', '.join(TUNERS)}." + did_you_mean(tuner, TUNERS)
-        )
+        raise UsageError(unknown_choice("tuner", tuner, TUNERS))
     return tuner, TUNERS[tuner]
 
 
-def _check_target(tasks: Sequence[Task]) -> str:
+def _check_target(tasks: Sequence[Task], local: bool = True) -> str:
     targets = {t.target for t in tasks}
     if len(targets) > 1:
         raise UsageError(f"tasks of one tuning run share a target; got {sorted(targets)}")
     target = targets.pop() if targets else "llvm"
-    if not CPUTarget.parse(target).is_native:
+    if local and target.split()[0] != "cuda" and not CPUTarget.parse(target).is_native:
         raise UsageError(
             f"tuning measures kernels on this machine, and target {target!r} "
             "cannot run here; tune on a machine of that architecture"
@@ -232,25 +253,35 @@ def tune_tasks(
     measurer: Measurer | None = None,
     seed: int | None = None,
     task_indices: Sequence[int] | None = None,
+    scheduler: str | None = None,
+    device_key: str | None = None,
+    priority: int = 0,
 ) -> str:
     """Tune `tasks`, appending every measurement to `tuning_records`; returns its path.
 
     `trials`: in total, shared by weight x FLOPs (or one number per task). Records already in the
     file resume the run: their configs are not measured again, count toward the trials and seed
-    the tuners. `measurer`: default a LocalMeasurer with `measure_options`. Ctrl-C raises
-    TuningInterrupted, with every finished measurement on disk.
+    the tuners. `measurer`: default a LocalMeasurer with `measure_options`, or a DaskMeasurer on
+    the Dask `scheduler` measuring on the workers that advertise `device_key` (tasks of a higher
+    `priority` run first). Ctrl-C raises TuningInterrupted, with every finished measurement on disk.
     """
     path = os.fspath(tuning_records)
     progress = progress or LogProgress()
     options = measure_options or MeasureOptions()
     tuner_name, make_tuner = _tuner_factory(tuner)
-    target = _check_target(tasks)
+    remote = scheduler is not None or isinstance(measurer, DaskMeasurer)
+    target = _check_target(tasks, local=not remote)
     shares = _shares(tasks, trials)
     kind = target.split()[0]
     known = [r for r in read_records(path, must_exist=False) if r.target.split()[:1] == [kind]]
     _check_writable(path)
+    if device_key is not None and scheduler is None and measurer is None:
+        raise UsageError("--device-key needs --scheduler ADDRESS: the Dask scheduler to measure on")
+    owned = measurer is None and scheduler is not None
+    if owned:
+        measurer = connect(scheduler, device_key, priority, options, target)
     mine = [_resumable(known, task) for task in tasks]
-    peak, peak_source = peak_gflops()
+    peak, peak_source = peak_gflops(target)
     indices = list(task_indices) if task_indices is not None else list(range(len(tasks)))
     resumed = [len({r.config["index"] for r in records}) for records in mine]
     total = trials if isinstance(trials, int) else sum(shares)
@@ -284,15 +315,27 @@ def tune_tasks(
             if s.planned == 0:
                 s.state = "done before" if s.resumed else "skipped"
                 continue
-            inner = inner or LocalMeasurer(options, target)
+            if inner is None:
+                inner = LocalMeasurer(options, target)
+                if kind == "cuda":  # no GPU here: one clear error, not one per config
+                    inner.check_device()
             s.state, s.started = "running", time.perf_counter()
             progress.task_start(s)
-            default = measure_default(task, inner)
-            s.default_cost = _mean(default.costs) if default.error_no == 0 else None
             session = make_tuner(task, seed=seed)
             session.load_history(mine[n], [r for r in known if r.workload != task.workload])
+            if task.space.default_index is None:  # the untuned schedule is no config: time it
+                default = measure_default(task, inner)
+                s.default_cost = _mean(default.costs) if default.error_no == 0 else None
+            else:  # the tuner measures that config first (or it was resumed)
+                s.default_cost = _default_cost(session)
             recorder = _Recorder(inner, path, s, progress, chunk)
-            session.tune(s.planned, recorder, early_stopping=early_stopping)
+
+            def note_default(tuner: Tuner, *_: object, s: TaskStats = s) -> None:
+                if s.default_cost is None and tuner.space.default_index is not None:
+                    s.default_cost = _default_cost(tuner)
+
+            session.tune(s.planned, recorder, early_stopping=early_stopping,
+                         callbacks=[note_default])  # fmt: skip
             if s.done < s.planned:
                 s.state = "stopped early" if session.has_next() else "space exhausted"
             else:
@@ -305,13 +348,31 @@ def tune_tasks(
             if s.state == "running":
                 s.state, s.finished = "interrupted", time.perf_counter()
     finally:
-        if measurer is None and inner is not None:
-            inner.close()  # ours: stops its worker processes
+        if (measurer is None or owned) and inner is not None:
+            inner.close()  # ours: stops its worker processes (or disconnects)
     summary = TuningSummary(plan, stats, time.perf_counter() - start, interrupted)
     progress.finish(summary)
     if interrupted:
         raise TuningInterrupted(summary)
     return path
+
+
+def connect(
+    scheduler: str,
+    device_key: str | None,
+    priority: int = 0,
+    options: MeasureOptions | None = None,
+    target: str = "llvm",
+) -> DaskMeasurer:
+    """A DaskMeasurer on `scheduler` for the workers advertising `device_key` (UsageError when
+    the scheduler is unreachable, the key missing, or no such worker turns up)."""
+    if not device_key:
+        raise UsageError(
+            "--scheduler needs --device-key KEY: the resource the device workers advertise "
+            "(tvmc worker --device-key KEY)"
+        )
+    return DaskMeasurer(options, target, scheduler=scheduler, device_key=device_key,
+                        priority=priority)  # fmt: skip
 
 
 def _shares(tasks: Sequence[Task], trials: int | Sequence[int]) -> list[int]:
@@ -364,12 +425,16 @@ def tune(
     shape_dict: dict[str, tuple[int, ...]] | None = None,
     dtype_dict: dict[str, str] | None = None,
     model_format: str | None = None,
+    scheduler: str | None = None,
+    device_key: str | None = None,
+    priority: int = 0,
 ) -> str:
     """Tune a model's kernels and return the records path (`tvmc tune`); compile with it.
 
     `tuning_records`: appended to, and resumed from when it exists (None: a temporary file).
     `tasks`: TVMC's `--tasks` grammar or a list of task numbers. The measurement keywords left
-    None keep MeasureOptions' defaults.
+    None keep MeasureOptions' defaults. `scheduler`, `device_key`, `priority`: measure on a Dask
+    cluster (see `tune_tasks`).
     """
     all_tasks = extract_tasks(
         model,
@@ -404,7 +469,17 @@ def tune(
         progress,
         seed=seed,
         task_indices=chosen,
+        scheduler=scheduler,
+        device_key=device_key,
+        priority=priority,
     )
+
+
+def _default_cost(tuner: Tuner) -> float | None:
+    """The measured cost of the space's default config, if the tuner has one that succeeded."""
+    index = tuner.space.default_index
+    costs = [cost for config, cost in tuner.history if config.index == index and cost < FAILED]
+    return costs[0] if costs else None
 
 
 def _mean(costs: Sequence[float]) -> float | None:

@@ -91,14 +91,16 @@ def gflops(flops: int | None, cost: float | None) -> float | None:
     return flops / cost / 1e9 if flops and cost else None
 
 
-def peak_gflops() -> tuple[float, str]:
-    """The machine's fp32 peak in GFLOP/s, and where the figure comes from."""
+def peak_gflops(target: str = "llvm") -> tuple[float, str]:
+    """The machine's fp32 peak in GFLOP/s, and where the figure comes from (0: unknown)."""
     value = os.environ.get(PEAK_GFLOPS_ENV, "").strip()
     if value:
         try:
             return float(value), f"${PEAK_GFLOPS_ENV}"
         except ValueError:
             raise UsageError(f"${PEAK_GFLOPS_ENV} must be a number, got {value!r}") from None
+    if target.split()[:1] == ["cuda"]:
+        return 0.0, f"unknown for GPUs: set ${PEAK_GFLOPS_ENV}"
     threads = num_threads()
     return PEAK_GFLOPS_PER_CORE * threads, f"{PEAK_GFLOPS_PER_CORE:g} x {threads} threads"
 
@@ -301,7 +303,12 @@ class TuningPlan:
                 f"{len(self.tasks)}: "
                 + ", ".join(f"#{i} {t.name}" for i, t in zip(self.indices, self.tasks)),
             ),
-            ("peak", f"{self.peak_gflops:g} GFLOP/s ({self.peak_source})"),
+            (
+                "peak",
+                f"{self.peak_gflops:g} GFLOP/s ({self.peak_source})"
+                if self.peak_gflops
+                else self.peak_source,
+            ),  # fmt: skip
         ]
 
     def to_json(self) -> dict[str, Any]:

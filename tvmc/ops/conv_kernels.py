@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from tvmc.graph import TensorType
 from tvmc.kernel import Buffer, Expr, Kernel, Stmt, allocate, const, loop, seq
 from tvmc.ops.conv_layout import ConvGeometry, fill_planes, transform_kernel_body, vector_range
 from tvmc.ops.conv_schedules import (
@@ -53,8 +54,15 @@ from tvmc.ops.conv_schedules import (
     pixel_tiling,
 )
 from tvmc.ops.conv_space import DEFAULTS as TILE_DEFAULTS
-from tvmc.ops.conv_space import conv_space, conv_transpose_space
-from tvmc.ops.lowering import Epilogue, LowerContext, TensorRef, make_kernel, template
+from tvmc.ops.conv_space import conv_geometry, conv_space, conv_transpose_space
+from tvmc.ops.lowering import (
+    Epilogue,
+    LowerContext,
+    LoweringTarget,
+    TensorRef,
+    make_kernel,
+    template,
+)
 from tvmc.ops.microkernel import (
     accumulator_dtype,
     ceil_div,
@@ -64,6 +72,7 @@ from tvmc.ops.microkernel import (
     unflatten,
 )
 from tvmc.ops.registry import Attrs
+from tvmc.ops.space import ConfigSpace
 
 PARALLEL_MIN_FLOPS = 1 << 18  # below this a fork/join costs more than the split saves
 PARALLEL_MIN_ELEMENTS = 1 << 16  # the same for the input transform (a copy)
@@ -293,7 +302,27 @@ def _geometry(
                         kernel, (1,) * spatial, dil, begin, out_shape, strides)  # fmt: skip
 
 
-@template("Conv", epilogue=True, space=conv_space)
+def _with_default(
+    space_fn: Callable[[Attrs, list[TensorType], LoweringTarget], ConfigSpace], op: str
+) -> Callable[[Attrs, list[TensorType], LoweringTarget], ConfigSpace]:
+    """`space_fn` with `default_index` set: the config whose plan is the one `{}` gets."""
+
+    def space(attrs: Attrs, input_types: list[TensorType], target: LoweringTarget) -> ConfigSpace:
+        configs = space_fn(attrs, input_types, target)
+        geo = conv_geometry(attrs, input_types, op)
+        lanes = target.lanes(accumulator_dtype(input_types[0].dtype))
+        want = plan({}, geo, lanes)
+        configs.default_index = next(
+            (i for i in range(len(configs)) if plan(configs.get(i).values, geo, lanes) == want),
+            None,
+        )
+        return configs
+
+    space.__doc__ = space_fn.__doc__
+    return space
+
+
+@template("Conv", epilogue=True, space=_with_default(conv_space, "Conv"))
 def conv_template(
     ctx: LowerContext,
     attrs: Attrs,
@@ -308,7 +337,9 @@ def conv_template(
     return conv_lowering(ctx, geo, x, w, lambda v: v, bias, outputs[0], epilogue)
 
 
-@template("ConvTranspose", epilogue=True, space=conv_transpose_space)
+@template(
+    "ConvTranspose", epilogue=True, space=_with_default(conv_transpose_space, "ConvTranspose")
+)
 def conv_transpose_template(
     ctx: LowerContext,
     attrs: Attrs,

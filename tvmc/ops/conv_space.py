@@ -4,12 +4,13 @@ Every config of a space builds and computes the same result; knobs only change t
 
 - plan: [schedule, tile_vectors, tile_rows(, order)], the schedule with the NV and MR limits it
   chooses its register tile under, and for "pixels"/"channels" the tile loop order
-  ("pixels_outer" or "channels_outer"; "depthwise" has one tile loop and no order). Schedules: "pixels" and "channels"; "depthwise" and "pixels" when
-  each group reads one input channel ("channels" too when a group has over 8 output channels:
-  the template may pick it). Many limits give the same tile, so each schedule offers one pair
-  per distinct tiling of this workload (the tile's own NV and MR where they give it), the
-  template's default tiling and the others with the best modelled throughput
-  (`conv_kernels._estimate`'s model), up to KEEP of them. Folding the schedule into the tile
+  ("pixels_outer" or "channels_outer"; "depthwise" has one tile loop and no order).
+  Schedules: "pixels" and "channels"; "depthwise" and "pixels" when each group reads one input
+  channel ("channels" too when a group has over 8 output channels: the template may pick it).
+  Many limits give the same tile, so each schedule offers one pair per distinct tiling of this
+  workload (the tile's own NV and MR where they give it), the template's default tiling and
+  the others with the best modelled throughput (`conv_kernels._estimate`'s model), up to KEEP
+  of them. Folding the schedule into the tile
   knob keeps the space free of configs that differ only in limits their schedule never reads.
   The register budget MR * NV + NV + 1 <= 32 holds for every tile: the tilings enforce it.
 - unroll_taps: "none", "row", "all" where they differ ("all" up to MAX_UNROLLED_TAPS taps).

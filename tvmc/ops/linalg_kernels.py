@@ -90,8 +90,8 @@ def gemm_kernels(
     rows = math.prod(batch) * m if fold else m
     groups = 1 if fold else math.prod(batch)
 
-    mr = max(1, min(int(ctx.config.get("tile_m", 6)), rows))
-    nv = max(1, min(int(ctx.config.get("tile_n", 4)), ceil_div(n, lanes)))
+    mr = max(1, min(int(ctx.config.get("tile_m", DEFAULT_TILE[0])), rows))
+    nv = max(1, min(int(ctx.config.get("tile_n", DEFAULT_TILE[1])), ceil_div(n, lanes)))
     # A runtime B whose rows split into whole panels is read in place: no packing pass
     in_place = b.value is None and not (trans_b or b_vec) and n % lanes == 0
     if in_place:
@@ -203,6 +203,7 @@ def gemm_kernels(
 
 
 TILE_ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14)  # MR candidates (at most M)
+DEFAULT_TILE = (6, 4)  # (tile_m, tile_n) of an empty config
 TILE_VECTORS = 8  # NV candidates 1..8 (1..15 for a GEMV: one row leaves room for wide tiles)
 
 
@@ -222,6 +223,8 @@ def gemm_space(attrs: Attrs, input_types: list[TensorType], target: LoweringTarg
     space.other("tile_m", sorted({min(r, rows) for r in TILE_ROWS}))
     space.other("tile_n", sorted({min(v, widest) for v in vectors}))
     space.other("order", ["panel_outer"] + (["rows_outer"] if rows > 1 else []))
+    default = {"tile_m": min(DEFAULT_TILE[0], rows), "tile_n": min(DEFAULT_TILE[1], widest)}
+    space.default_index = space.index_of({**default, "order": "panel_outer"})
     return space
 
 

@@ -4,7 +4,9 @@ A template declares its space (`@template(..., space=fn)`, `fn(attrs, input_type
 config is one value per knob. Configs are numbered mixed-radix over the knobs in definition
 order, the first knob least significant (AutoTVM's convention), so `space.get(i).index == i` and
 `space.from_entity(config.entity)` round-trips. The template reads the chosen values from
-`ctx.config` (a dict knob -> value); an empty dict means its defaults.
+`ctx.config` (a dict knob -> value); an empty dict means its defaults, and `default_index` names
+the config that builds the same kernel as those defaults (None when none does), so tuners can
+measure it first and the best config found is never slower than the untuned one.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class ConfigSpace:
     """The knobs of one task, in definition order."""
 
     knobs: list[Knob] = field(default_factory=list)
+    default_index: int | None = None  # the config equal to the template's defaults
 
     def add(self, name: str, kind: str, candidates: Iterable[Any]) -> ConfigSpace:
         """Append a knob (chainable)."""
@@ -101,6 +104,17 @@ class ConfigSpace:
             index += i * radix
             radix *= len(knob.candidates)
         return ConfigEntity(self, index, tuple(choices))
+
+    def index_of(self, values: dict[str, Any]) -> int | None:
+        """The index of the config with these knob values (None if some value is no candidate)."""
+        index, radix = 0, 1
+        for knob in self.knobs:
+            value = _json_shaped(values.get(knob.name))
+            if value not in knob.candidates:
+                return None
+            index += knob.candidates.index(value) * radix
+            radix *= len(knob.candidates)
+        return index
 
     def code_hash(self) -> str:
         """Identifies the space (knobs and candidates): records of another version don't apply."""
