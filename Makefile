@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)  ## create .venv with tvmc and its test tools
 
-demo: $(STAMP)  ## load, inspect and run a model that ships with the onnx wheel
+demo: $(STAMP)  ## load, tune briefly, compile and run a model that ships with the onnx wheel
 	@mkdir -p $(DEMO)
 	$(BIN)/python -m tvmc.demo $(DEMO)
 

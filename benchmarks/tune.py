@@ -1,7 +1,7 @@
 """`make bench-tune`: best GFLOP/s of light_resnet50's heaviest conv tasks after N trials, for
 the xgb and random tuners, beside the default schedule and the machine's peak.
 
-    .venv/bin/python benchmarks/tune.py [--tasks 3] [--checkpoints 64,128,256]
+    .venv/bin/python benchmarks/tune.py [--tasks 4] [--checkpoints 64,128,256]
 
 Each (task, tuner) pair starts from nothing (no records), so the numbers compare search
 strategies. Tuning measures 2-thread kernels: run it on an idle machine.
@@ -30,7 +30,7 @@ def gflops(flops: int, cost: float | None) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="light_resnet50")
-    parser.add_argument("--tasks", type=int, default=3, help="the N heaviest tasks")
+    parser.add_argument("--tasks", type=int, default=4, help="the N heaviest tasks")
     parser.add_argument("--checkpoints", default="64,128,256")
     parser.add_argument("--tuners", default="xgb,random")
     args = parser.parse_args()
@@ -42,12 +42,13 @@ def main() -> None:
     peak, _ = peak_gflops()
     header = " ".join(f"{'@' + str(c):>7}" for c in checkpoints)
     print(f"peak {peak:.0f} GFLOP/s; GFLOP/s of the best config after N trials")
-    print(f"{'task':28} {'tuner':7} {'default':>8} {header} {'cfg/min':>8}")
+    print(f"{'task':36} {'tuner':7} {'default':>8} {header} {'cfg/min':>8}")
     with LocalMeasurer(MeasureOptions()) as measurer:
         for task in tasks:
             default = measure_default(task, measurer)
             base = gflops(task.flops, min(default.costs) if default.error_no == 0 else None)
-            shapes = "x".join(str(d) for d in task.args[0][1])
+            tensors = [a[1] for a in task.args if a[0] == "TENSOR"][:2]  # input, weights
+            shapes = ", ".join("x".join(str(d) for d in shape) for shape in tensors)
             for name in args.tuners.split(","):
                 tuner = TUNERS[name](task, seed=0)
                 row, start, done = [], time.perf_counter(), 0
@@ -57,7 +58,7 @@ def main() -> None:
                     row.append(gflops(task.flops, tuner.best_cost))
                 rate = tuner.trials_done / (time.perf_counter() - start) * 60
                 cells = " ".join(f"{g:7.1f}" for g in row)
-                print(f"{task.op + ' ' + shapes:28} {name:7} {base:8.1f} {cells} {rate:8.0f}")
+                print(f"{task.op + ' ' + shapes:36} {name:7} {base:8.1f} {cells} {rate:8.0f}")
                 sys.stdout.flush()
 
 

@@ -39,12 +39,12 @@ def main() -> None:
             model = tvmc.load(path)
             tasks = tvmc.extract_tasks(model, "llvm")
             records = os.path.join(args.directory, f"{name}.json")
-            before = len(read_records(records, must_exist=False))
+            before = len(list(read_records(records, must_exist=False)))
             trials = args.trials_per_task * len(tasks)
             start = time.perf_counter()
             tvmc.tune(model, "llvm", records, trials=trials, tuner=args.tuner, seed=0)
             minutes = (time.perf_counter() - start) / 60
-            new = read_records(records)[before:]
+            new = list(read_records(records))[before:]
             errors = sum(1 for r in new if r.error_no)
             rate = len(new) / minutes if minutes > 0 else 0.0
             print(f"{name:20} {len(tasks):5d} {len(new):6d} {minutes:7.1f} {rate:7.0f} {errors:6d}")

@@ -4,6 +4,7 @@ and replaced) tuning a small conv task."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -74,6 +75,15 @@ def test_tune_on_an_in_process_cluster_shows_it(tmp_path: Path):
     assert "1 build (2 builds at once), 1 device" in result.stdout
     assert "devices seen" in result.stdout and "3 new record(s)" in result.stdout
     assert len(list(read_records(path))) == 3
+    with local_cluster() as cluster:  # --format json: the cluster beside the summary
+        address = cluster.scheduler_address
+        result = ok(tvmc("tune", model, "-o", path, "--scheduler", address, "--device-key",
+                         "cpu0", "--format", "json", "--tasks", "0", "--trials", "5",
+                         "--tuner", "random", "--repeat", "1"))  # fmt: skip
+    cluster_json = json.loads(result.stdout)["cluster"]
+    assert cluster_json["scheduler"] == address and cluster_json["device_key"] == "cpu0"
+    assert cluster_json["build_workers"] == 1 and len(cluster_json["devices"]) == 1
+    assert len(list(read_records(path))) == 5
 
 
 def test_in_flight_text_per_device():

@@ -234,6 +234,21 @@ class DaskMeasurer:
             ("devices seen", ", ".join(names) or "-"),
         ]
 
+    def to_json(self) -> dict[str, Any]:
+        """The cluster as `describe` shows it, for `tvmc tune --format json`."""
+        workers = self._workers()
+        builders = self._workers_with(BUILD)
+        devices = self._workers_with(self.device_key)
+        return {
+            "scheduler": self.scheduler,
+            "device_key": self.device_key,
+            "priority": self.priority,
+            "workers": len(workers),
+            "build_workers": len(builders),
+            "build_slots": sum(builders.values()),
+            "devices": [str(workers[a].get("name", a)) for a in sorted(devices)],
+        }
+
     def in_flight(self) -> dict[str, int]:
         """Measurements running or queued per device worker (by name), as the scheduler sees it
         ({} when it cannot say: this only feeds the progress display)."""

@@ -255,6 +255,9 @@ def _mismatch(built: BuildResult, arrays: dict[str, np.ndarray]) -> str:
         got = arrays[f"out{i}"].reshape(shape)
         rtol, atol = TOLERANCE.get(str(want.dtype), (1e-3, 1e-4))
         if want.dtype.kind in "fc":
+            # long sums (a 18432-deep dense) leave rounding error near zero-valued outputs:
+            # absolute tolerance relative to the output's scale, as the model tests compare
+            atol = max(atol, atol * float(np.abs(want).max()))
             bad = ~np.isclose(got, want, rtol=rtol, atol=atol)
         else:
             bad = got != want

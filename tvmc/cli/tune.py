@@ -373,7 +373,8 @@ def tune_command(
         raise UsageError("tvmc tune needs --tuning-records PATH: the file records are appended to")
     if not chosen:
         if as_json:
-            empty = dict(settings=None, tasks=[], new_records=0, seconds=0.0, interrupted=False)
+            empty = dict(settings=None, tasks=[], new_records=0, seconds=0.0, interrupted=False,
+                         cluster=None)  # fmt: skip
             print_json({"model": model_file, **empty})  # the shape of tune.schema.json
         err.print(
             f"{model_file} has no tunable kernels for {target}: nothing to tune", markup=False
@@ -391,6 +392,7 @@ def tune_command(
     if device_key is not None and scheduler is None:
         raise UsageError("--device-key needs --scheduler ADDRESS: the Dask scheduler to measure on")
     engine = connect(scheduler, device_key, priority, options, target) if scheduler else None
+    cluster = engine.to_json() if engine is not None else None  # as the settings table shows it
     progress = (
         RichTuningProgress(show_tables, engine)
         if err.is_terminal
@@ -410,7 +412,7 @@ def tune_command(
         )
     except TuningInterrupted as stop:
         if as_json:
-            print_json({"model": model_file, **stop.summary.to_json()})
+            print_json({"model": model_file, **stop.summary.to_json(), "cluster": cluster})
         click.echo(
             f"Interrupted: {stop.summary.new_records} record(s) of this run are in "
             f"{tuning_records}; run the same command again to resume.",
@@ -422,7 +424,7 @@ def tune_command(
             engine.close()
     summary = progress.summary
     if as_json and summary is not None:
-        print_json({"model": model_file, **summary.to_json()})
+        print_json({"model": model_file, **summary.to_json(), "cluster": cluster})
     elif summary is not None and summary.new_records:
         err.print(
             f"next: tvmc compile {model_file} --tuning-records {tuning_records} -o model.tar",
