@@ -218,3 +218,44 @@ def test_a_lost_device_ends_the_waiting_measurements_as_errors():
             assert lost and all("no worker with device key" in r.error_msg for r in lost)
             with pytest.raises(UsageError, match="advertises 'cpu0'"):
                 measurer.measure(inputs[:1])
+
+
+def test_builds_and_cpu_measurements_on_one_host_take_turns(tmp_path, monkeypatch):
+    """A measurement waits for the build in flight; a build asked for meanwhile waits for it."""
+    import threading
+
+    from tvmc.autotune import dask_engine
+
+    monkeypatch.setattr(dask_engine, "HOST_LOCK", str(tmp_path / "host.lock"))
+    log: list[str] = []
+    building, measuring_asked = threading.Event(), threading.Event()
+
+    def first_build() -> None:
+        with dask_engine._host_turn(exclusive=False):
+            log.append("build 1 starts")
+            building.set()
+            measuring_asked.wait(10)
+            time.sleep(0.2)  # the measurement (and the second build) queue behind this build
+            log.append("build 1 ends")
+
+    def measurement() -> None:
+        building.wait(10)
+        measuring_asked.set()
+        with dask_engine._host_turn(exclusive=True):
+            log.append("measure starts")
+            time.sleep(1.0)  # the second build asks meanwhile
+            log.append("measure ends")
+
+    def second_build() -> None:
+        measuring_asked.wait(10)
+        time.sleep(0.5)  # asked while the measurement waits or runs
+        with dask_engine._host_turn(exclusive=False):
+            log.append("build 2 starts")
+
+    threads = [threading.Thread(target=f) for f in (first_build, measurement, second_build)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert log == ["build 1 starts", "build 1 ends", "measure starts", "measure ends",
+                   "build 2 starts"]  # fmt: skip

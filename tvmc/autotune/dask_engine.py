@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import tempfile
 import threading
 import time
 import uuid
@@ -44,6 +46,8 @@ CONNECT_TIMEOUT = 5.0  # seconds to reach the scheduler before giving up
 DEVICE_WAIT = 30.0  # seconds to wait for a worker with the device key (or a build worker)
 POLL = 0.5  # seconds between checks that the device is still there while results are awaited
 PRELOAD = ("tvmc.autotune.measure",)
+# builds and CPU measurements on one host take turns through this lock file
+HOST_LOCK = os.path.join(tempfile.gettempdir(), f"tvmc-measure-{os.getuid()}.lock")
 INSTALL_HINT = "pip install 'tvmc[dist]'"
 
 Span = tuple[str, float, float]  # (device worker address, run start, run end), wall-clock seconds
@@ -86,6 +90,28 @@ def warm_up(role: str, count: int) -> None:
             _pools[role].append(child)
 
 
+@contextmanager
+def _host_turn(exclusive: bool) -> Iterator[None]:
+    """Builds and CPU measurements on one host take turns, as local tuning's do: a measurement
+    (exclusive) waits for the builds in flight and holds new ones back, so compiles never share
+    the cores with a kernel being timed. Builds (shared) run together. A turnstile file keeps a
+    stream of builds from starving a waiting measurement. Hosts without both roles never wait."""
+    import fcntl
+
+    with open(HOST_LOCK + ".turn", "a") as turn, open(HOST_LOCK, "a") as lock:
+        fcntl.flock(turn, fcntl.LOCK_EX)
+        if exclusive:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # holding the turnstile: no new build starts
+            fcntl.flock(turn, fcntl.LOCK_UN)
+        else:
+            fcntl.flock(turn, fcntl.LOCK_UN)
+            fcntl.flock(lock, fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def build_task(
     fn: Callable[..., BuildResult],
     inp: MeasureInput,
@@ -96,7 +122,7 @@ def build_task(
 ) -> BuildResult:
     """`fn` (`build`) in a child of this Dask worker: error 6 past `timeout`, 2 when the child
     died."""
-    with _isolated("build") as child:
+    with _isolated("build") as child, _host_turn(exclusive=False):
         outcome = child.call((fn, (inp, check, threads), imports), timeout)
     if outcome.status == "ok":
         return outcome.value
@@ -113,9 +139,10 @@ def measure_task(
         return _failed(built.error_no, built.seconds, built.error_msg), None
     with _isolated("run") as child:
         child.ensure_ready()  # a fresh child's imports are not run time
-        start = time.time()
-        ran = child.call((fn, (built, options), ()), options.timeout)
-        end = time.time()
+        with _host_turn(exclusive=fn is run):  # CPU timing: no compiles beside it
+            start = time.time()
+            ran = child.call((fn, (built, options), ()), options.timeout)
+            end = time.time()
     span = (_worker_address(), start, end)
     spent = built.seconds + ran.seconds
     if ran.status == "ok":
