@@ -37,7 +37,7 @@ from tvmc.codegen import (
 from tvmc.codegen import physical_cores as _physical_cores
 from tvmc.errors import UsageError
 from tvmc.graph import Node, TensorType
-from tvmc.kernel import Buffer
+from tvmc.kernel import Buffer, Kernel
 from tvmc.ops import OPS, evaluate_node
 from tvmc.ops.lowering import LowerContext, LoweringTarget, buffer_shape, ref_of_buffer
 from tvmc.ops.space import ConfigEntity, ConfigSpace
@@ -143,25 +143,16 @@ def build(
     start = time.perf_counter()
     threads = threads or num_threads()
     task = inp.task
-    types, attrs = task_types(task)
-    node = Node(task.op, [f"in{i}" for i in range(len(types))], [], attrs, task.name)
-    opdef = OPS[task.op]
-    out_types = opdef.infer(node.attrs, types)
-    arrays = random_inputs(types)
-    first_constant = CONSTANTS_FROM.get(task.op, len(types))
     target = CPUTarget.parse(task.target)
-    ctx = LowerContext(LoweringTarget("cpu", target.vector_bits, threads), inp.config.values, "k")
-    in_bufs = [Buffer(f"in{i}", buffer_shape(t.shape), t.dtype) for i, t in enumerate(types)]
-    out_bufs = [Buffer(f"out{i}", buffer_shape(t.shape), t.dtype) for i, t in enumerate(out_types)]
-    refs = [ref_of_buffer(f"in{i}", t, b, arrays[i] if i >= first_constant else None)
-            for i, (t, b) in enumerate(zip(types, in_bufs))]  # fmt: skip
+    op = TaskOp.of(task)
 
     def failed(error_no: int) -> BuildResult:
         text = traceback.format_exc()[-MESSAGE_CHARS:]
         return BuildResult(seconds=time.perf_counter() - start, error_no=error_no, error_msg=text)
 
+    ctx = LowerContext(LoweringTarget("cpu", target.vector_bits, threads), inp.config.values, "k")
     try:
-        kernels = opdef.template(ctx, node.attrs, refs, out_bufs, None)
+        kernels = op.lower(ctx)
     except Exception:
         return failed(1)
     try:
@@ -171,14 +162,44 @@ def build(
     except Exception:
         return failed(2)
     try:
-        reference = _reference(task, node, arrays) if check_correctness else None
+        reference = _reference(task, op.node, op.arrays) if check_correctness else None
     except Exception:
         return failed(8)
     return BuildResult(
-        artifact.object_code, artifact.kernels, tuple((t.shape, t.dtype) for t in types),
-        tuple(t.shape for t in out_types), {b.name: v for b, v in ctx.params}, reference,
+        artifact.object_code, artifact.kernels, tuple((t.shape, t.dtype) for t in op.types),
+        tuple(t.shape for t in op.out_types), {b.name: v for b, v in ctx.params}, reference,
         time.perf_counter() - start, num_threads=threads,
     )  # fmt: skip
+
+
+@dataclass
+class TaskOp:
+    """A task's op alone, as `build` lowers it: its node, types, seeded inputs and buffers
+    (the inputs from CONSTANTS_FROM on are constants, packed at build time as compile does)."""
+
+    task: Task
+    node: Node
+    types: list[TensorType]
+    out_types: list[TensorType]
+    arrays: list[np.ndarray]
+
+    @classmethod
+    def of(cls, task: Task) -> TaskOp:
+        types, attrs = task_types(task)
+        node = Node(task.op, [f"in{i}" for i in range(len(types))], [], attrs, task.name)
+        out_types = OPS[task.op].infer(node.attrs, types)
+        return cls(task, node, types, out_types, random_inputs(types))
+
+    def lower(self, ctx: LowerContext) -> list[Kernel]:
+        """The op's template with `ctx`'s target and config (raises when it rejects them)."""
+        first_constant = CONSTANTS_FROM.get(self.task.op, len(self.types))
+        in_bufs = [Buffer(f"in{i}", buffer_shape(t.shape), t.dtype)
+                   for i, t in enumerate(self.types)]  # fmt: skip
+        out_bufs = [Buffer(f"out{i}", buffer_shape(t.shape), t.dtype)
+                    for i, t in enumerate(self.out_types)]  # fmt: skip
+        refs = [ref_of_buffer(f"in{i}", t, b, self.arrays[i] if i >= first_constant else None)
+                for i, (t, b) in enumerate(zip(self.types, in_bufs))]  # fmt: skip
+        return OPS[self.task.op].template(ctx, self.node.attrs, refs, out_bufs, None)
 
 
 _references: dict[tuple[str, str], list[np.ndarray]] = {}  # per process: the last few tasks'

@@ -23,27 +23,25 @@ from typing import Any
 import numpy as np
 
 from tvmc.autotune.measure import (
-    CONSTANTS_FROM,
     MESSAGE_CHARS,
     BuildResult,
     MeasureInput,
     MeasureOptions,
     MeasureResult,
+    TaskOp,
     _mismatch,
     _reference,
     random_inputs,
-    task_types,
 )
 from tvmc.autotune.records import FAILED_COST
 from tvmc.codegen.cuda_program import Launch, check_launch
 from tvmc.codegen.nvptx import emit_ptx, launch_dims
 from tvmc.codegen.target import CUDATarget
 from tvmc.errors import UsageError
-from tvmc.graph import Node, TensorType
-from tvmc.kernel import Buffer, Kernel
+from tvmc.graph import TensorType
+from tvmc.kernel import Kernel
 from tvmc.kernel.program import WORKSPACE_ALIGN, ProgramBuffer
-from tvmc.ops import OPS
-from tvmc.ops.lowering import LowerContext, LoweringTarget, buffer_shape, ref_of_buffer
+from tvmc.ops.lowering import LowerContext, LoweringTarget
 from tvmc.runtime.executor import ProgramInfo
 
 CUDA_MIN_REPEAT_MS = 1000.0  # TVMC's default on GPUs: short kernels are timed over >= 1 s
@@ -146,17 +144,8 @@ def build_cuda(
     start = time.perf_counter()
     task = inp.task
     target = CUDATarget.parse(task.target)
-    types, attrs = task_types(task)
-    node = Node(task.op, [f"in{i}" for i in range(len(types))], [], attrs, task.name)
-    opdef = OPS[task.op]
-    out_types = opdef.infer(node.attrs, types)
-    arrays = random_inputs(types)
-    first_constant = CONSTANTS_FROM.get(task.op, len(types))
+    op = TaskOp.of(task)
     ctx = LowerContext(LoweringTarget(kind="cuda"), inp.config.values, "k")
-    in_bufs = [Buffer(f"in{i}", buffer_shape(t.shape), t.dtype) for i, t in enumerate(types)]
-    out_bufs = [Buffer(f"out{i}", buffer_shape(t.shape), t.dtype) for i, t in enumerate(out_types)]
-    refs = [ref_of_buffer(f"in{i}", t, b, arrays[i] if i >= first_constant else None)
-            for i, (t, b) in enumerate(zip(types, in_bufs))]  # fmt: skip
 
     def failed(error_no: int, message: str = "") -> CUDABuildResult:
         text = (message or traceback.format_exc())[-MESSAGE_CHARS:]
@@ -164,7 +153,7 @@ def build_cuda(
                                error_msg=text)  # fmt: skip
 
     try:
-        kernels = opdef.template(ctx, node.attrs, refs, out_bufs, None)
+        kernels = op.lower(ctx)
     except Exception:
         return failed(1)
     invalid = launch_error(kernels)
@@ -187,7 +176,7 @@ def build_cuda(
                              f"registers x {threads_per_block} threads, more than a block's "
                              f"{REGISTERS_PER_BLOCK}")  # fmt: skip
     try:
-        reference = _reference(task, node, arrays) if check_correctness else None
+        reference = _reference(task, op.node, op.arrays) if check_correctness else None
     except Exception:
         return failed(8)
     params = {b.name: v for b, v in ctx.params}
@@ -197,8 +186,8 @@ def build_cuda(
         for k in kernels
     )  # fmt: skip
     return CUDABuildResult(
-        b"", artifact.kernels, tuple((t.shape, t.dtype) for t in types),
-        tuple(t.shape for t in out_types), params, reference, time.perf_counter() - start,
+        b"", artifact.kernels, tuple((t.shape, t.dtype) for t in op.types),
+        tuple(t.shape for t in op.out_types), params, reference, time.perf_counter() - start,
         ptx=artifact.ptx, launches=launches, program=_buffers(kernels, params).to_json(),
         registers=registers,
     )  # fmt: skip

@@ -17,9 +17,8 @@ from tvmc.codegen.nvptx import emit_ptx
 from tvmc.codegen.target import NVPTX_TRIPLE, CUDATarget
 from tvmc.kernel import KernelIRError
 from tvmc.kernel.program import Program
+from tvmc.kernel.transform import MAX_STATIC_SHARED_BYTES, MAX_THREADS_PER_BLOCK
 
-MAX_THREADS_PER_BLOCK = 1024  # every arch since sm_20
-MAX_STATIC_SHARED_BYTES = 48 * 1024  # more needs dynamic shared memory and an opt-in attribute
 DUMP_KINDS = ("kernel", "ll", "ptx", "asm")  # asm: the PTX too (it is the GPU's assembly)
 
 

@@ -20,12 +20,9 @@ from tvmc.codegen.lower_stmt import Lowering, ModuleState
 from tvmc.codegen.mathfuncs import math_function
 from tvmc.codegen.target import init_llvm, optimize
 from tvmc.kernel import (
-    GPU_KINDS,
-    Allocate,
     Barrier,
     Buffer,
     For,
-    IntImm,
     Kernel,
     KernelIRError,
     Stmt,
@@ -33,7 +30,7 @@ from tvmc.kernel import (
     kernel_str,
     validate,
 )
-from tvmc.kernel.transform import contains, walk
+from tvmc.kernel.transform import MAX_THREADS_PER_BLOCK, contains, gpu_extents
 
 NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
 _SREG = {"threadIdx": "tid", "blockIdx": "ctaid"}
@@ -66,19 +63,13 @@ class PTXArtifact:
 
 def launch_dims(kernel: Kernel) -> tuple[dict[str, int], LaunchDims]:
     """Per GPU axis, the launch extent (the largest constant extent bound to it)."""
-    axes: dict[str, int] = {}
-    shared = 0
-    for n in walk(kernel.body):
-        if isinstance(n, For) and n.kind in GPU_KINDS:
-            if not isinstance(n.extent, IntImm):
-                raise KernelIRError(f"kernel {kernel.name}: {n.kind} loop needs a constant extent")
-            axes[n.kind] = max(axes.get(n.kind, 1), n.extent.value)
-        elif isinstance(n, Allocate) and n.buffer.scope == "shared":
-            shared += n.buffer.nbytes
+    axes, shared = gpu_extents(kernel.name, kernel.body)
     grid = tuple(axes.get(f"blockIdx.{d}", 1) for d in "xyz")
     block = tuple(axes.get(f"threadIdx.{d}", 1) for d in "xyz")
-    if block[0] * block[1] * block[2] > 1024:
-        raise KernelIRError(f"kernel {kernel.name}: {block} threads per block exceeds 1024")
+    if block[0] * block[1] * block[2] > MAX_THREADS_PER_BLOCK:
+        raise KernelIRError(
+            f"kernel {kernel.name}: {block} threads per block exceeds {MAX_THREADS_PER_BLOCK}"
+        )
     return axes, LaunchDims(grid, block, shared)  # type: ignore[arg-type]
 
 

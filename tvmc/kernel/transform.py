@@ -11,8 +11,9 @@ from dataclasses import fields, replace
 from typing import TypeVar
 
 from tvmc.kernel.buffer import Buffer
-from tvmc.kernel.expr import Broadcast, Expr, IntImm, Load, Ramp, Var
+from tvmc.kernel.expr import Broadcast, Expr, IntImm, KernelIRError, Load, Ramp, Var
 from tvmc.kernel.stmt import (
+    GPU_KINDS,
     Allocate,
     Barrier,
     Evaluate,
@@ -123,6 +124,25 @@ def contains(node: Expr | Stmt, cls: type | tuple[type, ...]) -> bool:
 
 class _NotVectorizable(Exception):
     pass
+
+
+MAX_THREADS_PER_BLOCK = 1024  # every CUDA GPU since sm_20
+MAX_STATIC_SHARED_BYTES = 48 * 1024  # more needs dynamic shared memory and an opt-in attribute
+
+
+def gpu_extents(name: str, body: Stmt) -> tuple[dict[str, int], int]:
+    """Per GPU axis the largest extent bound to it (how NVPTX launches kernel `name`), and the
+    static shared bytes it allocates; KernelIRError for a GPU loop of no constant extent."""
+    axes: dict[str, int] = {}
+    shared = 0
+    for n in walk(body):
+        if isinstance(n, For) and n.kind in GPU_KINDS:
+            if not isinstance(n.extent, IntImm):
+                raise KernelIRError(f"kernel {name}: {n.kind} loop needs a constant extent")
+            axes[n.kind] = max(axes.get(n.kind, 1), n.extent.value)
+        elif isinstance(n, Allocate) and n.buffer.scope == "shared":
+            shared += n.buffer.nbytes
+    return axes, shared
 
 
 def vectorize_loop(loop: For) -> Stmt | None:

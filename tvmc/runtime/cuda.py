@@ -21,7 +21,7 @@ from tvmc.codegen.cuda_program import Launch
 from tvmc.errors import InputError
 from tvmc.runtime import cuda_driver
 from tvmc.runtime.cuda_driver import CUDAError, check
-from tvmc.runtime.executor import ProgramInfo, Timings, aligned_empty
+from tvmc.runtime.executor import ProgramInfo, Timings, aligned_empty, bound_inputs
 
 logger = logging.getLogger("tvmc")
 
@@ -141,12 +141,7 @@ class CUDAExecutor:
     # ---- running ---------------------------------------------------------------------------------
     def set_inputs(self, arrays: list[np.ndarray]) -> None:
         """Bind input arrays (by position); each run copies them to the GPU."""
-        for i, (name, array) in enumerate(zip(self.info.inputs, arrays)):
-            buf = self.info.buffers[name]
-            array = np.ascontiguousarray(array)
-            if array.dtype != np.dtype(buf.dtype) or array.size != _size(buf.shape):
-                raise InputError(f"input {i} is {array.dtype}{list(array.shape)}, "
-                                 f"the model expects {buf.dtype}{list(buf.shape)}")  # fmt: skip
+        for i, array in enumerate(bound_inputs(self.info, arrays)):
             self._inputs[i] = array
 
     def call(self) -> None:

@@ -132,12 +132,7 @@ class Executor:
 
     def set_inputs(self, arrays: list[np.ndarray]) -> None:
         """Bind input arrays (by position); they are checked and kept alive, never copied twice."""
-        for i, (name, array) in enumerate(zip(self.info.inputs, arrays)):
-            buf = self.info.buffers[name]
-            array = np.ascontiguousarray(array)
-            if array.dtype != np.dtype(buf.dtype) or array.size != _size(buf.shape):
-                raise InputError(f"input {i} is {array.dtype}{list(array.shape)}, "
-                                 f"the model expects {buf.dtype}{list(buf.shape)}")  # fmt: skip
+        for i, array in enumerate(bound_inputs(self.info, arrays)):
             self._inputs[i] = array
             self._args[i] = array.ctypes.data
 
@@ -184,6 +179,19 @@ class Executor:
             return self.workspace.ctypes.data + buf.offset
         owner = {"input": self.info.inputs, "output": self.info.outputs, "param": self.info.params}
         return int(self._args[slots[owner[buf.storage][buf.index]]])
+
+
+def bound_inputs(info: ProgramInfo, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """The input arrays (by position) as contiguous arrays, each checked against its buffer."""
+    bound = []
+    for i, (name, array) in enumerate(zip(info.inputs, arrays)):
+        buf = info.buffers[name]
+        array = np.ascontiguousarray(array)
+        if array.dtype != np.dtype(buf.dtype) or array.size != _size(buf.shape):
+            raise InputError(f"input {i} is {array.dtype}{list(array.shape)}, "
+                             f"the model expects {buf.dtype}{list(buf.shape)}")  # fmt: skip
+        bound.append(array)
+    return bound
 
 
 def _size(shape: tuple[int, ...]) -> int:

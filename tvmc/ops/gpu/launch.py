@@ -5,11 +5,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 
-from tvmc.kernel import GPU_KINDS, Allocate, Expr, For, IntImm, Kernel, Stmt, if_then_else, loop
-from tvmc.kernel.transform import walk
+from tvmc.kernel import Expr, For, Kernel, KernelIRError, Stmt, if_then_else, loop
+from tvmc.kernel.transform import (
+    MAX_STATIC_SHARED_BYTES,
+    MAX_THREADS_PER_BLOCK,
+    gpu_extents,
+    walk,
+)
 
-MAX_THREADS = 1024  # threads per block on every CUDA GPU since sm_20
-MAX_SHARED_BYTES = 48 * 1024  # static shared memory per block
+MAX_THREADS = MAX_THREADS_PER_BLOCK
+MAX_SHARED_BYTES = MAX_STATIC_SHARED_BYTES
 MAX_BLOCKS = 1 << 20  # blocks per launch before grid_loop strides (the x limit is 2**31 - 1)
 DEFAULT_BLOCK = 256  # threads per block of elementwise kernels: full occupancy on sm_70+
 
@@ -43,13 +48,10 @@ def grid_loop(total: int, body: Callable[[Expr], Stmt], block: int = DEFAULT_BLO
 
 def launch_shape(kernel: Kernel) -> tuple[int, int]:
     """(threads per block, static shared bytes) of `kernel`, as the NVPTX codegen launches it."""
-    axes: dict[str, int] = {}
-    shared = 0
-    for node in walk(kernel.body):
-        if isinstance(node, For) and node.kind in GPU_KINDS and isinstance(node.extent, IntImm):
-            axes[node.kind] = max(axes.get(node.kind, 1), node.extent.value)
-        elif isinstance(node, Allocate) and node.buffer.scope == "shared":
-            shared += node.buffer.nbytes
+    try:
+        axes, shared = gpu_extents(kernel.name, kernel.body)
+    except KernelIRError as exc:  # a GPU loop of no constant extent
+        raise GPUConfigError(str(exc)) from None
     threads = math.prod(axes.get(f"threadIdx.{d}", 1) for d in "xyz")
     return threads, shared
 
@@ -67,15 +69,9 @@ def check_gpu_config(kernels: Iterable[Kernel]) -> None:
                 f"kernel {kernel.name}: {shared} bytes of shared memory (at most "
                 f"{MAX_SHARED_BYTES})"
             )
-        for node in walk(kernel.body):
+        for node in walk(kernel.body):  # (launch_shape refused GPU loops of no constant extent)
             if isinstance(node, For) and node.kind in ("parallel", "vectorized"):
                 raise GPUConfigError(f"kernel {kernel.name}: {node.kind} loop on a GPU")
-            if (
-                isinstance(node, For)
-                and node.kind in GPU_KINDS
-                and not isinstance(node.extent, IntImm)
-            ):
-                raise GPUConfigError(f"kernel {kernel.name}: {node.kind} needs a constant extent")
 
 
 def pow2_at_least(n: int) -> int:
