@@ -29,10 +29,23 @@ class CUresult(enum.IntEnum):
     CUDA_ERROR_NO_DEVICE = 100
     CUDA_ERROR_STUB_LIBRARY = 34
     CUDA_ERROR_INVALID_PTX = 218
+    CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222
     CUDA_ERROR_NOT_FOUND = 500
     CUDA_ERROR_LAUNCH_FAILED = 719
 
 
+class CUjit_option(enum.IntEnum):  # the values of cuda.h's CUjit_option_enum
+    CU_JIT_INFO_LOG_BUFFER = 3
+    CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4
+    CU_JIT_ERROR_LOG_BUFFER = 5
+    CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6
+    CU_JIT_LOG_VERBOSE = 12
+
+
+_LOG_BUFFERS = {  # a log buffer option -> the option giving its size
+    CUjit_option.CU_JIT_INFO_LOG_BUFFER: CUjit_option.CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+    CUjit_option.CU_JIT_ERROR_LOG_BUFFER: CUjit_option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+}
 OK = CUresult.CUDA_SUCCESS
 CUdevice_attribute = SimpleNamespace(
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR="major",
@@ -47,6 +60,7 @@ class FakeDriver:
     CUresult = CUresult
     CUdevice_attribute = CUdevice_attribute
     CUstreamCaptureMode = CUstreamCaptureMode
+    CUjit_option = CUjit_option
 
     def __init__(self, kernels: list[Kernel], init_result: CUresult = OK, devices: int = 1):
         self.kernels = {k.name: k for k in kernels}
@@ -59,6 +73,10 @@ class FakeDriver:
         self.launched = 0  # kernels run
         self.graph_launches = 0
         self.fail: dict[str, CUresult] = {}  # call name -> the error it returns
+        self.jit_error_log = ""  # what the JIT writes into an error log buffer when a load fails
+        self.jit_info_log = ""  # what it writes into an info log buffer
+        self.jit_options: dict[CUjit_option, Any] = {}  # those of the last cuModuleLoadDataEx
+        self.driver_version = 13000  # CUDA 13.0
 
     # ---- device and context ----------------------------------------------------------------------
     def cuGetErrorName(self, err: CUresult) -> tuple[CUresult, bytes]:
@@ -66,6 +84,9 @@ class FakeDriver:
 
     def cuInit(self, flags: int) -> tuple[CUresult]:
         return (self.init_result,)
+
+    def cuDriverGetVersion(self) -> tuple[CUresult, int]:
+        return OK, self.driver_version
 
     def cuDeviceGetCount(self) -> tuple[CUresult, int]:
         return OK, self.devices
@@ -91,6 +112,39 @@ class FakeDriver:
             return self.fail["cuModuleLoadData"], None
         ptx = ctypes.string_at(image).decode()
         return OK, set(re.findall(r"\.entry (\w+)\(", ptx))
+
+    def cuModuleLoadDataEx(
+        self, image: int, count: int, options: list[Any], values: list[Any]
+    ) -> tuple[CUresult, Any]:
+        """Checks the option arrays as cuda-bindings converts them; writes the logs like the JIT."""
+        assert count == len(options) == len(values), "numOptions must match both lists"
+        given = {CUjit_option(option): value for option, value in zip(options, values)}
+        self.jit_options = given
+        for option, value in given.items():
+            if option in _LOG_BUFFERS:
+                if not isinstance(value, (bytes, bytearray)):  # as cuda-bindings: a char*
+                    raise TypeError(f"expected bytes, {type(value).__name__} found")
+                assert isinstance(value, bytearray), "the JIT would write into immutable bytes"
+            elif not isinstance(value, int):
+                raise TypeError(f"an integer is required for {option.name}")
+        error = self.fail.get("cuModuleLoadDataEx", OK)
+        self._write_log(given, CUjit_option.CU_JIT_INFO_LOG_BUFFER, self.jit_info_log)
+        if error != OK:
+            self._write_log(given, CUjit_option.CU_JIT_ERROR_LOG_BUFFER, self.jit_error_log)
+            return error, None
+        ptx = ctypes.string_at(image).decode()
+        return OK, set(re.findall(r"\.entry (\w+)\(", ptx))
+
+    @staticmethod
+    def _write_log(given: dict[CUjit_option, Any], option: CUjit_option, text: str) -> None:
+        """Copy `text` (cut to the stated size, NUL-terminated) to the buffer's address."""
+        if option not in given:
+            return
+        buffer, size = given[option], given[_LOG_BUFFERS[option]]
+        assert 0 < size <= len(buffer), "the stated size overruns the buffer"
+        data = text.encode()[: size - 1] + b"\0"
+        address = ctypes.addressof((ctypes.c_char * len(buffer)).from_buffer(buffer))
+        ctypes.memmove(address, data, len(data))
 
     def cuModuleGetFunction(self, module: set[str], name: bytes) -> tuple[CUresult, Any]:
         if name.decode() not in module or name.decode() not in self.kernels:

@@ -2,22 +2,37 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 
 import numpy as np
 import pytest
 
+from tests.cli.test_compile_run_cli import error, ok
+from tests.cli.test_compile_run_cli import tvmc as tvmc_cli
 from tests.codegen.cuda_examples import (
     bias_rowsum_params,
     bias_rowsum_program,
     bias_rowsum_reference,
 )
-from tests.runtime.fake_cuda import CUresult, FakeDriver
+from tests.driver.test_compile_run import write_tiny_model
+from tests.runtime.fake_cuda import CUjit_option, CUresult, FakeDriver
 from tvmc.codegen.cuda_program import emit_cuda_program
+from tvmc.codegen.target import CUDATarget
 from tvmc.errors import InputError, TVMCError
 from tvmc.runtime import cuda_driver
 from tvmc.runtime.cuda import CUDAExecutor
 from tvmc.runtime.cuda_driver import CUDAError, check
+from tvmc.runtime.cuda_jit import (
+    ERROR_LOG_BYTES,
+    INFO_LOG_BYTES,
+    MAX_LOG_CHARS,
+    JitLogs,
+    load_module,
+    log_excerpt,
+    older_arch,
+    ptx_version_fix,
+)
 from tvmc.runtime.executor import ProgramInfo
 
 
@@ -91,12 +106,150 @@ def test_unbound_and_wrong_inputs(fake):
         ex.set_inputs([np.zeros((6, 256))])
 
 
-def test_failed_module_load_names_the_cuda_error_and_frees_memory(fake):
+JIT_LOG = """
+ptxas application ptx input, line 42; error   : Unknown symbol 'bias_add_smem'
+
+ptxas fatal   : Ptx assembly aborted due to errors
+"""
+
+
+def test_failed_module_load_shows_the_jit_log_and_frees_memory(fake):
     drv, program = fake
-    drv.fail["cuModuleLoadData"] = CUresult.CUDA_ERROR_INVALID_PTX
-    with pytest.raises(CUDAError, match="loading the PTX on Fake H200.*CUDA_ERROR_INVALID_PTX"):
+    drv.fail["cuModuleLoadDataEx"] = CUresult.CUDA_ERROR_INVALID_PTX
+    drv.jit_error_log = JIT_LOG
+    with pytest.raises(CUDAError) as info:
         executor(program)
+    first, *log = str(info.value).splitlines()
+    assert first == ("loading the PTX on Fake H200 (cuModuleLoadDataEx: the driver's JIT) failed: "
+                     "CUDA_ERROR_INVALID_PTX; `ptxas -arch=sm_90` on the --dump-code ptx file "
+                     "shows why")  # fmt: skip
+    assert log == ["the JIT's error log (its line numbers are the --dump-code ptx file's):",
+                   "  ptxas application ptx input, line 42; error   : Unknown symbol "
+                   "'bias_add_smem'",
+                   "  ptxas fatal   : Ptx assembly aborted due to errors"]  # fmt: skip
     assert not drv.memory
+
+
+def test_a_successful_load_asks_for_both_logs_and_logs_the_info_at_debug(fake, caplog):
+    drv, program = fake
+    drv.jit_info_log = "ptxas info    : Used 12 registers, 380 bytes cmem[0]"
+    with caplog.at_level(logging.DEBUG, logger="tvmc"):
+        ex = executor(program)
+    options = drv.jit_options
+    assert options[CUjit_option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES] == ERROR_LOG_BYTES
+    assert options[CUjit_option.CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES] == INFO_LOG_BYTES
+    assert options[CUjit_option.CU_JIT_LOG_VERBOSE] == 1
+    assert "Used 12 registers" in caplog.text
+    ex.set_inputs([np.ones((6, 256), np.float32)])
+    assert ex.run()[0].shape == (6,)
+
+
+def test_a_long_log_is_cut_to_its_first_lines():
+    lines = [f"ptxas error {i}: {'x' * 30}" for i in range(40)]
+    kept = log_excerpt("\n\n".join(lines))
+    assert kept[:10] == lines[:10] and kept[10] == "... (30 more lines)"
+    wide = log_excerpt("y" * 5000 + "\nz")
+    assert (
+        len(wide[0]) == MAX_LOG_CHARS
+        and wide[0].endswith("...")
+        and wide[1:] == ["... (1 more lines)"]
+    )
+
+
+@pytest.mark.parametrize("how", ["missing", "TypeError"])
+def test_bindings_without_the_ex_call_load_with_cuModuleLoadData(fake, monkeypatch, how):
+    drv, program = fake
+    if how == "missing":
+        monkeypatch.delattr(FakeDriver, "cuModuleLoadDataEx")
+    else:  # bindings that convert the option values otherwise
+
+        def refuse(*args):
+            raise TypeError("expected bytes, int found")
+
+        drv.cuModuleLoadDataEx = refuse
+    ex = executor(program)
+    x = np.random.default_rng(2).standard_normal((6, 256)).astype(np.float32)
+    ex.set_inputs([x])
+    np.testing.assert_allclose(ex.run()[0], bias_rowsum_reference(x, bias_rowsum_params()["b"]),
+                               rtol=1e-5, atol=1e-4)  # fmt: skip
+    ex.close()
+    drv.fail["cuModuleLoadData"] = CUresult.CUDA_ERROR_INVALID_PTX
+    with pytest.raises(CUDAError, match=r"^loading the PTX on Fake H200 \(cuModuleLoadData: "
+                       r"the driver's JIT\) failed: CUDA_ERROR_INVALID_PTX; `ptxas -arch=sm_90` "
+                       r"[^\n]*$"):  # fmt: skip
+        executor(program)
+
+
+def test_a_driver_older_than_the_ptx_isa_names_the_fix(fake):
+    drv, program = fake
+    drv.fail["cuModuleLoadDataEx"] = CUresult.CUDA_ERROR_UNSUPPORTED_PTX_VERSION
+    drv.driver_version = 12040
+    drv.jit_error_log = ("ptxas application ptx input, line 5; fatal   : Unsupported .version "
+                         "8.6; current version is '8.4'")  # fmt: skip
+    with pytest.raises(CUDAError) as info:
+        executor(program)
+    first, *log = str(info.value).splitlines()
+    assert first == ("loading the PTX on Fake H200 (cuModuleLoadDataEx: the driver's JIT) failed: "
+                     "CUDA_ERROR_UNSUPPORTED_PTX_VERSION; the PTX declares ISA 8.6, newer than "
+                     "this NVIDIA driver (CUDA 12.4) compiles: update the NVIDIA driver to one "
+                     "for CUDA 12.8 or newer")  # fmt: skip
+    assert "current version is '8.4'" in log[1]
+
+
+def test_a_newer_isa_than_the_base_one_also_suggests_an_older_arch(fake):
+    drv, _ = fake
+    drv.driver_version = 12080
+    gpu = cuda_driver.Device(0, "Fake RTX 5090", (12, 0), 0, "context")
+    fix = ptx_version_fix(drv, ".version 8.7\n.target sm_120\n", gpu)
+    assert fix == (
+        "the PTX declares ISA 8.7, newer than this NVIDIA driver (CUDA 12.8) compiles: "
+        "update the NVIDIA driver to one for CUDA 12.8 or newer, or compile for an "
+        'older arch, whose PTX declares an older ISA (--target "cuda -arch=sm_100")'
+    )
+    assert older_arch((9, 0), "8.6") is None
+    assert older_arch((11, 0), "9.0") == "sm_103"
+
+
+def test_the_real_bindings_take_our_jit_option_values():
+    """cuda-bindings converts each option value by its option: no TypeError for ours."""
+    drv = _real_driver_or_skip()
+    if not hasattr(drv, "cuModuleLoadDataEx"):
+        pytest.skip("these cuda-bindings have no cuModuleLoadDataEx")
+    options, values = JitLogs().options(drv)
+    try:
+        drv.cuModuleLoadDataEx(b"not ptx\0", len(options), options, values)
+    except TypeError as exc:
+        pytest.fail(f"cuda-bindings refused our JIT option values: {exc}")
+    except Exception:  # no libcuda here: raised after the values were converted
+        pass
+    with pytest.raises(TypeError):  # an address instead of a buffer is what the bindings refuse
+        drv.cuModuleLoadDataEx(b"x\0", 1, options[:1], [id(values[0])])
+
+
+def test_a_real_gpu_jit_refuses_bad_ptx_with_its_log():
+    """On a GPU (skipped without one): the real driver writes its log into our buffer."""
+    cuda_driver.device.cache_clear()
+    if cuda_driver.present_arch() is None:
+        pytest.skip("no CUDA GPU (or driver, or cuda-bindings)")
+    gpu = cuda_driver.device()
+    version = CUDATarget(gpu.arch).ptx_version[3:]
+    ptx = (f".version {version[:-1]}.{version[-1]}\n.target {gpu.arch}\n.address_size 64\n"
+           ".visible .entry broken()\n{\n  no_such_instruction;\n  ret;\n}\n")  # fmt: skip
+    with pytest.raises(CUDAError, match=r"CUDA_ERROR_INVALID_PTX.*\nthe JIT's error log .*:\n  \S"):
+        load_module(cuda_driver.driver(), ptx, gpu)
+
+
+def test_cli_run_on_cuda_prints_the_jit_log(fake, tmp_path):
+    drv, _ = fake
+    write_tiny_model(tmp_path)
+    package = tmp_path / "tiny.tar"
+    ok(tvmc_cli("compile", tmp_path / "tiny.onnx", "-o", package, "--target", "cuda -arch=sm_90"))
+    drv.fail["cuModuleLoadDataEx"] = CUresult.CUDA_ERROR_INVALID_PTX
+    drv.jit_error_log = JIT_LOG
+    result = tvmc_cli("run", package, "--device", "cuda")
+    error(result, 4, r"^Error: loading the PTX on Fake H200 \(cuModuleLoadDataEx.*"
+          "CUDA_ERROR_INVALID_PTX")  # fmt: skip
+    assert "  ptxas application ptx input, line 42; error   : Unknown symbol" in result.stderr
 
 
 def test_a_kernel_fault_surfaces_at_synchronize(fake):

@@ -1,6 +1,6 @@
 """The CUDA executor: a whole program's PTX on the GPU, run as one replayed CUDA graph.
 
-Loading a package (once): the driver JIT-compiles the PTX for this GPU (cuModuleLoadData);
+Loading a package (once): the driver JIT-compiles the PTX for this GPU (cuda_jit.load_module);
 device memory is planned from the program's buffers and allocated once (one allocation per
 input, output and param, one for the workspace); params are uploaded once; every launch's
 argument array is built once; the launches are captured on a stream as one CUDA graph.
@@ -21,6 +21,7 @@ from tvmc.codegen.cuda_program import Launch
 from tvmc.errors import InputError
 from tvmc.runtime import cuda_driver
 from tvmc.runtime.cuda_driver import CUDAError, check
+from tvmc.runtime.cuda_jit import load_module
 from tvmc.runtime.executor import ProgramInfo, Timings, aligned_empty, bound_inputs
 
 logger = logging.getLogger("tvmc")
@@ -55,12 +56,7 @@ class CUDAExecutor:
     def _load(self, ptx: str, params: Mapping[str, np.ndarray], use_graph: bool) -> None:
         drv, info = self.drv, self.info
         self._stream = check(drv.cuStreamCreate(STREAM_NON_BLOCKING), "creating a stream")
-        image = np.frombuffer(ptx.encode() + b"\0", np.uint8)
-        self._module = check(
-            drv.cuModuleLoadData(image.ctypes.data),
-            f"loading the PTX on {self.device.name} (cuModuleLoadData: the driver's JIT; "
-            f"`ptxas -arch={self.device.arch}` on the --dump-code ptx file shows why)",
-        )
+        self._module = load_module(drv, ptx, self.device)  # errors carry the JIT's log
         names = dict.fromkeys(launch.kernel for launch in self.launches)
         self._functions = {
             name: check(drv.cuModuleGetFunction(self._module, name.encode()), f"kernel {name}")
