@@ -96,6 +96,7 @@ class _Space:
 class _Task:
     def __init__(self, flops: int, size: int, weight: int = 1):
         self.flops, self.space, self.weight = flops, _Space(size), weight
+        self.work = flops  # Task.work: FLOPs, or bytes x BYTE_FLOPS when it does none
 
 
 def test_trials_are_shared_by_weight_and_flops_within_each_space():

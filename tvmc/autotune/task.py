@@ -11,6 +11,11 @@ from tvmc.ops import OPS
 from tvmc.ops.lowering import LoweringTarget
 from tvmc.ops.space import ConfigSpace
 
+# FLOPs a byte of memory traffic stands for when weighing tasks of no FLOPs (pools, reductions)
+# beside compute-bound ones: about the fp32 flop/byte balance of a CPU or GPU (H200: ~14, this
+# CPU's two cores: ~10), so a memory-bound task weighs what its time would cost in FLOPs
+BYTE_FLOPS = 8
+
 
 @dataclass
 class Task:
@@ -23,6 +28,13 @@ class Task:
     space: ConfigSpace
     nodes: list[str] = field(default_factory=list)  # graph nodes sharing this workload
     flops: int = 0
+    bytes: int = 0  # its tensors' bytes, each read or written once: the least traffic of a run
+
+    @property
+    def work(self) -> int:
+        """What one run costs in FLOPs, for ordering and sharing trials: its FLOPs, or for a
+        task of none (pools, reductions) its bytes at BYTE_FLOPS each."""
+        return self.flops or self.bytes * BYTE_FLOPS
 
     @property
     def weight(self) -> int:
@@ -48,9 +60,10 @@ def task_name(op: str, target_kind: str) -> str:
 def extract_tasks(
     graph: Graph, target: str, lowering_target: LoweringTarget, flops_of=None
 ) -> list[Task]:
-    """Tasks of every node whose template declares a knob space, heaviest first."""
+    """Tasks of every node whose template declares a knob space for this target, heaviest
+    first (a space of None says the op is not tunable on this target kind)."""
     kind = target.split()[0] if target.split() else "llvm"
-    tasks: dict[tuple[str, str], Task] = {}
+    tasks: dict[tuple[str, str], Task | None] = {}
     for node in graph.nodes:
         opdef = OPS[node.op]
         if opdef.template is None or opdef.space is None:
@@ -62,9 +75,16 @@ def extract_tasks(
         if key not in tasks:
             space = opdef.space(node.attrs, types, lowering_target)
             flops = flops_of(graph, node) if flops_of else 0
-            tasks[key] = Task(name, node.op, args, target, space, [], flops)
-        tasks[key].nodes.append(node.name)
-    return sorted(tasks.values(), key=lambda t: -t.flops * t.weight)
+            moved = sum(t.nbytes for t in types) + sum(
+                graph.types[n].nbytes for n in node.outputs if n
+            )
+            tasks[key] = None if space is None else Task(
+                name, node.op, args, target, space, [], flops, moved)  # fmt: skip
+        task = tasks[key]
+        if task is not None:
+            task.nodes.append(node.name)
+    found = [t for t in tasks.values() if t is not None]
+    return sorted(found, key=lambda t: -t.work * t.weight)
 
 
 def _plain(value: Any) -> Any:

@@ -37,6 +37,7 @@ from tvmc.driver.tuning_report import (
     TuningPlan,
     TuningProgress,
     TuningSummary,
+    gbps,
     task_rows,
 )
 from tvmc.errors import UsageError
@@ -48,6 +49,14 @@ PLAIN_UPDATE_SECONDS = 5.0  # at most one progress line per task this often when
 
 def _rate(value: float | None, digits: int = 1) -> str:
     return f"{value:.{digits}f}" if value is not None else "-"
+
+
+def _rates(stats: TaskStats) -> str:
+    """Current and best rate: GFLOP/s, or GB/s of its tensors for a task of no FLOPs."""
+    if stats.task.flops or not stats.task.bytes:
+        return f"{_rate(stats.current_gflops)} now, best {_rate(stats.best_gflops)} GFLOP/s"
+    now = gbps(stats.task.bytes, stats.last_cost)
+    return f"{_rate(now)} now, best {_rate(stats.best_gbps)} GB/s"
 
 
 class RichTuningProgress(TuningProgress):
@@ -91,7 +100,7 @@ class RichTuningProgress(TuningProgress):
         self.bars.update(
             self.rows[stats.position],
             completed=stats.done,
-            rates=f"{_rate(stats.current_gflops)} now, best {_rate(stats.best_gflops)} GFLOP/s",
+            rates=_rates(stats),
             eta=f"~{left:.0f} s left" if left else "",
         )
         if self.engine is not None and time.monotonic() - self.in_flight_at >= IN_FLIGHT_SECONDS:
@@ -167,9 +176,12 @@ def settings_table(plan: TuningPlan, engine: Any = None) -> Table:
 
 
 def print_summary(summary: TuningSummary, console: Console) -> None:
-    """Per task: trials, best and default GFLOP/s, speedup, share of peak; then where it went."""
+    """Per task: trials, best GFLOP/s (and GB/s when some task does no FLOPs: pools,
+    reductions), speedup, share of peak; then where it went."""
     table = Table(title="tuning summary", title_justify="left")
-    headers = ["#", "task", "trials", "best\nGFLOP/s", "speedup", "of\npeak", "errors", "state"]
+    memory = any(not s.task.flops for s in summary.tasks)
+    headers = ["#", "task", "trials", "best\nGFLOP/s", *(["best\nGB/s"] if memory else []),
+               "speedup", "of\npeak", "errors", "state"]  # fmt: skip
     for column in headers:
         left = column in ("task", "errors", "state")
         table.add_column(column, justify="left" if left else "right")
@@ -183,6 +195,7 @@ def print_summary(summary: TuningSummary, console: Console) -> None:
             s.task.name,
             f"{s.done}/{s.planned}" + (f" +{s.resumed}" if s.resumed else ""),
             _rate(s.best_gflops),
+            *([_rate(s.best_gbps)] if memory else []),
             f"{s.speedup:.2f}x" if s.speedup else "-",
             f"{100 * share:.{0 if share >= 0.1 else 1}f}%" if share else "-",
             errors or "-",
@@ -193,8 +206,9 @@ def print_summary(summary: TuningSummary, console: Console) -> None:
     peak = f"{plan.peak_gflops:g} GFLOP/s, " if plan.peak_gflops else ""
     console.print(
         f"{summary.new_records} new record(s) in {summary.records_path}, {summary.seconds:.1f} s"
-        f" (#: as in --tasks list; trials: this run/planned +resumed; speedup: over the default "
-        f"schedule; peak: {peak}{plan.peak_source})",
+        f" (#: as in --tasks list; trials: this run/planned +resumed; "
+        + ("GB/s: of the task's tensors, for tasks of no FLOPs; " if memory else "")
+        + f"speedup: over the default schedule; peak: {peak}{plan.peak_source})",
         markup=False,
     )
 
@@ -202,10 +216,10 @@ def print_summary(summary: TuningSummary, console: Console) -> None:
 def print_task_list(rows: list[dict[str, Any]], model_file: str) -> None:
     """The `--tasks list` table."""
     table = Table(title=f"tasks of {model_file}", title_justify="left")
-    for column in ("#", "task", "op", "args", "weight", "MFLOP", "configs"):
-        table.add_column(
-            column, justify="right" if column in ("#", "weight", "MFLOP", "configs") else "left"
-        )
+    memory = any(not row["flops"] for row in rows)  # pools, reductions: their bytes instead
+    columns = ("#", "task", "op", "args", "weight", "MFLOP", *(["MB"] if memory else []), "configs")
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("task", "op", "args") else "right")
     for row in rows:
         table.add_row(
             str(row["index"]),
@@ -213,7 +227,8 @@ def print_task_list(rows: list[dict[str, Any]], model_file: str) -> None:
             row["op"],
             row["args_summary"],
             str(row["weight"]),
-            f"{row['flops'] / 1e6:.2f}",
+            f"{row['flops'] / 1e6:.2f}" if row["flops"] else "-",
+            *([f"{row['bytes'] / 1e6:.2f}"] if memory else []),
             str(row["configs"]),
         )
     out.print(table)

@@ -137,7 +137,7 @@ def share_trials(tasks: Sequence[Task], total: int) -> list[int]:
     for i, cap in enumerate(caps):
         shares[i] = min(cap, floor)
     rest = total - sum(shares)
-    weights = [max(t.flops, 1) * max(t.weight, 1) for t in tasks]
+    weights = [max(t.work, 1) * max(t.weight, 1) for t in tasks]  # FLOPs, or bytes for pools
     while rest > 0:
         open_ = [i for i in range(len(tasks)) if shares[i] < caps[i]]
         if not open_:

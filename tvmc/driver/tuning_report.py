@@ -91,6 +91,11 @@ def gflops(flops: int | None, cost: float | None) -> float | None:
     return flops / cost / 1e9 if flops and cost else None
 
 
+def gbps(nbytes: int | None, cost: float | None) -> float | None:
+    """GB/s of `nbytes` moved in `cost` seconds (None when either is unknown)."""
+    return nbytes / cost / 1e9 if nbytes and cost else None
+
+
 def peak_gflops(target: str = "llvm") -> tuple[float, str]:
     """The machine's fp32 peak in GFLOP/s, and where the figure comes from (0: unknown)."""
     value = os.environ.get(PEAK_GFLOPS_ENV, "").strip()
@@ -116,6 +121,7 @@ def task_rows(tasks: Sequence[Task], indices: Sequence[int]) -> list[dict[str, A
             "args_summary": args_summary(t.op, t.args),
             "weight": t.weight,
             "flops": t.flops,
+            "bytes": t.bytes,
             "configs": len(t.space),
             "nodes": list(t.nodes),
         }
@@ -186,6 +192,22 @@ class TaskStats:
         return gflops(self.task.flops, self.default_cost)
 
     @property
+    def best_gbps(self) -> float | None:
+        """The best config's traffic of the task's tensors: the rate of tasks of no FLOPs."""
+        return gbps(self.task.bytes, self.best_cost)
+
+    def rate(self, cost: float | None) -> str:
+        """`cost` as a rate: GFLOP/s, or GB/s of its tensors for tasks of no FLOPs (pools,
+        reductions), or the time itself when neither is known."""
+        if cost is None:
+            return "-"
+        if self.task.flops:
+            return f"{self.task.flops / cost / 1e9:.1f} GFLOP/s"
+        if self.task.bytes:
+            return f"{self.task.bytes / cost / 1e9:.1f} GB/s"
+        return f"{cost * 1e6:.1f} us"
+
+    @property
     def speedup(self) -> float | None:
         """The best config against the default schedule."""
         return self.default_cost / self.best_cost if self.default_cost and self.best_cost else None
@@ -210,16 +232,12 @@ class TaskStats:
 
     def line(self) -> str:
         """One plain-text progress line."""
-
-        def rate(value: float | None) -> str:
-            return f"{value:.1f} GFLOP/s" if value is not None else "-"
-
         left = self.remaining
         eta = f", ~{left:.0f} s left" if left else ""
         return (
             f"task {self.position + 1}/{self.count} #{self.index} {self.task.name}: "
-            f"{self.done}/{self.planned} trials, current {rate(self.current_gflops)}, "
-            f"best {rate(self.best_gflops)}, {self.elapsed:.1f} s{eta}"
+            f"{self.done}/{self.planned} trials, current {self.rate(self.last_cost)}, "
+            f"best {self.rate(self.best_cost)}, {self.elapsed:.1f} s{eta}"
             + (f" ({self.state})" if self.state not in ("running", "waiting") else "")
         )
 
@@ -235,6 +253,7 @@ class TaskStats:
             "args_summary": args_summary(self.task.op, self.task.args),
             "weight": self.task.weight,
             "flops": self.task.flops,
+            "bytes": self.task.bytes,
             "configs": len(self.task.space),
             "state": self.state,
             "trials": self.done,
@@ -244,6 +263,7 @@ class TaskStats:
             "default_seconds": self.default_cost,
             "best_gflops": rounded(self.best_gflops),
             "default_gflops": rounded(self.default_gflops),
+            "best_gbps": rounded(self.best_gbps),
             "speedup": rounded(self.speedup),
             "peak_share": rounded(self.peak_share),
             "seconds": rounded(self.elapsed, 2),

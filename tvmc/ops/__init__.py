@@ -26,5 +26,6 @@ from tvmc.ops import (  # noqa: E402,F401  isort: skip
 from tvmc.ops.gpu import conv as gpu_conv  # noqa: E402,F401  isort: skip
 from tvmc.ops.gpu import linalg as gpu_linalg  # noqa: E402,F401  isort: skip
 from tvmc.ops.gpu import pool as gpu_pool  # noqa: E402,F401  isort: skip
+from tvmc.ops.gpu import reduction_spaces as gpu_reduction_spaces  # noqa: E402,F401  isort: skip
 
 __all__ = ["OPS", "OpDef", "evaluate_node", "get_op", "infer_node", "run_reference"]

@@ -16,8 +16,10 @@ Targets: `LoweringTarget.kind` is "cpu" or "cuda". Schedules dispatch on it (`sc
 and the reduction schedule have a GPU form in tvmc.ops.gpu), and a template that builds its own
 loop nests registers a GPU variant beside the CPU one with `@template(name, ..., target="cuda")`.
 The OpDef's `template` and `space` then route by `ctx.target.kind` / the space's target, so the
-lowering and the tuner call them the same way for every target. A CUDA lowering emits only GPU
-loops (blockIdx/threadIdx) with serial or unrolled loops inside a thread.
+lowering and the tuner call them the same way for every target; `space` gives None on a target
+kind that has no space (not tunable there), and `tunable(op, space, "cuda")` adds a GPU space to
+a template that serves both kinds itself. A CUDA lowering emits only GPU loops
+(blockIdx/threadIdx) with serial or unrolled loops inside a thread.
 """
 
 from __future__ import annotations
@@ -195,10 +197,25 @@ TARGET_KINDS = ("cpu", "cuda")
 VARIANTS: dict[str, dict[str, tuple[TemplateFn, SpaceFn | None]]] = {}  # op -> kind -> variant
 
 
+def tunable(name: str, space: SpaceFn, target: str) -> None:
+    """Give op `name` a knob space on `target` kind only, for a CPU template that serves that
+    target itself (it dispatches on `ctx.target.kind` inside, as the reductions do)."""
+    opdef = OPS[name]
+    cpu_fn = VARIANTS[name]["cpu"][0] if name in VARIANTS else opdef.template
+    if cpu_fn is None:
+        raise AssertionError(f"op {name}: a space needs a template")
+    _attach_variant(name, target, cpu_fn, opdef.epilogue, space)
+
+
 def _attach_variant(
     name: str, kind: str, fn: TemplateFn, epilogue: bool, space: SpaceFn | None
 ) -> None:
-    """Route op `name`'s template and space by target kind; the CPU ones stay the fallback."""
+    """Route op `name`'s template and space by target kind; the CPU template stays the fallback.
+
+    Spaces route per kind too: the op's `space(attrs, types, target)` is None on a kind whose
+    variant declares none ("not tunable here": no tuning task), so a GPU-only space leaves the
+    CPU without tasks, and an op tunable nowhere keeps `space is None`.
+    """
     if kind not in TARGET_KINDS:
         raise AssertionError(f"unknown target kind {kind!r}; valid: {TARGET_KINDS}")
     opdef = OPS[name]
@@ -208,20 +225,21 @@ def _attach_variant(
     if kind in variants:
         raise AssertionError(f"op {name} already has a {kind} template")
     variants[kind] = (fn, space)
-    cpu_fn, cpu_space = variants["cpu"]
+    cpu_fn = variants["cpu"][0]
 
     @functools.wraps(cpu_fn)
     def routed(ctx: LowerContext, *args: Any) -> list[Kernel]:
         return variants.get(ctx.target.kind, variants["cpu"])[0](ctx, *args)
 
-    def routed_space(attrs: Attrs, types: list[TensorType], target: LoweringTarget) -> ConfigSpace:
+    def routed_space(
+        attrs: Attrs, types: list[TensorType], target: LoweringTarget
+    ) -> ConfigSpace | None:
         chosen = variants.get(target.kind, variants["cpu"])[1]
-        return chosen(attrs, types, target) if chosen is not None else ConfigSpace()
+        return chosen(attrs, types, target) if chosen is not None else None
 
-    # an op untunable on the CPU stays so: a space, even an empty one, makes a tuning task
-    has_space = cpu_space is not None
+    has_space = any(s is not None for _, s in variants.values())
     OPS[name] = dataclasses.replace(opdef, template=routed,
-                                    space=routed_space if has_space else cpu_space)  # fmt: skip
+                                    space=routed_space if has_space else None)  # fmt: skip
 
 
 def _attach(name: str, **fields: Any) -> None:

@@ -9,6 +9,7 @@ tvmc.codegen.nvptx turns into PTX. How they are chosen:
 - `reduction.py`: the GPU form of `reduce_schedule.reduction_kernel` (reductions, softmax,
   norms, global pools): one block per row with a shared-memory tree, or one thread per row when
   rows are short. `schedule_injective` has its GPU form in `launch.grid_loop`.
+- `reduction_spaces.py`: the CUDA-only `reduce_threads` spaces of the ops built on it.
 - `gemm.py`: the shared-memory tiled GEMM (block and register tiles, split-K) and its space.
 - `linalg.py`, `conv.py`, `pool.py`: GPU variants of the templates that build their own loop
   nests, registered with `@template(op, ..., target="cuda")` (imported by tvmc.ops).

@@ -3,20 +3,50 @@
 One thread per output: the window's taps (unrolled when small) fold into a register, skipping
 taps in the padding; AveragePool counts the taps its divisor includes as it goes (padding cells
 with count_include_pad, never the ceil-mode overhang), as the reference defines it. LRN sums
-the squares of its channel window the same way. Knob: `block`, threads per block (read, not
-offered for tuning: their CPU templates have no space, and a space makes a tuning task).
+the squares of its channel window the same way. Knob: `block`, threads per block, tuned on
+CUDA only (`pool_gpu_space`; their CPU templates have none, so the CPU gets no tuning task).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from tvmc.graph import TensorType
 from tvmc.kernel import Buffer, Expr, Kernel, Stmt, allocate, const, if_then_else, loop, seq
 from tvmc.ops.gpu.conv import _block, _window
-from tvmc.ops.gpu.launch import grid_loop
-from tvmc.ops.lowering import Epilogue, LowerContext, TensorRef, make_kernel, template
+from tvmc.ops.gpu.launch import DEFAULT_BLOCK, grid_loop
+from tvmc.ops.lowering import (
+    Epilogue,
+    LowerContext,
+    LoweringTarget,
+    TensorRef,
+    make_kernel,
+    template,
+)
 from tvmc.ops.microkernel import finalize, unflatten
 from tvmc.ops.pool_kernels import _inverse_power
 from tvmc.ops.reduce_schedule import accumulator_dtype, combine, identity
-from tvmc.ops.registry import Attrs
+from tvmc.ops.registry import OPS, Attrs
+from tvmc.ops.space import ConfigSpace
+
+BLOCKS = (64, 128, 256, 512)  # threads per block worth trying for one-thread-per-output kernels
+
+
+def block_space(outputs: int) -> ConfigSpace:
+    """`block` for a kernel of `outputs` threads: BLOCKS clamped to it (a block never has more
+    threads than outputs, so larger values build the same kernel), the default recorded."""
+    space = ConfigSpace().other("block", sorted({min(b, max(outputs, 1)) for b in BLOCKS}))
+    space.default_index = space.index_of({"block": min(DEFAULT_BLOCK, max(outputs, 1))})
+    return space
+
+
+def pool_gpu_space(op: str) -> Callable[[Attrs, list[TensorType], LoweringTarget], ConfigSpace]:
+    """The space of `op` (MaxPool, AveragePool, LRN): `block`, for one thread per output."""
+
+    def space(attrs: Attrs, types: list[TensorType], target: LoweringTarget) -> ConfigSpace:
+        return block_space(OPS[op].infer(attrs, types)[0].size)
+
+    return space
 
 
 def _all(tests: list[Expr]) -> Expr | None:
@@ -100,14 +130,14 @@ def _pool_gpu(op: str) -> None:
         return [make_kernel(ctx.name(op.lower()), grid_loop(out.size, output, _block(ctx)))]
 
     lower.__doc__ = f"{op}: one thread per output folding its window."
-    template(op, epilogue=True, target="cuda")(lower)
+    template(op, epilogue=True, space=pool_gpu_space(op), target="cuda")(lower)
 
 
 _pool_gpu("MaxPool")
 _pool_gpu("AveragePool")
 
 
-@template("LRN", epilogue=True, target="cuda")
+@template("LRN", epilogue=True, space=pool_gpu_space("LRN"), target="cuda")
 def lrn_gpu(
     ctx: LowerContext,
     attrs: Attrs,

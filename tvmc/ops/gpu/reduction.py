@@ -12,8 +12,10 @@ Short rows, and many rows reduced along an outer axis (a "column" reduction: the
 axis is kept), are one thread per row folding it serially: no barrier, and neighbouring threads
 read neighbouring elements.
 
-Knob (ctx.config): `reduce_threads`, threads per block for long rows (default: the row length
-rounded up to a power of two, between 32 and 256).
+Knob (ctx.config): `reduce_threads`, threads per row: 1 is the thread-per-row form, a larger
+power of two the block-per-row form with that many threads. Default: 1 for short rows and
+column reductions of many rows, else the row length rounded up to a power of two, between 32
+and 256. `reduction_space` offers 1 and 32 up to the row length's power of two (at most 1024).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from tvmc.kernel import (
 from tvmc.ops.gpu.launch import MAX_THREADS, GPUConfigError, grid_loop, pow2_at_least
 from tvmc.ops.lowering import LowerContext, make_kernel
 from tvmc.ops.reduce_schedule import ARG_KINDS, Emit, Index, Results, Stage, combine, identity
+from tvmc.ops.space import ConfigSpace
 
 SHORT_ROW = 32  # rows this short are one thread's work
 WARP = 32
@@ -273,19 +276,15 @@ def gpu_reduction_kernel(
 ) -> Kernel:
     """`reduction_kernel`'s contract on a GPU: a block per long row, a thread per short one."""
     plan = _GPUReduction(shape, axes, stages, result, element, 1)
-    # reducing an outer axis of many rows: a thread per row reads coalesced (neighbouring
-    # threads, neighbouring kept elements) where a block per row would read with a stride
-    column = bool(plan.kept and plan.reduced) and plan.kept[-1] > plan.reduced[-1]
-    serial = plan.count <= SHORT_ROW or (column and plan.rows >= COLUMN_ROWS)
-    if serial and "reduce_threads" not in ctx.config:
+    threads = int(ctx.config.get("reduce_threads", default_reduce_threads(shape, axes)))
+    if not 0 < threads <= MAX_THREADS or threads & (threads - 1):
+        raise GPUConfigError(f"reduce_threads {threads}: a power of two up to {MAX_THREADS}")
+    if threads == 1:
         body = grid_loop(
             plan.rows, lambda r: plan.serial(split_index(r, plan.kept, plan.shape), 0, ())
         )
         return make_kernel(ctx.name(name), body)
-    default = min(MAX_DEFAULT_THREADS, max(32, pow2_at_least(plan.count)))
-    plan.threads = threads = int(ctx.config.get("reduce_threads", default))
-    if threads > MAX_THREADS or threads & (threads - 1):
-        raise GPUConfigError(f"reduce_threads {threads}: a power of two up to {MAX_THREADS}")
+    plan.threads = threads
 
     def row_block(b: Expr) -> Stmt:
         row = split_index(b, plan.kept, plan.shape)
@@ -306,3 +305,31 @@ def gpu_reduction_kernel(
         return with_shared(0, [])
 
     return make_kernel(ctx.name(name), loop("row", plan.rows, row_block, kind="blockIdx.x"))
+
+
+def _row_geometry(shape: Sequence[int], axes: Sequence[int]) -> tuple[int, int, bool]:
+    """(elements per row, rows, whether an outer axis is reduced under a kept inner one)."""
+    plan = _GPUReduction(shape, axes, (), None, None, 1)
+    column = bool(plan.kept and plan.reduced) and plan.kept[-1] > plan.reduced[-1]
+    return plan.count, plan.rows, column
+
+
+def default_reduce_threads(shape: Sequence[int], axes: Sequence[int]) -> int:
+    """The untuned `reduce_threads` of a reduction of `axes` of a `shape` tensor."""
+    count, rows, column = _row_geometry(shape, axes)
+    # reducing an outer axis of many rows: a thread per row reads coalesced (neighbouring
+    # threads, neighbouring kept elements) where a block per row would read with a stride
+    if count <= SHORT_ROW or (column and rows >= COLUMN_ROWS):
+        return 1
+    return min(MAX_DEFAULT_THREADS, max(WARP, pow2_at_least(count)))
+
+
+def reduction_space(shape: Sequence[int], axes: Sequence[int]) -> ConfigSpace:
+    """`reduce_threads`: 1 (a thread per row), then a warp up to the row length's power of two
+    (at most MAX_THREADS: more threads than elements would idle); the default recorded."""
+    count = _row_geometry(shape, axes)[0]
+    top = min(MAX_THREADS, max(WARP, pow2_at_least(count)))
+    blocks = [1 << b for b in range(WARP.bit_length() - 1, top.bit_length())] if count > 1 else []
+    space = ConfigSpace().other("reduce_threads", [1, *blocks])
+    space.default_index = space.index_of({"reduce_threads": default_reduce_threads(shape, axes)})
+    return space
