@@ -23,6 +23,7 @@ class OpCase:
     constants: dict[str, tuple[int, ...]] | None = None
     attrs: dict[str, Any] | None = None
     positive: bool = False  # inputs > 0 (Log, Sqrt, Pow)
+    config: dict[str, Any] | None = None  # knob values other than the defaults (a tuned kernel)
 
     def build(self) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
         rng = np.random.default_rng(0)
@@ -36,12 +37,17 @@ class OpCase:
         return single_node_model(self.op, inputs, self.attrs, constants), inputs
 
 
-def _conv(name: str, c: int, k: int, size: int, kernel: int, group: int = 1, stride: int = 1):
+def _conv(name: str, c: int, k: int, size: int, kernel: int, group: int = 1, stride: int = 1,
+          config: dict[str, Any] | None = None) -> OpCase:  # fmt: skip
     pad = kernel // 2
     attrs = {"kernel_shape": [kernel, kernel], "pads": [pad] * 4, "strides": [stride] * 2,
              "group": group}  # fmt: skip
     return OpCase(name, "Conv", {"x": (1, c, size, size)},
-                  {"w": (k, c // group, kernel, kernel), "b": (k,)}, attrs)  # fmt: skip
+                  {"w": (k, c // group, kernel, kernel), "b": (k,)}, attrs,
+                  config=config)  # fmt: skip
+
+
+TILES = {"tile_m": [32, 4], "tile_n": [64, 4], "tile_k": 8, "split_k": 1}
 
 
 X = {"x": (2, 16, 14, 14)}
@@ -61,9 +67,29 @@ OP_CASES: tuple[OpCase, ...] = (
     _conv("conv7x7-stride2", 3, 64, 56, 7, stride=2),
     _conv("conv-depthwise", 32, 32, 28, 3, group=32),
     _conv("conv-grouped", 32, 64, 14, 3, group=4),
+    # non-default kernels: float4 pixel runs, double buffering, the tiled direct form
+    _conv("conv1x1-pixel-runs", 64, 64, 28, 1),
+    _conv("conv3x3-double-buffer", 16, 32, 14, 3, config={**TILES, "double_buffer": True}),
+    _conv("conv3x3-tiled", 16, 32, 14, 3, config={**TILES, "schedule": "tiled"}),
+    _conv(
+        "conv-depthwise-tiled",
+        32,
+        32,
+        28,
+        3,
+        group=32,
+        config={"schedule": "tiled", "tile_n": [64, 2]},
+    ),  # fmt: skip
     OpCase("gemm", "Gemm", {"a": (4, 256)}, {"w": (128, 256), "c": (128,)}, {"transB": 1}),
     OpCase("matmul", "MatMul", {"a": (16, 64)}, {"w": (64, 48)}),
     OpCase("batch-matmul", "MatMul", {"a": (3, 16, 32), "b": (3, 32, 24)}),
+    OpCase(
+        "matmul-double-buffer",
+        "MatMul",
+        {"a": (48, 64)},
+        {"w": (64, 96)},
+        config={"tile_m": [16, 2], "tile_n": [32, 4], "tile_k": 16, "double_buffer": True},
+    ),
     OpCase("softmax", "Softmax", {"x": (8, 1000)}, attrs={"axis": -1}),
     OpCase(
         "layer-norm",

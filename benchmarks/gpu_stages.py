@@ -102,10 +102,15 @@ def run_ort(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> list[np.nd
 
 
 def check_model(stage: Stage, name: str, model: onnx.ModelProto, inputs: dict[str, np.ndarray],
-                package_path: str) -> tuple[str, str, dict[str, Any]]:  # fmt: skip
-    """Compile for the GPU; run there against onnxruntime, or (no GPU) assemble with ptxas."""
+                package_path: str, config: dict[str, Any] | None = None,
+                ) -> tuple[str, str, dict[str, Any]]:  # fmt: skip
+    """Compile for the GPU (with `config` for the model's one task); run there against
+    onnxruntime, or (no GPU) assemble with ptxas."""
     start = time.time()
-    package = tvmc.compile(_load(model, name), target=stage.target, package_path=package_path)
+    loaded = _load(model, name)
+    records = _config_record(stage, loaded, name, config) if config else None
+    package = tvmc.compile(loaded, target=stage.target, package_path=package_path,
+                           tuning_records=records)  # fmt: skip
     compile_s = round(time.time() - start, 2)
     if stage.gpu is None:
         problem = assemble(package._contents.ptx or "", stage.arch)
@@ -118,6 +123,24 @@ def check_model(stage: Stage, name: str, model: onnx.ModelProto, inputs: dict[st
     worst = max(errors) if errors else 0.0
     status = "ok" if worst <= TOLERANCE else "fail"
     return status, f"max rel error {worst:.2e}", {"error": worst, "compile_s": compile_s}
+
+
+def _config_record(stage: Stage, model: tvmc.TVMCModel, name: str, config: dict[str, Any]) -> str:
+    """A records file choosing `config` (the rest default) for the model's only task."""
+    from tvmc.autotune.records import Record, append_records
+
+    (task,) = tvmc.extract_tasks(model, target=stage.target)
+    space = task.space
+    values = {**space.get(space.default_index or 0).values, **config}
+    index = space.index_of(values)
+    if index is None:
+        raise ValueError(f"{config} is not a config of {task.name}'s space")
+    path = os.path.join(stage.dir, f"{name}-config.json")
+    if os.path.exists(path):
+        os.remove(path)
+    append_records(path, [Record(task.target, task.name, task.args,
+                                 space.get(index).to_json(), [1e-3])])  # fmt: skip
+    return path
 
 
 def _load(model: onnx.ModelProto, name: str) -> tvmc.TVMCModel:
@@ -161,8 +184,8 @@ def stage_ops(stage: Stage) -> None:
     for case in cases:
         model, inputs = case.build()
         path = os.path.join(stage.dir, f"op-{case.name}.tar")
-        stage.case(case.name, lambda m=model, i=inputs, n=case.name, p=path:
-                   check_model(stage, n, m, i, p))  # fmt: skip
+        stage.case(case.name, lambda m=model, i=inputs, n=case.name, p=path, c=case.config:
+                   check_model(stage, n, m, i, p, c))  # fmt: skip
 
 
 def stage_models(stage: Stage) -> None:

@@ -1,7 +1,9 @@
-"""On a real GPU (skipped without one): the example program and a compiled model against numpy.
+"""On a real GPU (skipped without one): the example program and a compiled model against numpy,
+every op case of `make gpu-check` (defaults and the non-default kernels it forces) and the nine
+light models with random weights against onnxruntime on the CPU.
 
-`make gpu-check` covers every op and model on the lent GPU machine (which has no pytest); these
-run wherever a GPU and the test tools meet.
+`make gpu-check` runs the same cases on the lent GPU machine (which has no pytest); these run
+wherever a GPU and the test tools meet.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import numpy as np
 import pytest
 
 import tvmc
+from benchmarks.gpu_cases import OP_CASES
 from tests.codegen.cuda_examples import (
     bias_rowsum_params,
     bias_rowsum_program,
@@ -18,6 +21,7 @@ from tests.codegen.cuda_examples import (
 from tests.driver.test_compile_run import inputs_for, write_tiny_model
 from tvmc.codegen.cuda_program import emit_cuda_program
 from tvmc.codegen.target import CUDATarget
+from tvmc.models import LIGHT_MODELS, light_model_inputs, randomized_light_model
 from tvmc.ops import run_reference
 from tvmc.runtime import cuda_driver
 from tvmc.runtime.cuda import CUDAExecutor
@@ -54,3 +58,25 @@ def test_compiled_model_on_the_gpu(tmp_path, rng):
     expected = run_reference(model.graph, inputs)
     for name in result.output_names:
         np.testing.assert_allclose(result.outputs[name], expected[name], rtol=1e-5, atol=1e-5)
+
+
+def _against_onnxruntime(tmp_path, name, model, inputs, config=None) -> None:
+    """Compiled for this GPU and run there: max |tvmc - ort| / max |ort| <= 1e-3 (gpu-check's)."""
+    from benchmarks.gpu_stages import Stage, check_model  # imports tvmc's CUDA runtime
+
+    stage = Stage("pytest", str(tmp_path / "rows.jsonl"), 1e18, str(tmp_path), smoke=False)
+    status, detail, _ = check_model(stage, name, model, inputs, str(tmp_path / "m.tar"), config)
+    assert status == "ok", detail
+
+
+@pytest.mark.parametrize("case", OP_CASES, ids=lambda c: c.name)
+def test_op_case_on_the_gpu(case, tmp_path):
+    model, inputs = case.build()
+    _against_onnxruntime(tmp_path, case.name, model, inputs, case.config)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", LIGHT_MODELS)
+def test_light_model_on_the_gpu(name, tmp_path):
+    model = randomized_light_model(name)
+    _against_onnxruntime(tmp_path, name, model, light_model_inputs(model))

@@ -7,6 +7,8 @@ ramp becomes one vector load/store; other vector indices are gathered lane by la
 
 from __future__ import annotations
 
+import math
+
 from llvmlite import ir
 
 from tvmc.codegen.llvm_util import (
@@ -47,6 +49,7 @@ from tvmc.kernel import (
     Var,
     is_float,
 )
+from tvmc.kernel.transform import known_multiple
 
 _CMP = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "==", "!=": "!="}
 _LLVM_UNARY = {"sqrt": "sqrt", "fabs": "fabs", "floor": "floor", "ceil": "ceil"}
@@ -89,6 +92,7 @@ class ExprLowering:
     b: ir.IRBuilder
     vars: dict[Var, ir.Value]
     bufs: dict[Buffer, ir.Value]
+    multiples: dict[Var, int]  # what each index variable in scope is known a multiple of
 
     # ---- helpers ---------------------------------------------------------------------------------
     def widen(self, value: ir.Value, lanes: int) -> ir.Value:
@@ -239,22 +243,40 @@ class ExprLowering:
             total = v if total is None else self.int_op("add", total, v)
         return total if total is not None else ir.Constant(I64, 0)
 
-    def address(self, buf: Buffer, indices: tuple[Expr, ...]) -> tuple[str, ir.Value, int]:
-        """(kind, offset, lanes): kind is scalar, contiguous, uniform or gather."""
+    def address(self, buf: Buffer, indices: tuple[Expr, ...]) -> tuple[str, ir.Value, int, int]:
+        """(kind, offset, lanes, align): kind is scalar, contiguous, uniform or gather; align is
+        the bytes a contiguous access is known to be aligned to (else the element size)."""
         lanes = max((i.lanes for i in indices), default=1)
         if lanes == 1:
-            return "scalar", self.flat_offset(buf, indices), 1
+            return "scalar", self.flat_offset(buf, indices), 1, buf.itemsize
         parts = [affine_lanes(i) for i in indices]
         if any(p is None for p in parts):
-            return "gather", self.flat_offset(buf, indices), lanes
-        base = self.flat_offset(buf, tuple(p[0] for p in parts))  # type: ignore[index]
+            return "gather", self.flat_offset(buf, indices), lanes, buf.itemsize
+        bases = tuple(p[0] for p in parts)  # type: ignore[index]
+        base = self.flat_offset(buf, bases)
         step = sum(p[1] * s for p, s in zip(parts, buf.strides))  # type: ignore[index]
         if step == 1:
-            return "contiguous", base, lanes
+            return "contiguous", base, lanes, self.vector_align(buf, bases, lanes)
         if step == 0:
-            return "uniform", base, lanes
+            return "uniform", base, lanes, buf.itemsize
         offsets = self.int_op("add", self.widen(base, lanes), self.iota(I64, lanes, step))
-        return "gather", offsets, lanes
+        return "gather", offsets, lanes, buf.itemsize
+
+    def vector_align(self, buf: Buffer, bases: tuple[Expr, ...], lanes: int) -> int:
+        """Alignment in bytes of `lanes` elements from `bases`: the element size, unless the
+        target knows where its buffers start and the index is provably a multiple of lanes."""
+        start = self.buffer_align(buf)
+        if start <= buf.itemsize:
+            return buf.itemsize
+        multiple = 0
+        for b, stride in zip(bases, buf.strides):
+            multiple = math.gcd(multiple, known_multiple(b, self.multiples) * stride)
+        elems = lanes if multiple == 0 else math.gcd(multiple, lanes)
+        return min(start, buf.itemsize * (elems & -elems))  # the power-of-two part
+
+    def buffer_align(self, buf: Buffer) -> int:
+        """Bytes every buffer's first element is aligned to (targets override)."""
+        return buf.itemsize
 
     def element_ptr(self, buf: Buffer, offset: ir.Value) -> ir.Value:
         return self.b.gep(self.bufs[buf], [offset], inbounds=True, source_etype=mem_type(buf.dtype))
@@ -262,8 +284,7 @@ class ExprLowering:
     def load(self, e: Load) -> ir.Value:
         """A scalar, vector, broadcast or gathered load."""
         buf = e.buffer
-        kind, off, lanes = self.address(buf, e.indices)
-        align = buf.itemsize
+        kind, off, lanes, align = self.address(buf, e.indices)
         if kind == "contiguous":
             v = self.b.load(self.element_ptr(buf, off), typ=mem_type(buf.dtype, lanes), align=align)
         elif kind in ("scalar", "uniform"):
@@ -281,12 +302,11 @@ class ExprLowering:
 
     def store(self, buf: Buffer, indices: tuple[Expr, ...], value: Expr) -> None:
         """A scalar, vector or scattered store of `value`."""
-        kind, off, lanes = self.address(buf, indices)
+        kind, off, lanes, align = self.address(buf, indices)
         lanes = max(lanes, value.lanes)
         v = self.widen(self.expr(value), lanes)
         if buf.dtype == "bool":
             v = self.b.zext(v, mem_type("bool", lanes))
-        align = buf.itemsize
         if kind == "contiguous":
             self.b.store(v, self.element_ptr(buf, off), align=align)
         elif kind == "scalar":

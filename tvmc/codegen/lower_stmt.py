@@ -28,7 +28,7 @@ from tvmc.kernel import (
     Store,
     Var,
 )
-from tvmc.kernel.transform import vectorize_loop
+from tvmc.kernel.transform import known_multiple, vectorize_loop
 
 MAX_UNROLL = 1024  # a loop asking to unroll (or scalarised vector loop) beyond this is a bug
 
@@ -58,6 +58,7 @@ class Lowering(ExprLowering):
         self.b = ir.IRBuilder(self.start)
         self.vars: dict[Var, ir.Value] = {}
         self.bufs: dict[Buffer, ir.Value] = {}
+        self.multiples: dict[Var, int] = {}
 
     def finish(self) -> ir.Function:
         """Closes the function (return, entry branch) and returns it."""
@@ -77,8 +78,9 @@ class Lowering(ExprLowering):
             self.loop(s)
         elif isinstance(s, Let):
             self.vars[s.var] = self.expr(s.value)
+            self.multiples[s.var] = known_multiple(s.value, self.multiples)
             self.stmt(s.body)
-            del self.vars[s.var]
+            del self.vars[s.var], self.multiples[s.var]
         elif isinstance(s, IfThenElse):
             self.if_then_else(s)
         elif isinstance(s, Allocate):
@@ -131,8 +133,10 @@ class Lowering(ExprLowering):
             raise KernelIRError(f"cannot unroll loop {s.var.name} of extent {s.extent}")
         for k in range(s.extent.value):
             self.vars[s.var] = ir.Constant(ir_type(s.var.dtype), k)
+            self.multiples[s.var] = k
             self.stmt(s.body)
         self.vars.pop(s.var, None)
+        self.multiples.pop(s.var, None)
 
     def serial_loop(self, var: Var, begin: ir.Value, end: ir.Value, body: Stmt) -> None:
         """`for var in [begin, end)` as a counted loop with a phi induction variable."""

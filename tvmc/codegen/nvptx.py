@@ -4,7 +4,9 @@ A loop bound to `threadIdx.x` (or blockIdx.*, threadIdx.y/z) is not a loop on th
 variable is the hardware index. The launch extent of an axis is the largest extent bound to it
 in the kernel; a loop with a smaller extent is guarded by `if (i < extent)`. Shared scratch is
 an addrspace(3) global, `Barrier` is `llvm.nvvm.barrier.cta.sync.aligned.all(0)`, `WarpShuffle`
-is `llvm.nvvm.shfl.sync.bfly.{f32,i32}` over the full warp.
+is `llvm.nvvm.shfl.sync.bfly.{f32,i32}` over the full warp. Params and scratch are declared
+16-byte aligned, so a contiguous 4-lane access whose index is provably a multiple of 4
+(`known_multiple`) becomes one 128-bit load or store (ld.global.nc.v4, st.shared.v4).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from tvmc.kernel import (
 from tvmc.kernel.transform import MAX_THREADS_PER_BLOCK, contains, gpu_extents
 
 NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
+PARAM_ALIGN = 16  # what every kernel param and scratch buffer is aligned to: a float4
 _SREG = {"threadIdx": "tid", "blockIdx": "ctaid"}
 
 
@@ -121,6 +124,11 @@ class NVPTXLowering(Lowering):
         ptr = self.element_ptr(s.buffer, self.flat_offset(s.buffer, s.indices))
         self.b.store(value, ptr, align=s.buffer.itemsize)
 
+    def buffer_align(self, buf: Buffer) -> int:
+        """Shared and local scratch are 16-byte aligned here, and so are params: a Program's
+        buffers start on 64-byte boundaries (cuMemAlloc, WORKSPACE_ALIGN)."""
+        return PARAM_ALIGN
+
     def barrier(self) -> None:
         """__syncthreads()."""
         fn = declare(self.module, "llvm.nvvm.barrier.cta.sync.aligned.all", VOID, [I32])
@@ -168,6 +176,7 @@ def emit_ptx(kernels: list[Kernel], arch: str = "sm_90", ptx_version: str = "ptx
         fn.calling_convention = "ptx_kernel"
         for arg, buf in zip(fn.args, kernel.params):
             arg.name = buf.name
+            arg.attributes.align = PARAM_ALIGN
             if kernel.noalias(buf):
                 arg.add_attribute("noalias")
         low = NVPTXLowering(state, fn, kernel, axes)

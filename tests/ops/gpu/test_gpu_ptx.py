@@ -174,7 +174,8 @@ def test_every_gpu_space_config_in_a_sample_builds_or_is_rejected_cleanly():
     types = [T(1, 32, 14, 14), T(64, 32, 3, 3)]
     attrs = OPS["Conv"].normalize_attrs(CONV, "test")
     space = OPS["Conv"].space(attrs, types, CUDA)
-    assert {k.name for k in space.knobs} == {"tile_m", "tile_n", "tile_k", "unroll_k", "split_k"}
+    knobs = {"tile_m", "tile_n", "tile_k", "unroll_k", "split_k", "double_buffer", "schedule"}
+    assert {k.name for k in space.knobs} == knobs
     built = rejected = 0
     for index in range(0, len(space), max(1, len(space) // 40)):
         try:
@@ -270,7 +271,10 @@ def test_dispatch_routes_by_target_kind():
     assert {k.name for k in gpu_space.knobs} != {k.name for k in cpu_space.knobs}
     cpu = kernels_of("Conv", types, CONV)  # lowered with CUDA: no parallel loop anywhere
     check_gpu_config(cpu)
-    assert OPS["MaxPool"].space is None  # untunable on the CPU: no tuning task appears
+    pool_attrs = OPS["MaxPool"].normalize_attrs(POOL, "test")
+    # tunable on the GPU only: no space (so no tuning task) on the CPU
+    assert OPS["MaxPool"].space(pool_attrs, types[:1], LoweringTarget()) is None
+    assert OPS["MaxPool"].space(pool_attrs, types[:1], CUDA).knobs[0].name == "block"
     pool = kernels_of("MaxPool", types[:1], POOL)
     assert "blockIdx.x" in kernel_str(pool[0]) and "parallel" not in kernel_str(pool[0])
 

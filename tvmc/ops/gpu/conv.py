@@ -1,12 +1,15 @@
 """GPU templates for Conv (any rank, groups, strides, dilations, pads) and ConvTranspose.
 
-Conv has two schedules (knob `schedule`):
+Conv has three schedules (knob `schedule`):
 
 - "gemm" (implicit GEMM, the default unless each output reads one input channel): per group,
   out[oc, pixel] = sum over (ic, taps) of W[oc, (ic, taps)] * X[(ic, taps), pixel], through
   `tiled_gemm`'s shared-memory tiles and per-thread register tiles (its knobs tile_m, tile_n,
-  tile_k, unroll_k, split_k). The im2col matrix is never stored: the B-tile loader gathers the input
-  behind the padding test; constant weights are packed at compile time as an [OC, K] matrix.
+  tile_k, unroll_k, split_k, double_buffer). The im2col matrix is never stored: the B-tile loader
+  gathers the input behind the padding test (a pointwise conv's B is the input itself, loaded in
+  runs of pixels); constant weights are packed at compile time as an [OC, K] matrix.
+- "tiled" (2-D convs): direct, with the input patch of a block's output tile and its weights
+  staged in shared memory (`conv_tiled.py`; it reads the GEMM's tile knobs).
 - "direct" (default for depthwise): one thread per output, a loop over its channels and taps
   (`block` threads per block).
 
@@ -18,11 +21,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from tvmc.graph import TensorType
 from tvmc.kernel import Buffer, Expr, Kernel, Stmt, allocate, const, if_then_else, loop, nest, seq
-from tvmc.ops.gpu.gemm import gemm_gpu_space, tiled_gemm
+from tvmc.ops.gpu.conv_geometry import ConvGeometry, conv_geometry, output_store, weight_read
+from tvmc.ops.gpu.conv_tiled import conv_tiled
+from tvmc.ops.gpu.gemm import (
+    gemm_defaults,
+    gemm_space,
+    span,
+    tile_candidates,
+    tiled_gemm,
+    vector_width,
+)
 from tvmc.ops.gpu.launch import DEFAULT_BLOCK, MAX_THREADS, GPUConfigError, grid_loop
 from tvmc.ops.lowering import (
     Epilogue,
@@ -32,7 +43,7 @@ from tvmc.ops.lowering import (
     make_kernel,
     template,
 )
-from tvmc.ops.microkernel import accumulator_dtype, finalize, let_all, mac, unflatten
+from tvmc.ops.microkernel import accumulator_dtype, mac, unflatten
 from tvmc.ops.registry import OPS, Attrs
 from tvmc.ops.space import ConfigSpace
 
@@ -40,69 +51,10 @@ BLOCKS = (64, 128, 256, 512)
 UNROLL_TAPS = 32  # windows up to this many taps are unrolled in the direct schedules
 
 
-@dataclass(frozen=True)
-class _Geometry:
-    batch: int
-    in_channels: int
-    out_channels: int
-    group: int
-    in_size: tuple[int, ...]
-    kernel: tuple[int, ...]
-    out_size: tuple[int, ...]
-    strides: tuple[int, ...]
-    dilations: tuple[int, ...]
-    pads: tuple[int, ...]  # the begin pads
-
-    @property
-    def icg(self) -> int:
-        return self.in_channels // self.group
-
-    @property
-    def ocg(self) -> int:
-        return self.out_channels // self.group
-
-    def position(self, o: tuple[Expr, ...], taps: tuple[Expr, ...]) -> tuple[Expr, ...]:
-        """Input coordinates of output `o` at kernel tap `taps`."""
-        return tuple(
-            o[d] * s - p + t * dl
-            for d, (t, s, dl, p) in enumerate(zip(taps, self.strides, self.dilations, self.pads))
-        )
-
-    def inside(self, pos: tuple[Expr, ...]) -> Expr | None:
-        """The padding test of `pos`, only on the sides where a window can leave the input."""
-        cond: Expr | None = None
-        for d, z in enumerate(pos):
-            reach = (self.out_size[d] - 1) * self.strides[d] - self.pads[d]
-            reach += (self.kernel[d] - 1) * self.dilations[d]
-            tests = ([z >= 0] if self.pads[d] > 0 else []) + (
-                [z < self.in_size[d]] if reach >= self.in_size[d] else []
-            )
-            for t in tests:
-                cond = t if cond is None else cond & t
-        return cond
-
-
-def _geometry(attrs: Attrs, x: TensorRef, w: TensorRef, out: Buffer, transpose: bool) -> _Geometry:
-    spatial = x.type.ndim - 2
-    out_channels = w.shape[1] * attrs["group"] if transpose else w.shape[0]
-    return _Geometry(
-        x.shape[0],
-        x.shape[1],
-        out_channels,
-        attrs["group"],
-        tuple(x.shape[2:]),
-        tuple(w.shape[2:]),
-        tuple(out.shape[2:]),
-        tuple(attrs["strides"]),
-        tuple(attrs["dilations"]),
-        tuple(attrs["pads"][:spatial]),
-    )
-
-
-def _schedule(ctx: LowerContext, geo: _Geometry) -> str:
+def _schedule(ctx: LowerContext, geo: ConvGeometry) -> str:
     schedule = str(ctx.config.get("schedule", "direct" if geo.icg == 1 else "gemm"))
-    if schedule not in ("gemm", "direct"):
-        raise GPUConfigError(f"conv schedule {schedule!r}: 'gemm' or 'direct'")
+    if schedule not in SCHEDULES:
+        raise GPUConfigError(f"conv schedule {schedule!r}: one of {', '.join(SCHEDULES)}")
     return schedule
 
 
@@ -113,49 +65,43 @@ def _block(ctx: LowerContext) -> int:
     return block
 
 
+def block_space() -> ConfigSpace:
+    """Threads per block of a thread-per-output kernel, the default first measured."""
+    space = ConfigSpace().other("block", BLOCKS)
+    space.default_index = space.index_of({"block": DEFAULT_BLOCK})
+    return space
+
+
 def conv_gpu_space(
     attrs: Attrs, input_types: list[TensorType], target: LoweringTarget
 ) -> ConfigSpace:
-    """GEMM tiles for the implicit GEMM; threads per block for a depthwise conv's direct one."""
+    """The implicit GEMM's knobs (threads per block for a depthwise conv's direct kernel), and
+    for 2-D convs the `schedule` knob that offers the tiled direct form over the same tiles."""
     w = input_types[1].shape
-    if w[1] == 1:
-        return ConfigSpace().other("block", BLOCKS)
     out = OPS["Conv"].infer(attrs, input_types)[0].shape
-    out_pixels = out[0] * math.prod(out[2:])  # the GEMM's N: tiles clamp to it
-    k = math.prod(w[1:])
-    shapes = [
-        TensorType((w[0] // attrs["group"], k), "float32"),
-        TensorType((k, out_pixels), "float32"),
-    ]
-    return gemm_gpu_space({}, shapes, target)
-
-
-def _weight_read(ctx: LowerContext, w: TensorRef, geo: _Geometry) -> Callable[[Expr, Expr], Expr]:
-    """W[oc, kk] with kk = (ic, taps) flattened: a packed [OC, K] constant, else in place."""
-    k = geo.icg * math.prod(geo.kernel)
-    if w.value is not None:
-        packed = ctx.param(w.value.reshape(geo.out_channels, k), "w")
-        return lambda oc, kk: packed[oc, kk]
-    return lambda oc, kk: w.read((oc, *unflatten(kk, (geo.icg, *geo.kernel))))
-
-
-def _store(
-    geo: _Geometry, bias: TensorRef | None, out: Buffer, epilogue: Epilogue | None, acc: str
-) -> Callable[[Expr, tuple[Expr, ...], Expr], Stmt]:
-    def store(oc: Expr, where: tuple[Expr, ...], v: Expr) -> Stmt:
-        v = v + bias.read((oc,)).astype(acc) if bias is not None else v
-
-        def at(ix: tuple[Expr, ...]) -> Stmt:  # the value once: epilogues read it repeatedly
-            return let_all("v", (v,), lambda vs: finalize(vs[0], ix, out, epilogue))
-
-        return let_all("p", (where[0], oc, *where[1:]), at)
-
-    return store
+    pixels = out[0] * math.prod(out[2:])  # the GEMM's N: tiles clamp to it
+    two_d = len(w) == 4
+    if w[1] == 1:
+        space = ConfigSpace().other("block", BLOCKS)
+        defaults: dict = {"block": DEFAULT_BLOCK}
+        if two_d:
+            space.other("schedule", ["direct", "tiled"])
+            space.other("tile_n", tile_candidates(math.prod(out[2:])))
+            defaults |= {"schedule": "direct", "tile_n": space.knobs[-1].candidates[0]}
+    else:
+        m, k = w[0] // attrs["group"], math.prod(w[1:])
+        space = gemm_space(attrs["group"], m, pixels, k)
+        defaults = gemm_defaults(attrs["group"], m, pixels, k)
+        if two_d:
+            space.other("schedule", ["gemm", "tiled"])
+            defaults["schedule"] = "gemm"
+    space.default_index = space.index_of(defaults)
+    return space
 
 
 def conv_implicit_gemm(
     ctx: LowerContext,
-    geo: _Geometry,
+    geo: ConvGeometry,
     x: TensorRef,
     w: TensorRef,
     bias: TensorRef | None,
@@ -166,8 +112,8 @@ def conv_implicit_gemm(
     acc = accumulator_dtype(out.dtype)
     pixels = (geo.batch, *geo.out_size)
     taps = (geo.icg, *geo.kernel)
-    weight = _weight_read(ctx, w, geo)
-    store = _store(geo, bias, out, epilogue, acc)
+    weight = weight_read(ctx, w, geo)
+    store = output_store(geo, bias, out, epilogue, acc)
 
     def gather(g: Expr, kk: Expr, j: Expr) -> tuple[tuple[Expr, ...], Expr | None]:
         b, *o = unflatten(j, pixels)
@@ -175,6 +121,19 @@ def conv_implicit_gemm(
         pos = geo.position(tuple(o), tuple(t))
         return (b, g * geo.icg + ic, *pos), geo.inside(pos)
 
+    def pixel_run(g: Expr, kk: Expr, j: Expr, lanes: int) -> Expr:
+        """`lanes` consecutive pixels of a pointwise conv: one run along the input's last axis."""
+        b, *o = unflatten(j, pixels)
+        return x.read((b, g * geo.icg + kk, *o[:-1], span(o[-1], lanes)))
+
+    # float4 loads: packed weights are contiguous along K; a pointwise conv's B is the input
+    # itself, contiguous along pixels within a row of the last axis
+    packed = w.value is not None
+    pointwise = (
+        all(k == 1 for k in geo.kernel)
+        and not any(geo.pads)
+        and all(s == 1 for s in (*geo.strides, *geo.dilations))
+    )
     return tiled_gemm(
         ctx,
         "conv",
@@ -183,10 +142,12 @@ def conv_implicit_gemm(
         math.prod(pixels),
         math.prod(taps),
         acc,
-        lambda g, i, kk: weight(g * geo.ocg + i, kk),
-        lambda g, kk, j: x.read(gather(g, kk, j)[0]),
+        lambda g, i, kk, lanes: weight(g * geo.ocg + i, span(kk, lanes)),
+        pixel_run if pointwise else lambda g, kk, j, lanes: x.read(gather(g, kk, j)[0]),
         lambda g, i, j, v: store(g * geo.ocg + i, unflatten(j, pixels), v),
-        lambda g, kk, j: gather(g, kk, j)[1],
+        None if pointwise else lambda g, kk, j: gather(g, kk, j)[1],
+        a_vector=4 if packed else 1,
+        b_vector=vector_width(4, geo.out_size[-1]) if pointwise else 1,
     )
 
 
@@ -198,7 +159,7 @@ def _window(extents: tuple[int, ...], body: Callable[..., Stmt]) -> Stmt:
 
 def conv_direct(
     ctx: LowerContext,
-    geo: _Geometry,
+    geo: ConvGeometry,
     x: TensorRef,
     w: TensorRef,
     bias: TensorRef | None,
@@ -207,8 +168,8 @@ def conv_direct(
 ) -> list[Kernel]:
     """One thread per output: its channels and taps in a register accumulator."""
     acc_t = accumulator_dtype(out.dtype)
-    weight = _weight_read(ctx, w, geo)
-    store = _store(geo, bias, out, epilogue, acc_t)
+    weight = weight_read(ctx, w, geo)
+    store = output_store(geo, bias, out, epilogue, acc_t)
     taps = math.prod(geo.kernel)
 
     def output(flat: Expr) -> Stmt:
@@ -248,6 +209,9 @@ def sum_taps(t: tuple[Expr, ...], kernel: tuple[int, ...]) -> Expr:
     return pos
 
 
+SCHEDULES = {"gemm": conv_implicit_gemm, "direct": conv_direct, "tiled": conv_tiled}
+
+
 @template("Conv", epilogue=True, space=conv_gpu_space, target="cuda")
 def conv_gpu(
     ctx: LowerContext,
@@ -259,8 +223,8 @@ def conv_gpu(
     """Conv as an implicit GEMM through shared memory, or direct (depthwise)."""
     x, w = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
-    geo = _geometry(attrs, x, w, outputs[0], transpose=False)
-    build = conv_implicit_gemm if _schedule(ctx, geo) == "gemm" else conv_direct
+    geo = conv_geometry(attrs, x, w, outputs[0], transpose=False)
+    build = SCHEDULES[_schedule(ctx, geo)]
     return build(ctx, geo, x, w, bias, outputs[0], epilogue)
 
 
@@ -268,7 +232,7 @@ def conv_transpose_gpu_space(
     attrs: Attrs, input_types: list[TensorType], target: LoweringTarget
 ) -> ConfigSpace:
     """Threads per block of the gather kernel."""
-    return ConfigSpace().other("block", BLOCKS)
+    return block_space()
 
 
 @template("ConvTranspose", epilogue=True, space=conv_transpose_gpu_space, target="cuda")
@@ -282,9 +246,9 @@ def conv_transpose_gpu(
     """One thread per output: the inputs and taps whose stride phase lands on it."""
     x, w, out = inputs[0], inputs[1], outputs[0]
     bias = inputs[2] if len(inputs) > 2 else None
-    geo = _geometry(attrs, x, w, out, transpose=True)
+    geo = conv_geometry(attrs, x, w, out, transpose=True)
     acc_t = accumulator_dtype(out.dtype)
-    store = _store(geo, bias, out, epilogue, acc_t)
+    store = output_store(geo, bias, out, epilogue, acc_t)
 
     def output(flat: Expr) -> Stmt:
         b, oc, *o = unflatten(flat, out.shape)

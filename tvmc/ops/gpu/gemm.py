@@ -3,13 +3,18 @@
 `tiled_gemm` computes, for each of `groups` independent products, out[i, j] = sum_k A[i, k] *
 B[k, j] with A and B given as read functions (so a conv's implicit im2col is just another B).
 One block computes a BM x BN tile of the output: per step of BK along k the block's threads
-load the A and B tiles into shared memory (consecutive threads, consecutive k of A and j of B:
-coalesced for row-major operands), a barrier, then each thread multiplies its TM x TN register
-tile from the shared tiles (an outer product per k, operands first copied into registers), a
-barrier. Edges are guarded only where the sizes do not divide: loads out of range store zeros.
+load the A and B tiles into shared memory (consecutive threads, consecutive chunks of k of A
+and j of B: coalesced for row-major operands; a chunk is 4 or 2 elements, one 128- or 64-bit
+load, where the operand is contiguous along it and the sizes divide), a barrier, then each
+thread multiplies its TM x TN register tile from the shared tiles (an outer product per k, each
+operand row first copied into registers with one vector load from shared memory), a barrier.
+Edges are guarded only where the sizes do not divide: loads out of range store zeros.
 
 Knobs (ctx.config): `tile_m` [BM, TM], `tile_n` [BN, TN], `tile_k` BK, `unroll_k` (unroll the
-inner k loop), `split_k` (K cut into slices summed by a second kernel). Defaults: the largest of
+inner k loop), `split_k` (K cut into slices summed by a second kernel), `double_buffer` (two
+shared tile buffers: the next step's tiles are fetched into registers while the current step
+multiplies, so the global loads' latency hides behind arithmetic; one barrier per step; at most
+MAX_STAGED staged values per thread). Defaults: no double buffering, and the largest of
 64x64, 32x64, 64x32, 32x32 block tiles that gives at least 132 blocks (one per SM of an H100 or
 H200), else 32x32 and split-K up to 264 blocks; 256 threads with 4x4 (64-wide tiles) or 2x2
 register tiles. (BM/TM) * (BN/TN) threads per block; more than
@@ -34,6 +39,7 @@ from tvmc.kernel import (
     const,
     if_then_else,
     loop,
+    ramp,
     seq,
 )
 from tvmc.ops.common import broadcast_shape
@@ -55,7 +61,8 @@ from tvmc.ops.space import ConfigSpace
 
 FULL_GRID = 264  # blocks that fill an H100/H200 twice over (132 SMs); fewer invite split-K
 MIN_SPLIT_STEPS = 4  # a K slice keeps at least this many BK steps
-Read = Callable[[Expr, Expr, Expr], Expr]  # (group, row or k, k or column) -> element
+MAX_STAGED = 32  # values per thread double buffering may hold in registers (and unrolled loads)
+Read = Callable[[Expr, Expr, Expr, int], Expr]  # (group, row or k, k or column, lanes) -> value
 Valid = Callable[[Expr, Expr, Expr], Expr | None]  # extra in-range condition (conv padding)
 Store = Callable[[Expr, Expr, Expr, Expr], Stmt]  # (group, i, j, value) -> statement
 
@@ -70,13 +77,14 @@ class GemmTile:
     tm: int
     tn: int
     unroll_k: bool = False
+    double_buffer: bool = False
 
     @property
     def threads(self) -> int:
         return (self.bm // self.tm) * (self.bn // self.tn)
 
     def shared_bytes(self, itemsize: int) -> int:
-        return (self.bm + self.bn) * self.bk * itemsize
+        return (self.bm + self.bn) * self.bk * itemsize * (2 if self.double_buffer else 1)
 
 
 DEFAULT_TILES = ((64, 64), (32, 64), (64, 32), (32, 32))  # preferred first
@@ -100,11 +108,17 @@ def gemm_tile(config: Any, groups: int, m: int, n: int, k: int, itemsize: int) -
     bm, tm = config.get("tile_m", tile_m)
     bn, tn = config.get("tile_n", tile_n)
     bk = int(config.get("tile_k", min(16, pow2_at_least(k))))
-    tile = GemmTile(int(bm), int(bn), bk, int(tm), int(tn), bool(config.get("unroll_k", False)))
+    unroll, double = bool(config.get("unroll_k", False)), bool(config.get("double_buffer", False))
+    tile = GemmTile(int(bm), int(bn), bk, int(tm), int(tn), unroll, double)
     if bm % tm or bn % tn:
         raise GPUConfigError(f"thread tile {tm}x{tn} does not divide block tile {bm}x{bn}")
     if tile.threads > MAX_THREADS:
         raise GPUConfigError(f"{tile.threads} threads per block (at most {MAX_THREADS})")
+    staged = ceil_div(bm * bk, tile.threads) + ceil_div(bk * bn, tile.threads)
+    if double and staged > MAX_STAGED:
+        raise GPUConfigError(
+            f"double buffering would stage {staged} values per thread (at most {MAX_STAGED})"
+        )
     if tile.shared_bytes(itemsize) > MAX_SHARED_BYTES:
         raise GPUConfigError(
             f"tiles need {tile.shared_bytes(itemsize)} bytes of shared memory "
@@ -130,6 +144,44 @@ def split_k(config: Any, blocks: int, steps: int) -> int:
     return max([d for d in range(1, want + 1) if steps % d == 0], default=1)
 
 
+def span(start: Expr, lanes: int) -> Expr:
+    """`lanes` consecutive indices from `start` (the index itself when 1)."""
+    return start if lanes == 1 else ramp(start, lanes)
+
+
+def vector_width(want: int, *extents: int) -> int:
+    """The widest of `want`, 2, 1 that divides every extent (a chunk never crosses an edge)."""
+    return next(v for v in (want, 2, 1) if v <= want and all(e % v == 0 for e in extents))
+
+
+def thread_chunks(
+    rows: int,
+    width: int,
+    vec: int,
+    threads: int,
+    t: Expr,
+    body: Callable[[Expr, Expr, Expr], Stmt],
+) -> Stmt:
+    """body(round, r, c) for thread `t`'s share of a rows x width tile, in chunks of `vec`
+    consecutive columns from (r, c): consecutive threads, consecutive chunks (coalesced); the
+    rounds are unrolled up to MAX_STAGED (so a round can index registers)."""
+    per_row = width // vec
+    total = rows * per_row
+    rounds = ceil_div(total, threads)
+
+    def one(rnd: Expr) -> Stmt:
+        def at(e: Expr) -> Stmt:
+            rc = (e // per_row, e % per_row * vec) if per_row > 1 else (e, const(0))
+            st = let_all("l", rc, lambda rc: body(rnd, *rc))
+            return if_then_else(e < total, st) if rounds * threads != total else st
+
+        return let_all("e", (rnd * threads + t,), lambda es: at(es[0]))
+
+    if rounds == 1:
+        return one(const(0))
+    return loop("ld", rounds, one, kind="unrolled" if rounds <= MAX_STAGED else "serial")
+
+
 def tiled_gemm(
     ctx: LowerContext,
     name: str,
@@ -142,49 +194,33 @@ def tiled_gemm(
     b_read: Read,
     store: Store,
     b_valid: Valid | None = None,
+    a_vector: int = 1,
+    b_vector: int = 1,
 ) -> list[Kernel]:
     """Kernels computing `groups` products of M x K by K x N, accumulating in `dtype`.
 
+    `a_read(g, i, k, lanes)` may be asked for `lanes` consecutive elements along k (up to
+    `a_vector`, only from a k that is a multiple of lanes), `b_read(g, k, j, lanes)` along j (up
+    to `b_vector`): the tile loaders then move 2 or 4 elements per load (`b_valid` needs lanes 1).
     With split-K, each block sums one slice of K into a workspace temp and a second kernel adds
-    the slices and stores (late conv layers: few output tiles, long K). Index expressions are
-    bound once with `let` (codegen lowers each use of an expression again, and the implicit
-    im2col's indices are long)."""
+    the slices and stores (late conv layers: few output tiles, long K). With `double_buffer`,
+    the next k step's tiles are fetched into registers before the current step's products and
+    stored into the other half of two shared buffers after them: the global loads' latency
+    hides behind the arithmetic, and one barrier per step suffices. Index expressions are bound
+    once with `let` (codegen lowers each use of an expression again, and the implicit im2col's
+    indices are long)."""
     tile = gemm_tile(ctx.config, groups, m, n, k, 4 if dtype != "float64" else 8)
     bm, bn, bk, tm, tn, threads = tile.bm, tile.bn, tile.bk, tile.tm, tile.tn, tile.threads
     mb, nb, steps = ceil_div(m, bm), ceil_div(n, bn), ceil_div(k, bk)
     split = split_k(ctx.config, groups * mb * nb, steps)
     per = steps // split
+    double = tile.double_buffer and per > 1
+    va = vector_width(a_vector, k, bk) if dtype == "float32" else 1
+    vb = vector_width(b_vector, n, bn) if dtype == "float32" and b_valid is None else 1
     partial = ctx.temp((split, groups, m, n), dtype, f"{name}_split") if split > 1 else None
     cols = bn // tn  # threads along a tile row
     zero = const(0, dtype)
-
-    def load(
-        dst: Buffer,
-        rows: int,
-        width: int,
-        t: Expr,
-        transposed: bool,
-        value: Callable[[Expr, Expr], tuple[Expr | None, Expr]],
-    ) -> Stmt:
-        """A `rows` x `width` tile (`width` contiguous in memory) into `dst`, all threads sharing
-        the elements; stored as [width][rows] when `transposed`."""
-        total = rows * width
-        rounds = ceil_div(total, threads)
-
-        def put(r: Expr, c: Expr) -> Stmt:
-            where = (c, r) if transposed else (r, c)
-            cond, v = value(r, c)
-            st = dst.store(where, v)
-            return if_then_else(cond, st, dst.store(where, zero)) if cond is not None else st
-
-        def one(rnd: Expr) -> Stmt:
-            def at(e: Expr) -> Stmt:
-                st = let_all("l", (e // width, e % width), lambda rc: put(*rc))
-                return if_then_else(e < total, st) if rounds * threads != total else st
-
-            return let_all("e", (rnd * threads + t,), lambda es: at(es[0]))
-
-        return loop("ld", rounds, one) if rounds > 1 else one(const(0))
+    halves = (2,) if double else ()
 
     def block(bid: Expr) -> Stmt:
         return let_all("b", unflatten(bid, (split, groups, mb, nb)), lambda sgmn: tiles(*sgmn))
@@ -192,25 +228,72 @@ def tiled_gemm(
     def tiles(sk: Expr, g: Expr, mi: Expr, ni: Expr) -> Stmt:
         m0, n0 = mi * bm, ni * bn
 
+        def a_value(i: Expr, kk: Expr, k0: Expr) -> tuple[Expr | None, Expr]:
+            gi, gk = m0 + i, k0 + kk
+            cond = _and(gi < m if m % bm else None, gk < k if k % bk else None)
+            return cond, a_read(g, gi, gk, va).astype(dtype)
+
+        def b_value(kk: Expr, j: Expr, k0: Expr) -> tuple[Expr | None, Expr]:
+            gk, gj = k0 + kk, n0 + j
+            cond = _and(gk < k if k % bk else None, gj < n if n % bn else None)
+            cond = _and(cond, b_valid(g, gk, gj) if b_valid else None)
+            return cond, b_read(g, gk, gj, vb).astype(dtype)
+
+        # (rows, width, vector, value, where in the shared tile): A is kept k-major, as B, so
+        # the inner loop reads both along a row
+        a_tile = (bm, bk, va, a_value, lambda i, kk: (span(kk, va), i))
+        b_tile = (bk, bn, vb, b_value, lambda kk, j: (kk, span(j, vb)))
+
+        def k_start(ks: Expr) -> Expr:
+            return (sk * per + ks) * bk if split > 1 else ks * bk
+
+        def load(dst: Buffer, half: Expr | None, t: Expr, k0: Expr, spec: tuple) -> Stmt:
+            """One tile straight into shared memory (zeros outside the matrix)."""
+            rows, width, vec, value, where = spec
+
+            def put(rnd: Expr, r: Expr, c: Expr) -> Stmt:
+                at = (*([half] if half is not None else []), *where(r, c))
+                cond, v = value(r, c, k0)
+                st = dst.store(at, v)
+                return if_then_else(cond, st, dst.store(at, zero)) if cond is not None else st
+
+            return thread_chunks(rows, width, vec, threads, t, put)
+
+        def fetch(stage: Buffer, t: Expr, k0: Expr, spec: tuple) -> Stmt:
+            """One tile into this thread's registers (double buffering's first half)."""
+            rows, width, vec, value, _ = spec
+
+            def get(rnd: Expr, r: Expr, c: Expr) -> Stmt:
+                cond, v = value(r, c, k0)
+                at = span(rnd * vec, vec)
+                st = stage.store(at, v)
+                return if_then_else(cond, st, stage.store(at, zero)) if cond is not None else st
+
+            return thread_chunks(rows, width, vec, threads, t, get)
+
+        def unstage(stage: Buffer, dst: Buffer, half: Expr, t: Expr, spec: tuple) -> Stmt:
+            """The registers `fetch` filled into shared memory (its second half)."""
+            rows, width, vec, _, where = spec
+
+            def put(rnd: Expr, r: Expr, c: Expr) -> Stmt:
+                return dst.store((half, *where(r, c)), stage[span(rnd * vec, vec)])
+
+            return thread_chunks(rows, width, vec, threads, t, put)
+
         def thread(a_s: Buffer, b_s: Buffer, t: Expr) -> Stmt:
             rowcol = (t // cols, t % cols) if cols > 1 else (t, const(0))
-            return let_all(
-                "t",
-                rowcol,
-                lambda tyx: allocate(
-                    "acc",
-                    (tm * tn,),
-                    lambda acc: allocate(
-                        "ar",
-                        (tm,),
-                        lambda ar: allocate(
-                            "br", (tn,), lambda br: with_regs(a_s, b_s, t, *tyx, acc, ar, br), dtype
-                        ),
-                        dtype,
-                    ),
-                    dtype,
-                ),
-            )
+            regs = [("acc", tm * tn), ("ar", tm), ("br", tn)]
+            if double:
+                regs += [("a_stage", ceil_div(bm * bk // va, threads) * va)]
+                regs += [("b_stage", ceil_div(bk * bn // vb, threads) * vb)]
+
+            def with_bufs(i: int, bufs: list[Buffer]) -> Stmt:
+                if i == len(regs):
+                    return let_all("t", rowcol, lambda tyx: with_regs(a_s, b_s, t, *tyx, *bufs))
+                name_, size = regs[i]
+                return allocate(name_, (size,), lambda b: with_bufs(i + 1, [*bufs, b]), dtype)
+
+            return with_bufs(0, [])
 
         def with_regs(
             a_s: Buffer,
@@ -221,45 +304,57 @@ def tiled_gemm(
             acc: Buffer,
             ar: Buffer,
             br: Buffer,
+            a_stage: Buffer | None = None,
+            b_stage: Buffer | None = None,
         ) -> Stmt:
-            def a_value(i: Expr, kk: Expr, k0: Expr) -> tuple[Expr | None, Expr]:
-                gi, gk = m0 + i, k0 + kk
-                cond = _and(gi < m if m % bm else None, gk < k if k % bk else None)
-                return cond, a_read(g, gi, gk).astype(dtype)
-
-            def b_value(kk: Expr, j: Expr, k0: Expr) -> tuple[Expr | None, Expr]:
-                gk, gj = k0 + kk, n0 + j
-                cond = _and(gk < k if k % bk else None, gj < n if n % bn else None)
-                cond = _and(cond, b_valid(g, gk, gj) if b_valid else None)
-                return cond, b_read(g, gk, gj).astype(dtype)
-
-            def inner(kk: Expr) -> Stmt:
-                return seq(
-                    loop("i", tm, lambda i: ar.store(i, a_s[kk, ty * tm + i]), kind="unrolled"),
-                    loop("j", tn, lambda j: br.store(j, b_s[kk, tx * tn + j]), kind="unrolled"),
-                    loop(
-                        "i",
-                        tm,
-                        lambda i: loop(
-                            "j",
-                            tn,
-                            lambda j: acc.store(i * tn + j, mac(ar[i], br[j], acc[i * tn + j])),
+            def products(half: Expr | None) -> Stmt:
+                def inner(kk: Expr) -> Stmt:
+                    at = (half,) if half is not None else ()
+                    return seq(
+                        # each operand row as one vector load from shared (ld.shared.v4)
+                        ar.store(span(const(0), tm), a_s[(*at, kk, span(ty * tm, tm))]),
+                        br.store(span(const(0), tn), b_s[(*at, kk, span(tx * tn, tn))]),
+                        loop(
+                            "i",
+                            tm,
+                            lambda i: loop(
+                                "j",
+                                tn,
+                                lambda j: acc.store(i * tn + j, mac(ar[i], br[j], acc[i * tn + j])),
+                                kind="unrolled",
+                            ),
                             kind="unrolled",
                         ),
-                        kind="unrolled",
-                    ),
-                )
+                    )  # fmt: skip
+
+                return loop("kk", bk, inner, kind="unrolled" if tile.unroll_k else "serial")
 
             def step(ks: Expr) -> Stmt:
-                k0 = (sk * per + ks) * bk if split > 1 else ks * bk
+                k0 = k_start(ks)
                 return seq(
-                    # A is kept k-major, as B, so the inner loop reads both along a row
-                    load(a_s, bm, bk, t, True, lambda i, kk: a_value(i, kk, k0)),
-                    load(b_s, bk, bn, t, False, lambda kk, j: b_value(kk, j, k0)),
+                    load(a_s, None, t, k0, a_tile),
+                    load(b_s, None, t, k0, b_tile),
                     Barrier(),
-                    loop("kk", bk, inner, kind="unrolled" if tile.unroll_k else "serial"),
+                    products(None),
                     Barrier(),
                 )
+
+            def double_step(ks: Expr) -> Stmt:
+                assert a_stage is not None and b_stage is not None
+                more = ks + 1 < per  # the same on every thread: no barrier sits under it
+
+                def with_halves(cur: Expr, nxt: Expr) -> Stmt:
+                    k1 = k_start(ks + 1)
+                    return seq(
+                        if_then_else(more, seq(fetch(a_stage, t, k1, a_tile),
+                                               fetch(b_stage, t, k1, b_tile))),
+                        products(cur),
+                        if_then_else(more, seq(unstage(a_stage, a_s, nxt, t, a_tile),
+                                               unstage(b_stage, b_s, nxt, t, b_tile))),
+                        Barrier(),
+                    )  # fmt: skip
+
+                return let_all("h", (ks % 2, (ks + 1) % 2), lambda h: with_halves(*h))
 
             def out(i: Expr, j: Expr) -> Stmt:
                 def at(gi: Expr, gj: Expr) -> Stmt:
@@ -274,9 +369,19 @@ def tiled_gemm(
 
                 return let_all("o", (m0 + ty * tm + i, n0 + tx * tn + j), lambda ij: at(*ij))
 
+            if double:
+                k0 = k_start(const(0))
+                steps_ = seq(
+                    load(a_s, const(0), t, k0, a_tile),
+                    load(b_s, const(0), t, k0, b_tile),
+                    Barrier(),
+                    loop("ks", per, double_step),
+                )
+            else:
+                steps_ = loop("ks", per, step) if per > 1 else step(const(0))
             return seq(
                 loop("z", tm * tn, lambda z: acc.store(z, zero), kind="unrolled"),
-                loop("ks", per, step) if per > 1 else step(const(0)),
+                steps_,
                 loop(
                     "i",
                     tm,
@@ -287,10 +392,10 @@ def tiled_gemm(
 
         return allocate(
             "a_tile",
-            (bk, bm),
+            (*halves, bk, bm),
             lambda a_s: allocate(
                 "b_tile",
-                (bk, bn),
+                (*halves, bk, bn),
                 lambda b_s: loop("tx", threads, lambda t: thread(a_s, b_s, t), kind="threadIdx.x"),
                 dtype,
                 "shared",
@@ -320,6 +425,7 @@ def tiled_gemm(
 BLOCK_TILES = (16, 32, 64, 128)
 THREAD_TILES = (1, 2, 4, 8)
 K_TILES = (8, 16, 32)
+SPLITS = (1, 2, 4, 8, 16)
 
 
 def problem(attrs: Attrs, a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, int, int, int]:
@@ -337,19 +443,42 @@ def problem(attrs: Attrs, a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, 
 def gemm_gpu_space(
     attrs: Attrs, input_types: list[TensorType], target: LoweringTarget
 ) -> ConfigSpace:
-    """Block and thread tiles along M and N, the k step and its unrolling (clamped, distinct)."""
-    _, m, n, k = problem(attrs, input_types[0].shape, input_types[1].shape)
+    """The GEMM knobs for a MatMul or Gemm node (see `gemm_space`)."""
+    return gemm_space(*problem(attrs, input_types[0].shape, input_types[1].shape))
 
-    def tiles(extent: int) -> list[tuple[int, int]]:
-        top = pow2_at_least(extent)
-        return sorted(
-            {(min(b, top), min(t, min(b, top))) for b in BLOCK_TILES for t in THREAD_TILES}
-        )
+
+def tile_candidates(extent: int) -> list[tuple[int, int]]:
+    """Distinct [block, thread] tiles along an axis of `extent`, clamped to it."""
+    top = pow2_at_least(extent)
+    return sorted({(min(b, top), min(t, min(b, top))) for b in BLOCK_TILES for t in THREAD_TILES})
+
+
+def gemm_space(groups: int, m: int, n: int, k: int) -> ConfigSpace:
+    """Block and thread tiles along M and N, the k step, its unrolling, split-K and double
+    buffering (clamped, distinct); `default_index` is the untuned kernel's config when the
+    space holds it (not when the default split-K count is none of the knob's values)."""
 
     space = ConfigSpace()
-    space.other("tile_m", tiles(m))
-    space.other("tile_n", tiles(n))
+    space.other("tile_m", tile_candidates(m))
+    space.other("tile_n", tile_candidates(n))
     space.other("tile_k", sorted({min(t, pow2_at_least(k)) for t in K_TILES}))
     space.other("unroll_k", [True, False])
-    space.other("split_k", [1, 2, 4, 8, 16])
+    defaults = gemm_defaults(groups, m, n, k)
+    space.other("split_k", sorted({*SPLITS, defaults["split_k"]}))  # the default's count too
+    space.other("double_buffer", [False, True])
+    space.default_index = space.index_of(defaults)
     return space
+
+
+def gemm_defaults(groups: int, m: int, n: int, k: int) -> dict[str, Any]:
+    """The knob values of the untuned GEMM (split_k as the template would pick it)."""
+    tile = gemm_tile({}, groups, m, n, k, 4)
+    blocks = groups * ceil_div(m, tile.bm) * ceil_div(n, tile.bn)
+    return {
+        "tile_m": (tile.bm, tile.tm),
+        "tile_n": (tile.bn, tile.tn),
+        "tile_k": tile.bk,
+        "unroll_k": False,
+        "split_k": split_k({}, blocks, ceil_div(k, tile.bk)),
+        "double_buffer": False,
+    }

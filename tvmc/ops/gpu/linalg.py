@@ -11,7 +11,7 @@ import math
 
 from tvmc.kernel import Buffer, Expr, Kernel, Stmt, const
 from tvmc.ops.common import broadcast_shape
-from tvmc.ops.gpu.gemm import gemm_gpu_space, problem, tiled_gemm
+from tvmc.ops.gpu.gemm import gemm_gpu_space, problem, span, tiled_gemm
 from tvmc.ops.linalg_kernels import _batch_index
 from tvmc.ops.lowering import Epilogue, LowerContext, TensorRef, broadcast_read, template
 from tvmc.ops.microkernel import accumulator_dtype, finalize, unflatten
@@ -44,14 +44,16 @@ def gemm_gpu(
             return unflatten(i // rows, batch), i % rows
         return unflatten(g, batch), i
 
-    def a_read(g: Expr, i: Expr, kk: Expr) -> Expr:
+    def a_read(g: Expr, i: Expr, kk: Expr, lanes: int) -> Expr:
+        kk = span(kk, lanes)  # lanes > 1 only where k is A's contiguous axis
         if a.type.ndim == 1:
             return a.read((kk,))
         bidx, r = coords(g, i)
         own = _batch_index(bidx, batch, a_batch)
         return a.read((*own, kk, r) if trans_a else (*own, r, kk))
 
-    def b_read(g: Expr, kk: Expr, j: Expr) -> Expr:
+    def b_read(g: Expr, kk: Expr, j: Expr, lanes: int) -> Expr:
+        j = span(j, lanes)  # lanes > 1 only where j is B's contiguous axis
         if b.type.ndim == 1:
             return b.read((kk,))
         own = _batch_index(unflatten(g, batch) if not folded else (), batch, b_batch)
@@ -66,7 +68,13 @@ def gemm_gpu(
             v = v + (cv * const(beta, acc) if beta != 1.0 else cv)
         return finalize(v, idx, out, epilogue)
 
-    return tiled_gemm(ctx, "gemm", groups, m, n, k, acc, a_read, b_read, store)
+    # float4 tile loads where a row of the operand is contiguous along the loaded axis
+    a_vector = 4 if a.type.ndim == 1 or not trans_a else 1
+    b_vector = 4 if b.type.ndim > 1 and not trans_b else 1
+    return tiled_gemm(
+        ctx, "gemm", groups, m, n, k, acc, a_read, b_read, store,
+        a_vector=a_vector, b_vector=b_vector,
+    )  # fmt: skip
 
 
 @template("MatMul", epilogue=True, space=gemm_gpu_space, target="cuda")

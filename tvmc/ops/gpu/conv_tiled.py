@@ -1,0 +1,249 @@
+"""The direct GPU conv with shared-memory tiling (2-D convs, any groups, strides, dilations, pads).
+
+One block computes OCb output channels (of one group) by an OHb x OWb tile of output pixels of
+one image. Per step of ICb input channels, the block's threads load into shared memory the input
+patch that tile reads ((OHb - 1) * sh + (kh - 1) * dh + 1 rows, likewise columns; zeros in the
+padding) and the ICb x taps x OCb weights, a barrier, then each thread accumulates its OCt
+channels x PXt pixels: per channel and tap, OCt weights (one vector load) and PXt inputs from
+shared memory, an outer product; a barrier. Each input element is read from global memory once
+per block and step, where the implicit GEMM reads it once per tap.
+
+A thread's PXt pixels are interleaved along the row (pixel tx + p * OWb / PXt): neighbouring
+threads read neighbouring patch columns.
+
+Knobs: the implicit GEMM's (one space, `schedule` "tiled" picks this form), read as `tile_m`
+[OCb, OCt], `tile_n` [pixels per block, PXt] (OWb: that many pixels, at most the row rounded up
+to a power of two; OHb: the rest), `tile_k` ICb (clamped to the group's input channels),
+`unroll_k` (unroll the taps). Defaults: the implicit GEMM's tiles and 8 channels per step.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from tvmc.kernel import (
+    Barrier,
+    Buffer,
+    Expr,
+    Kernel,
+    Stmt,
+    allocate,
+    const,
+    if_then_else,
+    loop,
+    nest,
+    seq,
+)
+from tvmc.ops.gpu.conv_geometry import ConvGeometry, output_store, weight_read
+from tvmc.ops.gpu.gemm import default_tiles, span, thread_chunks
+from tvmc.ops.gpu.launch import MAX_SHARED_BYTES, MAX_THREADS, GPUConfigError, pow2_at_least
+from tvmc.ops.lowering import Epilogue, LowerContext, TensorRef, make_kernel
+from tvmc.ops.microkernel import accumulator_dtype, ceil_div, let_all, mac, unflatten
+
+DEFAULT_CHANNELS = 8  # input channels per step unless tile_k says otherwise
+UNROLL_TAPS = 32  # windows up to this many taps are unrolled unless unroll_k says so
+
+
+@dataclass(frozen=True)
+class TiledPlan:
+    """OCb x (OHb x OWb) outputs per block, OCt x PXt per thread, ICb channels per step."""
+
+    ocb: int
+    oct: int
+    ohb: int
+    owb: int
+    pxt: int
+    icb: int
+    unroll: bool
+    patch: tuple[int, int]  # rows and columns of input the block's pixel tile reads
+
+    @property
+    def threads(self) -> int:
+        return (self.ocb // self.oct) * self.ohb * (self.owb // self.pxt)
+
+    def shared_bytes(self, taps: int, itemsize: int) -> int:
+        return self.icb * (self.patch[0] * self.patch[1] + taps * self.ocb) * itemsize
+
+
+def tiled_plan(config: Any, geo: ConvGeometry) -> TiledPlan:
+    """The plan a config asks for (defaults sized to the conv), checked against the limits."""
+    if len(geo.kernel) != 2:
+        raise GPUConfigError("the tiled direct conv is for 2-D convs")
+    oh, ow = geo.out_size
+    (ocb, oct), (pixels, pxt) = default_tiles(geo.batch * geo.group, geo.ocg, oh * ow)
+    ocb, oct = (int(v) for v in config.get("tile_m", (ocb, oct)))
+    pixels, pxt = (int(v) for v in config.get("tile_n", (pixels, pxt)))
+    icb = min(int(config.get("tile_k", DEFAULT_CHANNELS)), geo.icg)
+    if ocb % oct or pixels % pxt:
+        raise GPUConfigError(f"thread tile {oct}x{pxt} does not divide block tile {ocb}x{pixels}")
+    owb = min(pixels, pow2_at_least(ow))
+    ohb, pxt = pixels // owb, min(pxt, owb)
+    patch = tuple(
+        (t - 1) * s + (k - 1) * d + 1
+        for t, s, k, d in zip((ohb, owb), geo.strides, geo.kernel, geo.dilations)
+    )
+    unroll = bool(config.get("unroll_k", False))
+    plan = TiledPlan(ocb, oct, ohb, owb, pxt, icb, unroll, patch)  # type: ignore[arg-type]
+    if plan.threads > MAX_THREADS:
+        raise GPUConfigError(f"{plan.threads} threads per block (at most {MAX_THREADS})")
+    need = plan.shared_bytes(math.prod(geo.kernel), 4)
+    if need > MAX_SHARED_BYTES:
+        raise GPUConfigError(f"the patch and weights need {need} bytes of shared memory "
+                             f"(at most {MAX_SHARED_BYTES})")  # fmt: skip
+    return plan
+
+
+def conv_tiled(
+    ctx: LowerContext,
+    geo: ConvGeometry,
+    x: TensorRef,
+    w: TensorRef,
+    bias: TensorRef | None,
+    out: Buffer,
+    epilogue: Epilogue | None,
+) -> list[Kernel]:
+    """A 2-D conv as blocks of output tiles over shared-memory input patches."""
+    plan = tiled_plan(ctx.config, geo)
+    acc_t = accumulator_dtype(out.dtype)
+    weight = weight_read(ctx, w, geo)
+    store = output_store(geo, bias, out, epilogue, acc_t)
+    (h, wd), (oh, ow), (kh, kw) = geo.in_size, geo.out_size, geo.kernel
+    (sh, sw), (dh, dw), (pad_h, pad_w) = geo.strides, geo.dilations, geo.pads
+    ocb, oct, ohb, owb, pxt, icb = plan.ocb, plan.oct, plan.ohb, plan.owb, plan.pxt, plan.icb
+    ph, pw = plan.patch
+    taps, threads, cols = kh * kw, plan.threads, owb // pxt
+    grid = (geo.batch, geo.group, ceil_div(geo.ocg, ocb), ceil_div(oh, ohb), ceil_div(ow, owb))
+    steps = ceil_div(geo.icg, icb)
+    zero = const(0, acc_t)
+
+    def reach(tiles: int, tile: int, patch: int, stride: int, pad: int, size: int) -> bool:
+        """Whether the last tile's patch runs past the input's end."""
+        return (tiles - 1) * tile * stride - pad + patch > size
+
+    past_h = reach(grid[3], ohb, ph, sh, pad_h, h)
+    past_w = reach(grid[4], owb, pw, sw, pad_w, wd)
+
+    def tile(n: Expr, g: Expr, oi: Expr, yi: Expr, xi: Expr) -> Stmt:
+        oc0, y0, x0 = oi * ocb, yi * ohb, xi * owb
+
+        def load_patch(patch: Buffer, t: Expr, ic0: Expr) -> Stmt:
+            def put(rnd: Expr, r: Expr, px: Expr) -> Stmt:
+                def at(c: Expr, py: Expr, iy: Expr, ix: Expr) -> Stmt:
+                    ic = ic0 + c
+                    tests = [ic < geo.icg] if geo.icg % icb else []
+                    tests += [iy >= 0] if pad_h else []
+                    tests += [iy < h] if past_h else []
+                    tests += [ix >= 0] if pad_w else []
+                    tests += [ix < wd] if past_w else []
+                    value = x.read((n, g * geo.icg + ic, iy, ix)).astype(acc_t)
+                    st = patch.store((c, py, px), value)
+                    cond = _all(tests)
+                    return (
+                        if_then_else(cond, st, patch.store((c, py, px), zero))
+                        if cond is not None
+                        else st
+                    )
+
+                c, py = r // ph, r % ph
+                where = (c, py, y0 * sh - pad_h + py, x0 * sw - pad_w + px)
+                return let_all("p", where, lambda v: at(*v))
+
+            return thread_chunks(icb * ph, pw, 1, threads, t, put)
+
+        def load_weights(wts: Buffer, t: Expr, ic0: Expr) -> Stmt:
+            def put(rnd: Expr, o: Expr, j: Expr) -> Stmt:
+                tests = [oc0 + o < geo.ocg] if geo.ocg % ocb else []
+                tests += [ic0 * taps + j < geo.icg * taps] if geo.icg % icb else []
+                value = weight(g * geo.ocg + oc0 + o, ic0 * taps + j).astype(acc_t)
+                st = wts.store((j, o), value)
+                cond = _all(tests)
+                return if_then_else(cond, st, wts.store((j, o), zero)) if cond is not None else st
+
+            return thread_chunks(ocb, icb * taps, 1, threads, t, put)
+
+        def thread(patch: Buffer, wts: Buffer, t: Expr) -> Stmt:
+            per_oc = ohb * cols
+            where = (t // per_oc, t % per_oc // cols, t % cols)
+            return let_all("t", where, lambda v: with_regs(patch, wts, t, *v))
+
+        def with_regs(patch: Buffer, wts: Buffer, t: Expr, to: Expr, ty: Expr, tx: Expr) -> Stmt:
+            def body(acc: Buffer, wr: Buffer, xr: Buffer) -> Stmt:
+                def tap(c: Expr, ry: Expr, rx: Expr) -> Stmt:
+                    row = ty * sh + ry * dh
+                    return seq(
+                        wr.store(span(const(0), oct), wts[c * taps + ry * kw + rx,
+                                                          span(to * oct, oct)]),
+                        loop("p", pxt, lambda p: xr.store(p, patch[c, row, (tx + p * cols) * sw
+                                                                   + rx * dw]), kind="unrolled"),
+                        nest([("i", oct, "unrolled"), ("p", pxt, "unrolled")],
+                             lambda i, p: acc.store(i * pxt + p,
+                                                    mac(wr[i], xr[p], acc[i * pxt + p]))),
+                    )  # fmt: skip
+
+                unroll = "unrolled" if plan.unroll or taps <= UNROLL_TAPS else "serial"
+
+                def step(ks: Expr) -> Stmt:
+                    ic0 = ks * icb
+                    return seq(
+                        load_patch(patch, t, ic0),
+                        load_weights(wts, t, ic0),
+                        Barrier(),
+                        loop("c", icb, lambda c: nest([("ry", kh, unroll), ("rx", kw, unroll)],
+                                                      lambda ry, rx: tap(c, ry, rx))),
+                        Barrier(),
+                    )  # fmt: skip
+
+                def out_one(i: Expr, p: Expr) -> Stmt:
+                    oc, oy, ox = oc0 + to * oct + i, y0 + ty, x0 + tx + p * cols
+                    tests = [oc < geo.ocg] if geo.ocg % ocb else []
+                    tests += [oy < oh] if oh % ohb else []
+                    tests += [ox < ow] if ow % owb else []
+                    st = store(g * geo.ocg + oc, (n, oy, ox), acc[i * pxt + p])
+                    cond = _all(tests)
+                    return if_then_else(cond, st) if cond is not None else st
+
+                return seq(
+                    loop("z", oct * pxt, lambda z: acc.store(z, zero), kind="unrolled"),
+                    loop("ks", steps, step) if steps > 1 else step(const(0)),
+                    nest([("i", oct, "unrolled"), ("p", pxt, "unrolled")], out_one),
+                )
+
+            return allocate(
+                "acc",
+                (oct * pxt,),
+                lambda acc: allocate(
+                    "wr", (oct,), lambda wr: allocate("xr", (pxt,), lambda xr: body(acc, wr, xr),
+                                                      acc_t), acc_t),
+                acc_t,
+            )  # fmt: skip
+
+        return allocate(
+            "patch",
+            (icb, ph, pw),
+            lambda patch: allocate(
+                "wts",
+                (icb * taps, ocb),
+                lambda wts: loop(
+                    "tx", threads, lambda t: thread(patch, wts, t), kind="threadIdx.x"
+                ),
+                acc_t,
+                "shared",
+            ),
+            acc_t,
+            "shared",
+        )
+
+    def block(bid: Expr) -> Stmt:
+        return let_all("b", unflatten(bid, grid), lambda v: tile(*v))
+
+    body = loop("bx", math.prod(grid), block, kind="blockIdx.x")
+    return [make_kernel(ctx.name("conv_tiled"), body)]
+
+
+def _all(tests: list[Expr]) -> Expr | None:
+    cond: Expr | None = None
+    for t in tests:
+        cond = t if cond is None else cond & t
+    return cond
