@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from tvmc.codegen.nvptx import launch_dims
+from tvmc.codegen.nvptx import PARAM_ALIGN, launch_dims
 from tvmc.kernel import Kernel
 from tvmc.kernel.interpret import interpret
 
@@ -193,6 +193,8 @@ class FakeDriver:
         for i, buf in enumerate(kernel.params):
             slot = ctypes.c_uint64.from_address(params + 8 * i).value
             address = ctypes.c_uint64.from_address(slot).value
+            # the PTX declares every param 16-byte aligned (float4 accesses rely on it)
+            assert address % PARAM_ALIGN == 0, f"{f}: {buf.name} at {address:#x} misaligned"
             nbytes = buf.size * np.dtype(buf.dtype).itemsize
             arrays.append(self.region(address, nbytes).view(buf.dtype).reshape(buf.shape))
 

@@ -38,7 +38,13 @@ from tvmc.kernel import (
 )
 from tvmc.ops.gpu.conv_geometry import ConvGeometry, output_store, weight_read
 from tvmc.ops.gpu.gemm import default_tiles, span, thread_chunks
-from tvmc.ops.gpu.launch import MAX_SHARED_BYTES, MAX_THREADS, GPUConfigError, pow2_at_least
+from tvmc.ops.gpu.launch import (
+    MAX_SHARED_BYTES,
+    MAX_THREADS,
+    GPUConfigError,
+    all_of,
+    pow2_at_least,
+)
 from tvmc.ops.lowering import Epilogue, LowerContext, TensorRef, make_kernel
 from tvmc.ops.microkernel import accumulator_dtype, ceil_div, let_all, mac, unflatten
 
@@ -139,7 +145,7 @@ def conv_tiled(
                     tests += [ix < wd] if past_w else []
                     value = x.read((n, g * geo.icg + ic, iy, ix)).astype(acc_t)
                     st = patch.store((c, py, px), value)
-                    cond = _all(tests)
+                    cond = all_of(tests)
                     return (
                         if_then_else(cond, st, patch.store((c, py, px), zero))
                         if cond is not None
@@ -158,7 +164,7 @@ def conv_tiled(
                 tests += [ic0 * taps + j < geo.icg * taps] if geo.icg % icb else []
                 value = weight(g * geo.ocg + oc0 + o, ic0 * taps + j).astype(acc_t)
                 st = wts.store((j, o), value)
-                cond = _all(tests)
+                cond = all_of(tests)
                 return if_then_else(cond, st, wts.store((j, o), zero)) if cond is not None else st
 
             return thread_chunks(ocb, icb * taps, 1, threads, t, put)
@@ -201,7 +207,7 @@ def conv_tiled(
                     tests += [oy < oh] if oh % ohb else []
                     tests += [ox < ow] if ow % owb else []
                     st = store(g * geo.ocg + oc, (n, oy, ox), acc[i * pxt + p])
-                    cond = _all(tests)
+                    cond = all_of(tests)
                     return if_then_else(cond, st) if cond is not None else st
 
                 return seq(
@@ -240,10 +246,3 @@ def conv_tiled(
 
     body = loop("bx", math.prod(grid), block, kind="blockIdx.x")
     return [make_kernel(ctx.name("conv_tiled"), body)]
-
-
-def _all(tests: list[Expr]) -> Expr | None:
-    cond: Expr | None = None
-    for t in tests:
-        cond = t if cond is None else cond & t
-    return cond

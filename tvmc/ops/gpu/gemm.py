@@ -47,6 +47,7 @@ from tvmc.ops.gpu.launch import (
     MAX_SHARED_BYTES,
     MAX_THREADS,
     GPUConfigError,
+    all_of,
     grid_loop,
     pow2_at_least,
 )
@@ -125,10 +126,6 @@ def gemm_tile(config: Any, groups: int, m: int, n: int, k: int, itemsize: int) -
             f"(at most {MAX_SHARED_BYTES})"
         )
     return tile
-
-
-def _and(a: Expr | None, b: Expr | None) -> Expr | None:
-    return b if a is None else a if b is None else a & b
 
 
 def split_k(config: Any, blocks: int, steps: int) -> int:
@@ -230,13 +227,13 @@ def tiled_gemm(
 
         def a_value(i: Expr, kk: Expr, k0: Expr) -> tuple[Expr | None, Expr]:
             gi, gk = m0 + i, k0 + kk
-            cond = _and(gi < m if m % bm else None, gk < k if k % bk else None)
+            cond = all_of((gi < m if m % bm else None, gk < k if k % bk else None))
             return cond, a_read(g, gi, gk, va).astype(dtype)
 
         def b_value(kk: Expr, j: Expr, k0: Expr) -> tuple[Expr | None, Expr]:
             gk, gj = k0 + kk, n0 + j
-            cond = _and(gk < k if k % bk else None, gj < n if n % bn else None)
-            cond = _and(cond, b_valid(g, gk, gj) if b_valid else None)
+            cond = all_of((gk < k if k % bk else None, gj < n if n % bn else None))
+            cond = all_of((cond, b_valid(g, gk, gj) if b_valid else None))
             return cond, b_read(g, gk, gj, vb).astype(dtype)
 
         # (rows, width, vector, value, where in the shared tile): A is kept k-major, as B, so
@@ -364,7 +361,7 @@ def tiled_gemm(
                         if partial is None
                         else partial.store((sk, g, gi, gj), v)
                     )
-                    cond = _and(gi < m if m % bm else None, gj < n if n % bn else None)
+                    cond = all_of((gi < m if m % bm else None, gj < n if n % bn else None))
                     return if_then_else(cond, st) if cond is not None else st
 
                 return let_all("o", (m0 + ty * tm + i, n0 + tx * tn + j), lambda ij: at(*ij))

@@ -77,3 +77,12 @@ def check_gpu_config(kernels: Iterable[Kernel]) -> None:
 def pow2_at_least(n: int) -> int:
     """The smallest power of two >= n (n >= 1)."""
     return 1 << max(0, (n - 1).bit_length())
+
+
+def all_of(tests: Iterable[Expr | None]) -> Expr | None:
+    """The conjunction of the tests that exist (None: nothing to test, no guard needed)."""
+    cond: Expr | None = None
+    for t in tests:
+        if t is not None:
+            cond = t if cond is None else cond & t
+    return cond

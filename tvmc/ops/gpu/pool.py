@@ -14,7 +14,7 @@ from collections.abc import Callable
 from tvmc.graph import TensorType
 from tvmc.kernel import Buffer, Expr, Kernel, Stmt, allocate, const, if_then_else, loop, seq
 from tvmc.ops.gpu.conv import _block, _window
-from tvmc.ops.gpu.launch import DEFAULT_BLOCK, grid_loop
+from tvmc.ops.gpu.launch import DEFAULT_BLOCK, all_of, grid_loop
 from tvmc.ops.lowering import (
     Epilogue,
     LowerContext,
@@ -47,13 +47,6 @@ def pool_gpu_space(op: str) -> Callable[[Attrs, list[TensorType], LoweringTarget
         return block_space(OPS[op].infer(attrs, types)[0].size)
 
     return space
-
-
-def _all(tests: list[Expr]) -> Expr | None:
-    cond: Expr | None = None
-    for t in tests:
-        cond = t if cond is None else cond & t
-    return cond
 
 
 def _pool_gpu(op: str) -> None:
@@ -90,7 +83,7 @@ def _pool_gpu(op: str) -> None:
                         + (kernel[d] - 1) * dilations[d]
                         for d in range(spatial)
                     ]
-                    inside = _all(
+                    inside = all_of(
                         [p >= 0 for d, p in enumerate(pos) if begin[d] > 0]
                         + [p < size[d] for d, p in enumerate(pos) if reach[d] >= size[d]]
                     )
@@ -98,7 +91,7 @@ def _pool_gpu(op: str) -> None:
                     st = acc.store(0, combine(kind, acc[0], v))
                     counted = inside
                     if include:  # padding cells count, the ceil-mode overhang does not
-                        counted = _all(
+                        counted = all_of(
                             [
                                 p < size[d] + end[d]
                                 for d, p in enumerate(pos)
