@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 import shutil
 import subprocess
 
@@ -10,7 +11,7 @@ import pytest
 
 from tests.kernel.examples import gpu_elementwise, gpu_row_sum
 from tvmc.codegen.nvptx import LaunchDims, emit_ptx
-from tvmc.kernel import Barrier, Buffer, Kernel, KernelIRError, loop, seq
+from tvmc.kernel import Barrier, Buffer, Kernel, KernelIRError, allocate, loop, seq
 
 
 @functools.cache
@@ -36,6 +37,41 @@ def test_gpu_loops_read_special_registers_and_sync():
     assert "%tid.x" in art.ptx and "%ctaid.x" in art.ptx
     assert "bar.sync" in art.ptx and ".shared .align 16" in art.ptx
     assert "llvm.nvvm.read.ptx.sreg.tid.x" in art.llvm_ir
+
+
+def test_each_kernel_declares_its_block_size():
+    ptx = _artifact().ptx
+    bounds = dict(re.findall(r"\.entry (\w+)\(.*?\.maxntid (\d+), 1, 1", ptx, re.S))
+    assert bounds == {"gpu_ew": "128", "gpu_rowsum": "64"}
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not installed")
+def test_a_1024_thread_kernel_fits_its_registers_to_the_block(tmp_path):
+    # 64 live accumulators per thread: without .maxntid ptxas could use more than the 64
+    # registers a 1024-thread block allows, and the launch would fail
+    x, y = Buffer("x", (1024, 64)), Buffer("y", (1024,))
+
+    def mix(acc, t, r):
+        step = lambda i: acc.store(i, acc[i] * acc[(i + 1) % 64] + x[t, (i + r) % 64])  # noqa: E731
+        return loop("i", 64, step, kind="unrolled")
+
+    def thread(t):
+        def body(acc):
+            return seq(
+                loop("i", 64, lambda i: acc.store(i, x[t, i]), kind="unrolled"),
+                loop("r", 8, lambda r: mix(acc, t, r)),
+                y.store(t, sum((acc[i] for i in range(1, 64)), acc[0])),
+            )
+
+        return allocate("acc", (64,), body)
+
+    kernel = Kernel("hot", (x, y), loop("t", 1024, thread, kind="threadIdx.x"))
+    src = tmp_path / "k.ptx"
+    src.write_text(emit_ptx([kernel]).ptx)
+    done = subprocess.run(["ptxas", "-arch=sm_90", "-v", str(src), "-o", str(tmp_path / "k.o")],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert int(re.search(r"Used (\d+) registers", done.stderr).group(1)) <= 64
 
 
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not installed")

@@ -11,6 +11,7 @@ is `llvm.nvvm.shfl.sync.bfly.{f32,i32}` over the full warp. Params and scratch a
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import llvmlite.binding as llvm
@@ -162,6 +163,22 @@ class NVPTXLowering(Lowering):
         return self.b.call(math_function(self.module, "exp", t), [self.b.fmul(y, log)])
 
 
+def with_launch_bounds(text: str, launch: dict[str, LaunchDims]) -> str:
+    """The module's IR with each kernel's block size as its `nvvm.maxntid` (PTX `.maxntid`, CUDA's
+    __launch_bounds__): ptxas then fits registers to the block (a 1024-thread kernel gets at
+    most 64 per thread and spills rather than failing to launch) and allocates for it."""
+    groups: dict[str, int] = {}
+    for name, dims in launch.items():
+        bounds = ",".join(str(d) for d in dims.block)
+        group = groups.setdefault(bounds, len(groups))
+        head = re.compile(rf'^(define ptx_kernel void @"?{re.escape(name)}"?\([^)]*\))', re.M)
+        text, found = head.subn(rf"\1 #{group}", text, count=1)
+        if not found:
+            raise KernelIRError(f"kernel {name}: no definition to bound in the NVPTX module")
+    attributes = [f'attributes #{g} = {{ "nvvm.maxntid"="{b}" }}' for b, g in groups.items()]
+    return text + "\n" + "\n".join(attributes) + "\n"
+
+
 def emit_ptx(kernels: list[Kernel], arch: str = "sm_90", ptx_version: str = "ptx86") -> PTXArtifact:
     """Compiles `kernels` into one PTX module for `arch` (e.g. sm_90)."""
     init_llvm()
@@ -185,7 +202,7 @@ def emit_ptx(kernels: list[Kernel], arch: str = "sm_90", ptx_version: str = "ptx
         low.finish()
     target = llvm.Target.from_triple(NVPTX_TRIPLE)
     tm = target.create_target_machine(cpu=arch, features=f"+{ptx_version}", opt=3)
-    mod = llvm.parse_assembly(str(module))
+    mod = llvm.parse_assembly(with_launch_bounds(str(module), launch))
     mod.verify()
     optimize(mod, tm)
     return PTXArtifact(
