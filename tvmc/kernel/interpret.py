@@ -4,7 +4,10 @@ The kernel is translated once into Python source (see `python_source`) and execu
 every loop kind runs serially, except GPU thread loops that contain a Barrier, which run their
 threads in lockstep between barriers (each thread is a Python generator that yields at a
 barrier). A WarpShuffle meets the same way: every thread posts its value, all yield, each reads
-its partner's post, all yield again. Every load and store is bounds-checked; scratch buffers
+its partner's post, all yield again. Shared scratch is race-checked: a thread that reads or
+writes a shared element another thread wrote (or writes one another thread read) since the
+last barrier is an error, as it would be a race on a GPU whatever order this interpreter ran
+them in. Every load and store is bounds-checked; scratch buffers
 start as NaN (floats) or a sentinel (integers) so reading before writing shows up in results.
 Intrinsics are computed in float64 and rounded once, so the interpreter is at least as accurate
 as any backend.
@@ -100,6 +103,75 @@ def _alloc(shape: tuple[int, ...], dtype: str) -> np.ndarray:
     return np.full(shape, fill, dt)
 
 
+# ---- shared-memory race checking -----------------------------------------------------------------
+# Between two barriers a GPU's threads run in any order, so a shared element one thread writes and
+# another reads or writes in the same phase is a race, whatever this interpreter's order shows.
+_BARRIER = "barrier"  # what a thread yields at a Barrier (a warp shuffle's meetings yield None)
+_NOW = [0, 0]  # [the block's barrier phase, the thread running now]
+
+
+class _Shared(np.ndarray):
+    """A shared scratch array that remembers, per element, who last wrote and read it when."""
+
+    writer: np.ndarray  # [phase, thread] of the last write
+    reader: np.ndarray  # [phase, thread, 1 if several threads read] of this phase's reads
+
+
+def _shared_alloc(shape: tuple[int, ...], dtype: str) -> _Shared:
+    array = _alloc(shape, dtype).view(_Shared)
+    array.writer = np.full((array.size, 2), -1, np.int64)
+    array.reader = np.full((array.size, 3), -1, np.int64)
+    return array
+
+
+def _race(buf: _Shared, name: str, idx: tuple[Any, ...], write: bool) -> None:
+    phase, me = _NOW
+    flat = np.atleast_1d(np.ravel_multi_index(tuple(np.asarray(i) for i in idx), buf.shape))
+    for f in np.unique(flat):
+        w, r = buf.writer[f], buf.reader[f]
+        other_write = w[0] == phase and w[1] != me
+        other_read = write and r[0] == phase and (r[1] != me or r[2] == 1)
+        if other_write or other_read:
+            what = "writes" if write else "reads"
+            other = f"thread {w[1]} wrote" if other_write else "another thread read"
+            raise KernelIRError(
+                f"shared-memory race on {name} (element {int(f)}): thread {me} {what} what "
+                f"{other} since the last barrier"
+            )
+        if write:
+            buf.writer[f] = (phase, me)
+        elif r[0] != phase:
+            buf.reader[f] = (phase, me, 0)
+        elif r[1] != me:
+            r[2] = 1
+
+
+def _sld(buf: _Shared, name: str, idx: tuple[Any, ...]) -> Any:
+    _check(buf, name, idx)
+    _race(buf, name, idx, write=False)
+    return _ld(buf.view(np.ndarray), name, idx)
+
+
+def _svld(buf: _Shared, name: str, idx: tuple[Any, ...], lanes: int) -> np.ndarray:
+    idx = tuple(np.broadcast_to(np.asarray(i, np.int64), (lanes,)) for i in idx)
+    _check(buf, name, idx)
+    _race(buf, name, idx, write=False)
+    return _vld(buf.view(np.ndarray), name, idx, lanes)
+
+
+def _sst(buf: _Shared, name: str, idx: tuple[Any, ...], value: Any) -> None:
+    _check(buf, name, idx)
+    _race(buf, name, idx, write=True)
+    _st(buf.view(np.ndarray), name, idx, value)
+
+
+def _svst(buf: _Shared, name: str, idx: tuple[Any, ...], value: Any, lanes: int) -> None:
+    idx = tuple(np.broadcast_to(np.asarray(i, np.int64), (lanes,)) for i in idx)
+    _check(buf, name, idx)
+    _race(buf, name, idx, write=True)
+    _vst(buf.view(np.ndarray), name, idx, value, lanes)
+
+
 def _tdiv(a: Any, b: Any) -> Any:
     q = np.abs(a) // np.abs(b)
     return q * np.sign(a) * np.sign(b) if isinstance(q, np.ndarray) else int(q * _sign(a * b))
@@ -149,20 +221,24 @@ def _reduce(kind: str, x: np.ndarray, dtype: str) -> Any:
     return np.dtype(dtype).type(total) if x.dtype.kind == "f" else int(total)
 
 
-def _lockstep(threads: list[Iterator[None]]) -> Iterator[None]:
-    """Advances every thread to its next barrier, yields once per barrier, until all finish."""
+def _lockstep(threads: list[Iterator[str | None]]) -> Iterator[str | None]:
+    """Advances every thread to its next barrier, yields once per barrier, until all finish;
+    a barrier all threads reached starts a new phase for the race check."""
     while True:
-        finished = 0
-        for t in threads:
+        finished, met = 0, None
+        for i, t in enumerate(threads):
+            _NOW[1] = i
             try:
-                next(t)
+                met = next(t)
             except StopIteration:
                 finished += 1
         if finished == len(threads):
             return
         if finished:
             raise KernelIRError("barrier divergence: some threads finished, others wait at one")
-        yield
+        if met == _BARRIER:
+            _NOW[0] += 1
+        yield met
 
 
 def _drain(gen: Iterator[None]) -> None:
@@ -177,6 +253,13 @@ _RUNTIME: dict[str, Any] = {
     "_st": _st,
     "_vst": _vst,
     "_alloc": _alloc,
+    "_shared_alloc": _shared_alloc,
+    "_sld": _sld,
+    "_svld": _svld,
+    "_sst": _sst,
+    "_svst": _svst,
+    "_BARRIER": _BARRIER,
+    "_NOW": _NOW,
     "_tdiv": _tdiv,
     "_sel": _sel,
     "_icast": _icast,

@@ -105,10 +105,11 @@ class PythonEmitter:
             b, idx = self.name(s.buffer), self.indices(s.indices)
             lanes = max(s.value.lanes, max(i.lanes for i in s.indices))
             value = self.expr(s.value)
+            sh = "s" if s.buffer.scope == "shared" else ""  # shared: race-checked
             if lanes == 1:
-                self.emit(depth, f"_st({b}, {s.buffer.name!r}, {idx}, {value})")
+                self.emit(depth, f"_{sh}st({b}, {s.buffer.name!r}, {idx}, {value})")
             else:
-                self.emit(depth, f"_vst({b}, {s.buffer.name!r}, {idx}, {value}, {lanes})")
+                self.emit(depth, f"_{sh}vst({b}, {s.buffer.name!r}, {idx}, {value}, {lanes})")
         elif isinstance(s, Let):
             self.emit(depth, f"{self.name(s.var)} = {self.expr(s.value)}")
             self.stmt(s.body, depth, in_thread)
@@ -120,10 +121,11 @@ class PythonEmitter:
                 self.stmt(s.else_, depth + 1, in_thread)
         elif isinstance(s, Allocate):
             b = s.buffer
-            self.emit(depth, f"{self.name(b)} = _alloc({b.shape!r}, {b.dtype!r})")
+            alloc = "_shared_alloc" if b.scope == "shared" else "_alloc"
+            self.emit(depth, f"{self.name(b)} = {alloc}({b.shape!r}, {b.dtype!r})")
             self.stmt(s.body, depth, in_thread)
         elif isinstance(s, Barrier):
-            self.emit(depth, "yield" if in_thread else "pass")
+            self.emit(depth, "yield _BARRIER" if in_thread else "pass")
         elif isinstance(s, Evaluate):
             self.emit(depth, f"_ = {self.expr(s.value)}")
         elif isinstance(s, WarpShuffle):
@@ -141,8 +143,11 @@ class PythonEmitter:
     def loop(self, s: For, depth: int, in_thread: bool) -> None:
         v, extent = self.name(s.var), self.expr(s.extent)
         meets = contains(s, Barrier) or contains(s, WarpShuffle)
-        if not (s.kind in GPU_KINDS and s.kind.startswith("threadIdx") and meets):
+        thread_loop = s.kind in GPU_KINDS and s.kind.startswith("threadIdx")
+        if not (thread_loop and meets):
             self.emit(depth, f"for {v} in range({extent}):")
+            if thread_loop:  # threads that never meet: any shared element they share is a race
+                self.emit(depth + 1, f"_NOW[1] = {v}")
             self.stmt(s.body, depth + 1, in_thread)
             return
         # Threads that meet at barriers: one generator per thread, advanced in lockstep.
@@ -197,9 +202,10 @@ class PythonEmitter:
             return self.cast(e)
         if isinstance(e, Load):
             b, idx = self.name(e.buffer), self.indices(e.indices)
+            sh = "s" if e.buffer.scope == "shared" else ""  # shared: race-checked
             if vec:
-                return f"_vld({b}, {e.buffer.name!r}, {idx}, {e.lanes})"
-            return f"_ld({b}, {e.buffer.name!r}, {idx})"
+                return f"_{sh}vld({b}, {e.buffer.name!r}, {idx}, {e.lanes})"
+            return f"_{sh}ld({b}, {e.buffer.name!r}, {idx})"
         if isinstance(e, Ramp):
             base, stride = self.expr(e.base), self.expr(e.stride)
             return f"(np.arange({e.lanes}, dtype=np.int64) * {stride} + {base})"

@@ -176,13 +176,20 @@ class _GPUReduction:
         def body(acc: Buffer, pos: Buffer | None) -> Stmt:
             warp = self.threads % WARP == 0 and st.dtype in WarpShuffle.DTYPES
             combined = self.warp_combine if warp else self.tree_combine
-            value = sp[0] if sp is not None else sv[0]
+            slot = self.result_slot(warp)
+            value = sp[slot] if sp is not None else sv[slot]
             value = st.post(value) if st.post else value
             rest = let(f"s{i}", value, lambda v: self.block(row, t, shared, i + 1, (*results, v)))
             fold = self.fold(st, row, t, results, acc, pos)
             return seq(fold, combined(st, t, acc, pos, sv, sp), rest)
 
         return self.stage_accumulators(st, f"acc{i}", "local", 1, body)
+
+    def result_slot(self, warp: bool) -> int:
+        """Where a stage's combined value lands in its shared buffer: when warp 0 folds the warps'
+        posts, past every slot a lane's gather reads in that phase (each lane reads slot `lane`:
+        select evaluates both arms), else 0."""
+        return WARP if warp and self.threads > WARP else 0
 
     def tree_combine(
         self, st: Stage, t: Expr, acc: Buffer, pos: Buffer | None, sv: Buffer, sp: Buffer | None
@@ -216,7 +223,8 @@ class _GPUReduction:
                 if pos is not None and sp is not None
                 else None,
             )
-            final = seq(sv.store(0, acc[0]), sp.store(0, pos[0]) if sp is not None else None)
+            slot = self.result_slot(True)  # not 0: every warp's gather reads post 0 now
+            final = seq(sv.store(slot, acc[0]), sp.store(slot, pos[0]) if sp is not None else None)
             steps += [gather, _shuffle_fold(st, acc, pos), if_then_else(t.eq(0), final), Barrier()]
         return seq(*steps)
 
