@@ -37,7 +37,7 @@ from tvmc.kernel import (
     seq,
 )
 from tvmc.ops.gpu.conv_geometry import ConvGeometry, output_store, weight_read
-from tvmc.ops.gpu.gemm import default_tiles, span, thread_chunks
+from tvmc.ops.gpu.gemm import BANK_PAD, default_tiles, span, thread_chunks
 from tvmc.ops.gpu.launch import (
     MAX_SHARED_BYTES,
     MAX_THREADS,
@@ -69,8 +69,16 @@ class TiledPlan:
     def threads(self) -> int:
         return (self.ocb // self.oct) * self.ohb * (self.owb // self.pxt)
 
+    @property
+    def pad(self) -> int:
+        """Weight rows are padded: a warp's stores run down a column of them (consecutive
+        threads load consecutive taps), which unpadded would land in one bank; 4 keeps rows
+        16-byte aligned for the vector reads where OCb allows."""
+        return BANK_PAD if self.ocb % BANK_PAD == 0 else 1
+
     def shared_bytes(self, taps: int, itemsize: int) -> int:
-        return self.icb * (self.patch[0] * self.patch[1] + taps * self.ocb) * itemsize
+        weights = taps * (self.ocb + self.pad)
+        return self.icb * (self.patch[0] * self.patch[1] + weights) * itemsize
 
 
 def tiled_plan(config: Any, geo: ConvGeometry) -> TiledPlan:
@@ -230,7 +238,7 @@ def conv_tiled(
             (icb, ph, pw),
             lambda patch: allocate(
                 "wts",
-                (icb * taps, ocb),
+                (icb * taps, ocb + plan.pad),
                 lambda wts: loop(
                     "tx", threads, lambda t: thread(patch, wts, t), kind="threadIdx.x"
                 ),

@@ -62,6 +62,10 @@ from tvmc.ops.space import ConfigSpace
 
 FULL_GRID = 264  # blocks that fill an H100/H200 twice over (132 SMs); fewer invite split-K
 MIN_SPLIT_STEPS = 4  # a K slice keeps at least this many BK steps
+# A tile rows are padded by this many elements: the loaders store A transposed (a thread's k run
+# goes down a column), and unpadded columns of 32 floats would put a warp's stores in a few banks;
+# 4 keeps rows 16-byte aligned for the vector reads
+BANK_PAD = 4
 MAX_STAGED = 32  # values per thread double buffering may hold in registers (and unrolled loads)
 Read = Callable[[Expr, Expr, Expr, int], Expr]  # (group, row or k, k or column, lanes) -> value
 Valid = Callable[[Expr, Expr, Expr], Expr | None]  # extra in-range condition (conv padding)
@@ -85,7 +89,8 @@ class GemmTile:
         return (self.bm // self.tm) * (self.bn // self.tn)
 
     def shared_bytes(self, itemsize: int) -> int:
-        return (self.bm + self.bn) * self.bk * itemsize * (2 if self.double_buffer else 1)
+        per_step = (self.bm + BANK_PAD + self.bn) * self.bk * itemsize
+        return per_step * (2 if self.double_buffer else 1)
 
 
 DEFAULT_TILES = ((64, 64), (32, 64), (64, 32), (32, 32))  # preferred first
@@ -389,7 +394,7 @@ def tiled_gemm(
 
         return allocate(
             "a_tile",
-            (*halves, bk, bm),
+            (*halves, bk, bm + BANK_PAD),
             lambda a_s: allocate(
                 "b_tile",
                 (*halves, bk, bn),
