@@ -58,7 +58,12 @@ def _compile(kernel: Kernel) -> Callable[..., None]:
     code = compile(emitter.source(), f"<kernel {kernel.name}>", "exec")
     namespace: dict[str, Any] = {**_RUNTIME, **emitter.constants}
     exec(code, namespace)
+    SHARED_SITES[kernel] = emitter.sites
     return namespace[emitter.function_name]
+
+
+# per compiled kernel, its shared-memory access sites ("a_tile load 2", ...), by site number
+SHARED_SITES: weakref.WeakKeyDictionary[Kernel, list[str]] = weakref.WeakKeyDictionary()
 
 
 # ---- runtime helpers the generated source calls --------------------------------------------------
@@ -146,29 +151,39 @@ def _race(buf: _Shared, name: str, idx: tuple[Any, ...], write: bool) -> None:
             r[2] = 1
 
 
-def _sld(buf: _Shared, name: str, idx: tuple[Any, ...]) -> Any:
+# what watches shared accesses (tvmc.kernel.bank_conflicts), else None
+ACCESS_HOOK: list[Callable[[_Shared, tuple[Any, ...], int], None] | None] = [None]
+
+
+def _shared_access(buf: _Shared, name: str, idx: tuple[Any, ...], write: bool, site: int) -> None:
     _check(buf, name, idx)
-    _race(buf, name, idx, write=False)
+    _race(buf, name, idx, write)
+    hook = ACCESS_HOOK[0]
+    if hook is not None:
+        hook(buf, idx, site)
+
+
+def _sld(buf: _Shared, name: str, idx: tuple[Any, ...], site: int) -> Any:
+    _shared_access(buf, name, idx, False, site)
     return _ld(buf.view(np.ndarray), name, idx)
 
 
-def _svld(buf: _Shared, name: str, idx: tuple[Any, ...], lanes: int) -> np.ndarray:
+def _svld(buf: _Shared, name: str, idx: tuple[Any, ...], lanes: int, site: int) -> np.ndarray:
     idx = tuple(np.broadcast_to(np.asarray(i, np.int64), (lanes,)) for i in idx)
-    _check(buf, name, idx)
-    _race(buf, name, idx, write=False)
+    _shared_access(buf, name, idx, False, site)
     return _vld(buf.view(np.ndarray), name, idx, lanes)
 
 
-def _sst(buf: _Shared, name: str, idx: tuple[Any, ...], value: Any) -> None:
-    _check(buf, name, idx)
-    _race(buf, name, idx, write=True)
+def _sst(buf: _Shared, name: str, idx: tuple[Any, ...], value: Any, site: int) -> None:
+    _shared_access(buf, name, idx, True, site)
     _st(buf.view(np.ndarray), name, idx, value)
 
 
-def _svst(buf: _Shared, name: str, idx: tuple[Any, ...], value: Any, lanes: int) -> None:
+def _svst(
+    buf: _Shared, name: str, idx: tuple[Any, ...], value: Any, lanes: int, site: int
+) -> None:
     idx = tuple(np.broadcast_to(np.asarray(i, np.int64), (lanes,)) for i in idx)
-    _check(buf, name, idx)
-    _race(buf, name, idx, write=True)
+    _shared_access(buf, name, idx, True, site)
     _vst(buf.view(np.ndarray), name, idx, value, lanes)
 
 

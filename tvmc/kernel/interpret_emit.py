@@ -67,6 +67,7 @@ class PythonEmitter:
         self.lines: list[str] = []
         self.function_name = f"kernel_{kernel.name}"
         self.thread_vars: list[str] = []  # enclosing lockstep thread loops, innermost last
+        self.sites: list[str] = []  # shared-memory accesses, e.g. "a_tile load 2"
 
     def source(self) -> str:
         """The generated Python source (built once)."""
@@ -83,6 +84,11 @@ class PythonEmitter:
             prefix = "v" if isinstance(obj, Var) else "b"
             self.names[obj] = f"{prefix}_{base}_{len(self.names)}"
         return self.names[obj]
+
+    def site(self, buffer: str, kind: str) -> int:
+        """A number for one shared-memory access in the source (for bank statistics)."""
+        self.sites.append(f"{buffer} {kind} {sum(x.startswith(buffer + ' ') for x in self.sites)}")
+        return len(self.sites) - 1
 
     def const(self, value: Any) -> str:
         name = f"c{len(self.constants)}"
@@ -105,11 +111,17 @@ class PythonEmitter:
             b, idx = self.name(s.buffer), self.indices(s.indices)
             lanes = max(s.value.lanes, max(i.lanes for i in s.indices))
             value = self.expr(s.value)
-            sh = "s" if s.buffer.scope == "shared" else ""  # shared: race-checked
-            if lanes == 1:
-                self.emit(depth, f"_{sh}st({b}, {s.buffer.name!r}, {idx}, {value})")
+            name = s.buffer.name
+            if s.buffer.scope == "shared":  # race-checked, and a site for bank statistics
+                site = self.site(name, "store")
+                if lanes == 1:
+                    self.emit(depth, f"_sst({b}, {name!r}, {idx}, {value}, {site})")
+                else:
+                    self.emit(depth, f"_svst({b}, {name!r}, {idx}, {value}, {lanes}, {site})")
+            elif lanes == 1:
+                self.emit(depth, f"_st({b}, {name!r}, {idx}, {value})")
             else:
-                self.emit(depth, f"_{sh}vst({b}, {s.buffer.name!r}, {idx}, {value}, {lanes})")
+                self.emit(depth, f"_vst({b}, {name!r}, {idx}, {value}, {lanes})")
         elif isinstance(s, Let):
             self.emit(depth, f"{self.name(s.var)} = {self.expr(s.value)}")
             self.stmt(s.body, depth, in_thread)
@@ -202,10 +214,15 @@ class PythonEmitter:
             return self.cast(e)
         if isinstance(e, Load):
             b, idx = self.name(e.buffer), self.indices(e.indices)
-            sh = "s" if e.buffer.scope == "shared" else ""  # shared: race-checked
+            name = e.buffer.name
+            if e.buffer.scope == "shared":  # race-checked, and a site for bank statistics
+                site = self.site(name, "load")
+                if vec:
+                    return f"_svld({b}, {name!r}, {idx}, {e.lanes}, {site})"
+                return f"_sld({b}, {name!r}, {idx}, {site})"
             if vec:
-                return f"_{sh}vld({b}, {e.buffer.name!r}, {idx}, {e.lanes})"
-            return f"_{sh}ld({b}, {e.buffer.name!r}, {idx})"
+                return f"_vld({b}, {name!r}, {idx}, {e.lanes})"
+            return f"_ld({b}, {name!r}, {idx})"
         if isinstance(e, Ramp):
             base, stride = self.expr(e.base), self.expr(e.stride)
             return f"(np.arange({e.lanes}, dtype=np.int64) * {stride} + {base})"

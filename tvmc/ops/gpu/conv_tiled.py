@@ -23,6 +23,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from tvmc.kernel import (
     Barrier,
     Buffer,
@@ -37,7 +39,7 @@ from tvmc.kernel import (
     seq,
 )
 from tvmc.ops.gpu.conv_geometry import ConvGeometry, output_store, weight_read
-from tvmc.ops.gpu.gemm import BANK_PAD, default_tiles, span, thread_chunks
+from tvmc.ops.gpu.gemm import BANK_PAD, default_tiles, span, thread_chunks, vector_width
 from tvmc.ops.gpu.launch import (
     MAX_SHARED_BYTES,
     MAX_THREADS,
@@ -50,6 +52,7 @@ from tvmc.ops.microkernel import accumulator_dtype, ceil_div, let_all, mac, unfl
 
 DEFAULT_CHANNELS = 8  # input channels per step unless tile_k says otherwise
 UNROLL_TAPS = 32  # windows up to this many taps are unrolled unless unroll_k says so
+WARP, BANKS = 32, 32
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,8 @@ class TiledPlan:
     icb: int
     unroll: bool
     patch: tuple[int, int]  # rows and columns of input the block's pixel tile reads
+    pitch: int  # the patch's row pitch in shared memory (>= its columns: see patch_pitch)
+    packed: bool  # constant weights, packed [K, OC]: a warp loads consecutive channels
 
     @property
     def threads(self) -> int:
@@ -71,18 +76,37 @@ class TiledPlan:
 
     @property
     def pad(self) -> int:
-        """Weight rows are padded: a warp's stores run down a column of them (consecutive
-        threads load consecutive taps), which unpadded would land in one bank; 4 keeps rows
-        16-byte aligned for the vector reads where OCb allows."""
+        """Unpacked weights load with consecutive threads on consecutive taps, so a warp's
+        stores run down a column of the [taps, OCb] tile: padded rows spread them over banks
+        (4 keeps rows 16-byte aligned for the vector reads where OCb allows)."""
+        if self.packed:
+            return 0
         return BANK_PAD if self.ocb % BANK_PAD == 0 else 1
 
     def shared_bytes(self, taps: int, itemsize: int) -> int:
         weights = taps * (self.ocb + self.pad)
-        return self.icb * (self.patch[0] * self.patch[1] + weights) * itemsize
+        return self.icb * (self.patch[0] * self.pitch + weights) * itemsize
 
 
-def tiled_plan(config: Any, geo: ConvGeometry) -> TiledPlan:
-    """The plan a config asks for (defaults sized to the conv), checked against the limits."""
+def patch_pitch(ohb: int, cols: int, per_oc: int, columns: int, strides: tuple[int, ...]) -> int:
+    """The patch row pitch (from `columns` up) with the fewest bank conflicts when a warp reads
+    the patch: thread (row ty, column tx) reads word ty * sh * pitch + tx * sw (every tap and
+    pixel shifts all threads alike, so one pattern decides), e.g. 20 instead of 17 for a
+    stride-2 tile of 4 x 4 threads."""
+    sh, sw = strides
+    lanes = [(t % per_oc // cols, t % cols) for t in range(min(WARP, per_oc * 32))]
+
+    def conflicts(pitch: int) -> int:
+        words = {ty * sh * pitch + tx * sw for ty, tx in lanes}
+        banks = [sum(1 for w in words if w % BANKS == b) for b in range(BANKS)]
+        return max(banks)
+
+    return min(range(columns, columns + BANKS), key=lambda p: (conflicts(p), p))
+
+
+def tiled_plan(config: Any, geo: ConvGeometry, packed: bool = True) -> TiledPlan:
+    """The plan a config asks for (defaults sized to the conv), checked against the limits;
+    `packed`: the weights are constants (packed [K, OC] at compile time)."""
     if len(geo.kernel) != 2:
         raise GPUConfigError("the tiled direct conv is for 2-D convs")
     oh, ow = geo.out_size
@@ -94,12 +118,14 @@ def tiled_plan(config: Any, geo: ConvGeometry) -> TiledPlan:
         raise GPUConfigError(f"thread tile {oct}x{pxt} does not divide block tile {ocb}x{pixels}")
     owb = min(pixels, pow2_at_least(ow))
     ohb, pxt = pixels // owb, min(pxt, owb)
-    patch = tuple(
+    ph, pw = (
         (t - 1) * s + (k - 1) * d + 1
         for t, s, k, d in zip((ohb, owb), geo.strides, geo.kernel, geo.dilations)
     )
+    cols = owb // pxt
+    pitch = patch_pitch(ohb, cols, ohb * cols, pw, geo.strides)  # type: ignore[arg-type]
     unroll = bool(config.get("unroll_k", False))
-    plan = TiledPlan(ocb, oct, ohb, owb, pxt, icb, unroll, patch)  # type: ignore[arg-type]
+    plan = TiledPlan(ocb, oct, ohb, owb, pxt, icb, unroll, (ph, pw), pitch, packed)
     if plan.threads > MAX_THREADS:
         raise GPUConfigError(f"{plan.threads} threads per block (at most {MAX_THREADS})")
     need = plan.shared_bytes(math.prod(geo.kernel), 4)
@@ -119,9 +145,15 @@ def conv_tiled(
     epilogue: Epilogue | None,
 ) -> list[Kernel]:
     """A 2-D conv as blocks of output tiles over shared-memory input patches."""
-    plan = tiled_plan(ctx.config, geo)
+    plan = tiled_plan(ctx.config, geo, packed=w.value is not None)
     acc_t = accumulator_dtype(out.dtype)
     weight = weight_read(ctx, w, geo)
+    k = geo.icg * math.prod(geo.kernel)
+    packed = (
+        ctx.param(np.ascontiguousarray(w.value.reshape(geo.out_channels, k).T), "w_t")
+        if w.value is not None
+        else None
+    )  # [K, OC]: a warp loads consecutive channels of one tap (coalesced, no bank conflicts)
     store = output_store(geo, bias, out, epilogue, acc_t)
     (h, wd), (oh, ow), (kh, kw) = geo.in_size, geo.out_size, geo.kernel
     (sh, sw), (dh, dw), (pad_h, pad_w) = geo.strides, geo.dilations, geo.pads
@@ -164,18 +196,33 @@ def conv_tiled(
                 where = (c, py, y0 * sh - pad_h + py, x0 * sw - pad_w + px)
                 return let_all("p", where, lambda v: at(*v))
 
-            return thread_chunks(icb * ph, pw, 1, threads, t, put)
+            if plan.pitch == pw:
+                return thread_chunks(icb * ph, pw, 1, threads, t, put)
+
+            def row(rnd: Expr, r: Expr, px: Expr) -> Stmt:  # the pitch's extra columns idle
+                return if_then_else(px < pw, put(rnd, r, px))
+
+            # whole pitches per thread run: a warp's stores then hit consecutive words
+            return thread_chunks(icb * ph, plan.pitch, 1, threads, t, row)
 
         def load_weights(wts: Buffer, t: Expr, ic0: Expr) -> Stmt:
-            def put(rnd: Expr, o: Expr, j: Expr) -> Stmt:
+            def put(o: Expr, j: Expr, lanes: int) -> Stmt:
                 tests = [oc0 + o < geo.ocg] if geo.ocg % ocb else []
                 tests += [ic0 * taps + j < geo.icg * taps] if geo.icg % icb else []
-                value = weight(g * geo.ocg + oc0 + o, ic0 * taps + j).astype(acc_t)
-                st = wts.store((j, o), value)
+                oc, kk = g * geo.ocg + oc0 + o, ic0 * taps + j
+                if packed is None:
+                    value = weight(oc, kk).astype(acc_t)
+                else:
+                    value = packed[kk, span(oc, lanes)].astype(acc_t)
+                at = (j, span(o, lanes))
+                st = wts.store(at, value)
                 cond = all_of(tests)
-                return if_then_else(cond, st, wts.store((j, o), zero)) if cond is not None else st
+                return if_then_else(cond, st, wts.store(at, zero)) if cond is not None else st
 
-            return thread_chunks(ocb, icb * taps, 1, threads, t, put)
+            if packed is None:  # consecutive threads, consecutive taps of one channel
+                return thread_chunks(ocb, icb * taps, 1, threads, t, lambda _, o, j: put(o, j, 1))
+            vec = vector_width(4, ocb, geo.ocg, geo.out_channels)
+            return thread_chunks(icb * taps, ocb, vec, threads, t, lambda _, j, o: put(o, j, vec))
 
         def thread(patch: Buffer, wts: Buffer, t: Expr) -> Stmt:
             per_oc = ohb * cols
@@ -235,7 +282,7 @@ def conv_tiled(
 
         return allocate(
             "patch",
-            (icb, ph, pw),
+            (icb, ph, plan.pitch),
             lambda patch: allocate(
                 "wts",
                 (icb * taps, ocb + plan.pad),
