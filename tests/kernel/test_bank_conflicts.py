@@ -69,8 +69,11 @@ def test_gemm_tiles_read_conflict_free_and_store_a_at_most_two_way():
     for k_channels in (8, 7):  # float4 A chunks (K = 72), and scalar ones (K = 63)
         f = _measure("Conv", [T(1, k_channels, 8, 8), T(64, k_channels, 3, 3)], CONV, TILES)
         assert all(v == 1.0 for s, v in f.items() if s.startswith("a_tile load")), f
-        assert all(v == 1.0 for s, v in f.items() if s.startswith("b_tile")), f
+        assert all(v == 1.0 for s, v in f.items() if s.startswith("b_tile store")), f
         assert max(v for s, v in f.items() if s.startswith("a_tile store")) <= 2.0, f
+        # a thread's 4 B reads are scalar in the IR (4 words apart: 2-way); LLVM merges them
+        # into one ld.shared.v4 (test_gpu_gemm_vector), which quarter warps read conflict-free
+        assert max(v for s, v in f.items() if s.startswith("b_tile load")) <= 2.0, f
 
 
 @pytest.mark.parametrize("strides", [[1, 1], [2, 2]])

@@ -4,6 +4,7 @@ dispatch routes templates and spaces, and the nine light models lower for CUDA."
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 
@@ -291,3 +292,11 @@ def test_light_models_lower_for_cuda_and_assemble(name, tmp_path):
     program = lower_graph(graph, CUDA).program
     check_gpu_config(program.kernels)
     assemble(program.kernels, tmp_path)
+    if HAVE_PTXAS:  # and no kernel spills registers to local memory
+        src = tmp_path / "m.ptx"
+        src.write_text(emit_ptx(program.kernels).ptx)
+        done = subprocess.run(["ptxas", "-arch=sm_90", "-v", str(src), "-o", str(tmp_path / "m.o")],
+                              capture_output=True, text=True)  # fmt: skip
+        spills = re.findall(r"Function properties for (\w+)\n\s+\d+ bytes stack frame, ([1-9]\d*) "
+                            r"bytes spill stores", done.stderr)  # fmt: skip
+        assert not spills, spills

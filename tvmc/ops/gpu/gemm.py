@@ -7,7 +7,7 @@ load the A and B tiles into shared memory (consecutive threads, consecutive chun
 and j of B: coalesced for row-major operands; a chunk is 4 or 2 elements, one 128- or 64-bit
 load, where the operand is contiguous along it and the sizes divide), a barrier, then each
 thread multiplies its TM x TN register tile from the shared tiles (an outer product per k, each
-operand row first copied into registers with one vector load from shared memory), a barrier.
+operand row first copied into registers, which LLVM merges into one vector load), a barrier.
 Edges are guarded only where the sizes do not divide: loads out of range store zeros.
 
 Knobs (ctx.config): `tile_m` [BM, TM], `tile_n` [BN, TN], `tile_k` BK, `unroll_k` (unroll the
@@ -313,9 +313,14 @@ def tiled_gemm(
                 def inner(kk: Expr) -> Stmt:
                     at = (half,) if half is not None else ()
                     return seq(
-                        # each operand row as one vector load from shared (ld.shared.v4)
-                        ar.store(span(const(0), tm), a_s[(*at, kk, span(ty * tm, tm))]),
-                        br.store(span(const(0), tn), b_s[(*at, kk, span(tx * tn, tn))]),
+                        # scalar reads that LLVM's load-store vectorizer merges (ld.shared.v4
+                        # for 4-wide tiles: rows are 16-byte aligned); an explicit vector copy
+                        # into the register array made LLVM hoist whole unrolled k loops (a
+                        # pointwise conv took 255 registers and spilled)
+                        loop("i", tm, lambda i: ar.store(i, a_s[(*at, kk, ty * tm + i)]),
+                             kind="unrolled"),
+                        loop("j", tn, lambda j: br.store(j, b_s[(*at, kk, tx * tn + j)]),
+                             kind="unrolled"),
                         loop(
                             "i",
                             tm,
