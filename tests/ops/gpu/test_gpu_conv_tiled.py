@@ -38,6 +38,25 @@ def test_tiled_conv_matches_onnxruntime(attrs, x, w, config, rng):
     gpu("Conv", {"x": randn(rng, *x)}, attrs, constants, config={**TILED, **config})
 
 
+@pytest.mark.parametrize("split", [2, 4])
+def test_tiled_conv_split_across_blocks(split, rng):
+    # 8 channels in 4 steps of 2, cut into `split` slices summed (with the bias) by a second kernel
+    constants = {"w": randn(rng, 6, 8, 3, 3), "b": randn(rng, 6)}
+    config = {**TILED, "tile_m": (8, 2), "tile_n": (16, 2), "tile_k": 2, "split_k": split}
+    gpu("Conv", {"x": randn(rng, 1, 8, 5, 5)}, {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]},
+        constants, config=config)  # fmt: skip
+    kernels = kernels_of("Conv", [T(1, 8, 5, 5), T(6, 8, 3, 3)], CONV, config)
+    assert [k.name.rsplit("_", 1)[-1] for k in kernels] == ["tiled", "sum"]
+    with pytest.raises(GPUConfigError, match="split_k 3"):
+        kernels_of("Conv", [T(1, 8, 5, 5), T(6, 8, 3, 3)], CONV, {**config, "split_k": 3})
+
+
+def test_tiled_conv_splits_late_layers_by_default():
+    # 512 channels on a 7 x 7 map: one block of outputs, 64 channel steps to share out
+    kernels = kernels_of("Conv", [T(1, 512, 7, 7), T(64, 512, 3, 3)], CONV, TILED)
+    assert len(kernels) == 2
+
+
 def test_tiled_conv_with_runtime_weights_and_a_fused_relu(rng):
     gpu("Conv", {"x": randn(rng, 1, 4, 5, 5), "w": randn(rng, 3, 4, 3, 3)},
         {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, config=TILED)  # fmt: skip

@@ -14,7 +14,9 @@ threads read neighbouring patch columns.
 Knobs: the implicit GEMM's (one space, `schedule` "tiled" picks this form), read as `tile_m`
 [OCb, OCt], `tile_n` [pixels per block, PXt] (OWb: that many pixels, at most the row rounded up
 to a power of two; OHb: the rest), `tile_k` ICb (clamped to the group's input channels),
-`unroll_k` (unroll the taps). Defaults: the implicit GEMM's tiles and 8 channels per step.
+`unroll_k` (unroll the taps), `split_k` (the channel steps cut across blocks, summed by a second
+kernel: late layers with few output tiles). Defaults: the implicit GEMM's tiles, 8 channels per
+step, and split-K as the GEMM picks it.
 """
 
 from __future__ import annotations
@@ -39,12 +41,20 @@ from tvmc.kernel import (
     seq,
 )
 from tvmc.ops.gpu.conv_geometry import ConvGeometry, output_store, weight_read
-from tvmc.ops.gpu.gemm import BANK_PAD, default_tiles, span, thread_chunks, vector_width
+from tvmc.ops.gpu.gemm import (
+    BANK_PAD,
+    default_tiles,
+    span,
+    split_k,
+    thread_chunks,
+    vector_width,
+)
 from tvmc.ops.gpu.launch import (
     MAX_SHARED_BYTES,
     MAX_THREADS,
     GPUConfigError,
     all_of,
+    grid_loop,
     pow2_at_least,
 )
 from tvmc.ops.lowering import Epilogue, LowerContext, TensorRef, make_kernel
@@ -160,18 +170,26 @@ def conv_tiled(
     ocb, oct, ohb, owb, pxt, icb = plan.ocb, plan.oct, plan.ohb, plan.owb, plan.pxt, plan.icb
     ph, pw = plan.patch
     taps, threads, cols = kh * kw, plan.threads, owb // pxt
-    grid = (geo.batch, geo.group, ceil_div(geo.ocg, ocb), ceil_div(oh, ohb), ceil_div(ow, owb))
+    tiles = (geo.batch, geo.group, ceil_div(geo.ocg, ocb), ceil_div(oh, ohb), ceil_div(ow, owb))
     steps = ceil_div(geo.icg, icb)
+    split = split_k(ctx.config, math.prod(tiles), steps)  # input channels cut across blocks
+    per = steps // split
+    grid = (split, *tiles)
+    partial = (
+        ctx.temp((split, geo.batch, geo.out_channels, oh, ow), acc_t, "conv_split")
+        if split > 1
+        else None
+    )
     zero = const(0, acc_t)
 
     def reach(tiles: int, tile: int, patch: int, stride: int, pad: int, size: int) -> bool:
         """Whether the last tile's patch runs past the input's end."""
         return (tiles - 1) * tile * stride - pad + patch > size
 
-    past_h = reach(grid[3], ohb, ph, sh, pad_h, h)
-    past_w = reach(grid[4], owb, pw, sw, pad_w, wd)
+    past_h = reach(tiles[3], ohb, ph, sh, pad_h, h)
+    past_w = reach(tiles[4], owb, pw, sw, pad_w, wd)
 
-    def tile(n: Expr, g: Expr, oi: Expr, yi: Expr, xi: Expr) -> Stmt:
+    def tile(sk: Expr, n: Expr, g: Expr, oi: Expr, yi: Expr, xi: Expr) -> Stmt:
         oc0, y0, x0 = oi * ocb, yi * ohb, xi * owb
 
         def load_patch(patch: Buffer, t: Expr, ic0: Expr) -> Stmt:
@@ -246,7 +264,7 @@ def conv_tiled(
                 unroll = "unrolled" if plan.unroll or taps <= UNROLL_TAPS else "serial"
 
                 def step(ks: Expr) -> Stmt:
-                    ic0 = ks * icb
+                    ic0 = (sk * per + ks) * icb if split > 1 else ks * icb
                     return seq(
                         load_patch(patch, t, ic0),
                         load_weights(wts, t, ic0),
@@ -261,13 +279,18 @@ def conv_tiled(
                     tests = [oc < geo.ocg] if geo.ocg % ocb else []
                     tests += [oy < oh] if oh % ohb else []
                     tests += [ox < ow] if ow % owb else []
-                    st = store(g * geo.ocg + oc, (n, oy, ox), acc[i * pxt + p])
+                    v = acc[i * pxt + p]
+                    st = (
+                        store(g * geo.ocg + oc, (n, oy, ox), v)
+                        if partial is None
+                        else partial.store((sk, n, g * geo.ocg + oc, oy, ox), v)
+                    )
                     cond = all_of(tests)
                     return if_then_else(cond, st) if cond is not None else st
 
                 return seq(
                     loop("z", oct * pxt, lambda z: acc.store(z, zero), kind="unrolled"),
-                    loop("ks", steps, step) if steps > 1 else step(const(0)),
+                    loop("ks", per, step) if per > 1 else step(const(0)),
                     nest([("i", oct, "unrolled"), ("p", pxt, "unrolled")], out_one),
                 )
 
@@ -300,4 +323,19 @@ def conv_tiled(
         return let_all("b", unflatten(bid, grid), lambda v: tile(*v))
 
     body = loop("bx", math.prod(grid), block, kind="blockIdx.x")
-    return [make_kernel(ctx.name("conv_tiled"), body)]
+    kernels = [make_kernel(ctx.name("conv_tiled"), body)]
+    if partial is not None:  # the slices summed, then bias and epilogue, as the GEMM's split-K
+
+        def add(flat: Expr) -> Stmt:
+            def at(n: Expr, oc: Expr, y: Expr, x_: Expr) -> Stmt:
+                total = partial[0, n, oc, y, x_]
+                for s_ in range(1, split):
+                    total = total + partial[s_, n, oc, y, x_]
+                return store(oc, (n, y, x_), total)
+
+            shape = (geo.batch, geo.out_channels, oh, ow)
+            return let_all("s", unflatten(flat, shape), lambda v: at(*v))
+
+        size = geo.batch * geo.out_channels * oh * ow
+        kernels.append(make_kernel(ctx.name("conv_tiled_sum"), grid_loop(size, add)))
+    return kernels
