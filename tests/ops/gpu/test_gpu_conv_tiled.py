@@ -32,17 +32,24 @@ CASES = [
 ]  # fmt: skip
 
 
+@pytest.mark.parametrize("double", [False, True])
 @pytest.mark.parametrize("attrs,x,w,config", CASES)
-def test_tiled_conv_matches_onnxruntime(attrs, x, w, config, rng):
+def test_tiled_conv_matches_onnxruntime(attrs, x, w, config, double, rng):
     constants = {"w": randn(rng, *w), "b": randn(rng, w[0])}
-    gpu("Conv", {"x": randn(rng, *x)}, attrs, constants, config={**TILED, **config})
+    config = {**TILED, **config, "double_buffer": double}
+    if double and x == (1, 5, 11, 9):  # 16 threads would stage 52 values each
+        with pytest.raises(GPUConfigError, match="stage 52 values"):
+            kernels_of("Conv", [T(*x), T(*w)], {**CONV, **attrs}, config)
+        return
+    gpu("Conv", {"x": randn(rng, *x)}, attrs, constants, config=config)
 
 
-@pytest.mark.parametrize("split", [2, 4])
-def test_tiled_conv_split_across_blocks(split, rng):
+@pytest.mark.parametrize("split,double", [(2, False), (4, False), (2, True)])
+def test_tiled_conv_split_across_blocks(split, double, rng):
     # 8 channels in 4 steps of 2, cut into `split` slices summed (with the bias) by a second kernel
     constants = {"w": randn(rng, 6, 8, 3, 3), "b": randn(rng, 6)}
-    config = {**TILED, "tile_m": (8, 2), "tile_n": (16, 2), "tile_k": 2, "split_k": split}
+    config = {**TILED, "tile_m": (8, 2), "tile_n": (16, 2), "tile_k": 2, "split_k": split,
+              "double_buffer": double}  # fmt: skip
     gpu("Conv", {"x": randn(rng, 1, 8, 5, 5)}, {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]},
         constants, config=config)  # fmt: skip
     kernels = kernels_of("Conv", [T(1, 8, 5, 5), T(6, 8, 3, 3)], CONV, config)
@@ -57,9 +64,11 @@ def test_tiled_conv_splits_late_layers_by_default():
     assert len(kernels) == 2
 
 
-def test_tiled_conv_with_runtime_weights_and_a_fused_relu(rng):
+@pytest.mark.parametrize("double", [False, True])
+def test_tiled_conv_with_runtime_weights(double, rng):
     gpu("Conv", {"x": randn(rng, 1, 4, 5, 5), "w": randn(rng, 3, 4, 3, 3)},
-        {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, config=TILED)  # fmt: skip
+        {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]},
+        config={**TILED, "tile_k": 1, "double_buffer": double})  # fmt: skip
 
 
 def _geometry(icg=64, ocg=64, size=14, kernel=3) -> ConvGeometry:

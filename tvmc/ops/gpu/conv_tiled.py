@@ -15,13 +15,16 @@ Knobs: the implicit GEMM's (one space, `schedule` "tiled" picks this form), read
 [OCb, OCt], `tile_n` [pixels per block, PXt] (OWb: that many pixels, at most the row rounded up
 to a power of two; OHb: the rest), `tile_k` ICb (clamped to the group's input channels),
 `unroll_k` (unroll the taps), `split_k` (the channel steps cut across blocks, summed by a second
-kernel: late layers with few output tiles). Defaults: the implicit GEMM's tiles, 8 channels per
-step, and split-K as the GEMM picks it.
+kernel: late layers with few output tiles), `double_buffer` (the next step's patch and weights
+fetched into registers while this step multiplies, stored into the other half of two shared
+buffers after it, as the GEMM does). Defaults: the implicit GEMM's tiles, 8 channels per step,
+split-K as the GEMM picks it, no double buffering.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +46,7 @@ from tvmc.kernel import (
 from tvmc.ops.gpu.conv_geometry import ConvGeometry, output_store, weight_read
 from tvmc.ops.gpu.gemm import (
     BANK_PAD,
+    MAX_STAGED,
     default_tiles,
     span,
     split_k,
@@ -63,6 +67,8 @@ from tvmc.ops.microkernel import accumulator_dtype, ceil_div, let_all, mac, unfl
 DEFAULT_CHANNELS = 8  # input channels per step unless tile_k says otherwise
 UNROLL_TAPS = 32  # windows up to this many taps are unrolled unless unroll_k says so
 WARP, BANKS = 32, 32
+Item = tuple[tuple[Expr, ...], Expr | None, Expr]  # (where in the shared tile, test, value)
+ItemFn = Callable[[Expr, int, Item], Stmt]  # (round, lanes, item) -> statement
 
 
 @dataclass(frozen=True)
@@ -79,10 +85,17 @@ class TiledPlan:
     patch: tuple[int, int]  # rows and columns of input the block's pixel tile reads
     pitch: int  # the patch's row pitch in shared memory (>= its columns: see patch_pitch)
     packed: bool  # constant weights, packed [K, OC]: a warp loads consecutive channels
+    double_buffer: bool = False
 
     @property
     def threads(self) -> int:
         return (self.ocb // self.oct) * self.ohb * (self.owb // self.pxt)
+
+    def staged(self, taps: int, wvec: int, packed: bool) -> tuple[int, int]:
+        """Values per thread double buffering holds in registers: patch, weights."""
+        patch = ceil_div(self.icb * self.patch[0] * self.pitch, self.threads)
+        chunks = self.icb * taps * self.ocb // (wvec if packed else 1)
+        return patch, ceil_div(chunks, self.threads) * (wvec if packed else 1)
 
     @property
     def pad(self) -> int:
@@ -95,7 +108,8 @@ class TiledPlan:
 
     def shared_bytes(self, taps: int, itemsize: int) -> int:
         weights = taps * (self.ocb + self.pad)
-        return self.icb * (self.patch[0] * self.pitch + weights) * itemsize
+        per_step = self.icb * (self.patch[0] * self.pitch + weights) * itemsize
+        return per_step * (2 if self.double_buffer else 1)
 
 
 def patch_pitch(ohb: int, cols: int, per_oc: int, columns: int, strides: tuple[int, ...]) -> int:
@@ -134,8 +148,13 @@ def tiled_plan(config: Any, geo: ConvGeometry, packed: bool = True) -> TiledPlan
     )
     cols = owb // pxt
     pitch = patch_pitch(ohb, cols, ohb * cols, pw, geo.strides)  # type: ignore[arg-type]
-    unroll = bool(config.get("unroll_k", False))
-    plan = TiledPlan(ocb, oct, ohb, owb, pxt, icb, unroll, (ph, pw), pitch, packed)
+    unroll, double = bool(config.get("unroll_k", False)), bool(config.get("double_buffer", False))
+    plan = TiledPlan(ocb, oct, ohb, owb, pxt, icb, unroll, (ph, pw), pitch, packed, double)
+    if double and sum(plan.staged(math.prod(geo.kernel), 1, False)) > MAX_STAGED:
+        raise GPUConfigError(
+            f"double buffering would stage {sum(plan.staged(math.prod(geo.kernel), 1, False))} "
+            f"values per thread (at most {MAX_STAGED})"
+        )
     if plan.threads > MAX_THREADS:
         raise GPUConfigError(f"{plan.threads} threads per block (at most {MAX_THREADS})")
     need = plan.shared_bytes(math.prod(geo.kernel), 4)
@@ -181,6 +200,9 @@ def conv_tiled(
         else None
     )
     zero = const(0, acc_t)
+    wvec = vector_width(4, ocb, geo.ocg, geo.out_channels) if packed is not None else 1
+    double = plan.double_buffer and per > 1
+    staged = plan.staged(taps, wvec, packed is not None)  # registers per thread: patch, weights
 
     def reach(tiles: int, tile: int, patch: int, stride: int, pad: int, size: int) -> bool:
         """Whether the last tile's patch runs past the input's end."""
@@ -192,7 +214,9 @@ def conv_tiled(
     def tile(sk: Expr, n: Expr, g: Expr, oi: Expr, yi: Expr, xi: Expr) -> Stmt:
         oc0, y0, x0 = oi * ocb, yi * ohb, xi * owb
 
-        def load_patch(patch: Buffer, t: Expr, ic0: Expr) -> Stmt:
+        def patch_items(t: Expr, ic0: Expr, body: ItemFn) -> Stmt:
+            """body(round, 1, item) for this thread's share of the step's input patch."""
+
             def put(rnd: Expr, r: Expr, px: Expr) -> Stmt:
                 def at(c: Expr, py: Expr, iy: Expr, ix: Expr) -> Stmt:
                     ic = ic0 + c
@@ -202,13 +226,7 @@ def conv_tiled(
                     tests += [ix >= 0] if pad_w else []
                     tests += [ix < wd] if past_w else []
                     value = x.read((n, g * geo.icg + ic, iy, ix)).astype(acc_t)
-                    st = patch.store((c, py, px), value)
-                    cond = all_of(tests)
-                    return (
-                        if_then_else(cond, st, patch.store((c, py, px), zero))
-                        if cond is not None
-                        else st
-                    )
+                    return body(rnd, 1, ((c, py, px), all_of(tests), value))
 
                 c, py = r // ph, r % ph
                 where = (c, py, y0 * sh - pad_h + py, x0 * sw - pad_w + px)
@@ -223,8 +241,10 @@ def conv_tiled(
             # whole pitches per thread run: a warp's stores then hit consecutive words
             return thread_chunks(icb * ph, plan.pitch, 1, threads, t, row)
 
-        def load_weights(wts: Buffer, t: Expr, ic0: Expr) -> Stmt:
-            def put(o: Expr, j: Expr, lanes: int) -> Stmt:
+        def weight_items(t: Expr, ic0: Expr, body: ItemFn) -> Stmt:
+            """body(round, lanes, item) for this thread's share of the step's weights."""
+
+            def put(rnd: Expr, o: Expr, j: Expr, lanes: int) -> Stmt:
                 tests = [oc0 + o < geo.ocg] if geo.ocg % ocb else []
                 tests += [ic0 * taps + j < geo.icg * taps] if geo.icg % icb else []
                 oc, kk = g * geo.ocg + oc0 + o, ic0 * taps + j
@@ -232,15 +252,43 @@ def conv_tiled(
                     value = weight(oc, kk).astype(acc_t)
                 else:
                     value = packed[kk, span(oc, lanes)].astype(acc_t)
-                at = (j, span(o, lanes))
-                st = wts.store(at, value)
-                cond = all_of(tests)
-                return if_then_else(cond, st, wts.store(at, zero)) if cond is not None else st
+                return body(rnd, lanes, ((j, span(o, lanes)), all_of(tests), value))
 
             if packed is None:  # consecutive threads, consecutive taps of one channel
-                return thread_chunks(ocb, icb * taps, 1, threads, t, lambda _, o, j: put(o, j, 1))
-            vec = vector_width(4, ocb, geo.ocg, geo.out_channels)
-            return thread_chunks(icb * taps, ocb, vec, threads, t, lambda _, j, o: put(o, j, vec))
+                return thread_chunks(ocb, icb * taps, 1, threads, t,
+                                     lambda rnd, o, j: put(rnd, o, j, 1))  # fmt: skip
+            return thread_chunks(icb * taps, ocb, wvec, threads, t,
+                                 lambda rnd, j, o: put(rnd, j=j, o=o, lanes=wvec))  # fmt: skip
+
+        def direct(buf: Buffer, half: tuple[Expr, ...]) -> ItemFn:
+            """Items straight into shared memory (zeros outside the input or the channels)."""
+
+            def body(rnd: Expr, lanes: int, item: Item) -> Stmt:
+                where, cond, value = item
+                at = (*half, *where)
+                st = buf.store(at, value)
+                return if_then_else(cond, st, buf.store(at, zero)) if cond is not None else st
+
+            return body
+
+        def fetch(stage: Buffer) -> ItemFn:
+            """Items into this thread's registers (double buffering's first half)."""
+
+            def body(rnd: Expr, lanes: int, item: Item) -> Stmt:
+                _, cond, value = item
+                at = span(rnd * lanes, lanes)
+                st = stage.store(at, value)
+                return if_then_else(cond, st, stage.store(at, zero)) if cond is not None else st
+
+            return body
+
+        def unstage(stage: Buffer, buf: Buffer, half: Expr) -> ItemFn:
+            """The registers `fetch` filled, into shared memory (its second half)."""
+
+            def body(rnd: Expr, lanes: int, item: Item) -> Stmt:
+                return buf.store((half, *item[0]), stage[span(rnd * lanes, lanes)])
+
+            return body
 
         def thread(patch: Buffer, wts: Buffer, t: Expr) -> Stmt:
             per_oc = ohb * cols
@@ -248,31 +296,55 @@ def conv_tiled(
             return let_all("t", where, lambda v: with_regs(patch, wts, t, *v))
 
         def with_regs(patch: Buffer, wts: Buffer, t: Expr, to: Expr, ty: Expr, tx: Expr) -> Stmt:
-            def body(acc: Buffer, wr: Buffer, xr: Buffer) -> Stmt:
-                def tap(c: Expr, ry: Expr, rx: Expr) -> Stmt:
-                    row = ty * sh + ry * dh
-                    return seq(
-                        wr.store(span(const(0), oct), wts[c * taps + ry * kw + rx,
-                                                          span(to * oct, oct)]),
-                        loop("p", pxt, lambda p: xr.store(p, patch[c, row, (tx + p * cols) * sw
-                                                                   + rx * dw]), kind="unrolled"),
-                        nest([("i", oct, "unrolled"), ("p", pxt, "unrolled")],
-                             lambda i, p: acc.store(i * pxt + p,
-                                                    mac(wr[i], xr[p], acc[i * pxt + p]))),
-                    )  # fmt: skip
+            def body(acc: Buffer, wr: Buffer, xr: Buffer, *stages: Buffer) -> Stmt:
+                def products(half: tuple[Expr, ...]) -> Stmt:
+                    def tap(c: Expr, ry: Expr, rx: Expr) -> Stmt:
+                        row = ty * sh + ry * dh
+                        j = c * taps + ry * kw + rx
+                        return seq(
+                            wr.store(span(const(0), oct), wts[(*half, j, span(to * oct, oct))]),
+                            loop("p", pxt, lambda p: xr.store(
+                                p, patch[(*half, c, row, (tx + p * cols) * sw + rx * dw)]),
+                                kind="unrolled"),
+                            nest([("i", oct, "unrolled"), ("p", pxt, "unrolled")],
+                                 lambda i, p: acc.store(i * pxt + p,
+                                                        mac(wr[i], xr[p], acc[i * pxt + p]))),
+                        )  # fmt: skip
 
-                unroll = "unrolled" if plan.unroll or taps <= UNROLL_TAPS else "serial"
+                    unroll = "unrolled" if plan.unroll or taps <= UNROLL_TAPS else "serial"
+                    window = [("ry", kh, unroll), ("rx", kw, unroll)]
+                    return loop("c", icb, lambda c: nest(window, lambda ry, rx: tap(c, ry, rx)))
+
+                def first_channel(ks: Expr) -> Expr:
+                    return (sk * per + ks) * icb if split > 1 else ks * icb
 
                 def step(ks: Expr) -> Stmt:
-                    ic0 = (sk * per + ks) * icb if split > 1 else ks * icb
+                    ic0 = first_channel(ks)
                     return seq(
-                        load_patch(patch, t, ic0),
-                        load_weights(wts, t, ic0),
+                        patch_items(t, ic0, direct(patch, ())),
+                        weight_items(t, ic0, direct(wts, ())),
                         Barrier(),
-                        loop("c", icb, lambda c: nest([("ry", kh, unroll), ("rx", kw, unroll)],
-                                                      lambda ry, rx: tap(c, ry, rx))),
+                        products(()),
                         Barrier(),
-                    )  # fmt: skip
+                    )
+
+                def double_step(ks: Expr) -> Stmt:
+                    p_stage, w_stage = stages
+                    more = ks + 1 < per  # the same on every thread: no barrier sits under it
+
+                    def with_halves(cur: Expr, nxt: Expr) -> Stmt:
+                        ic1 = first_channel(ks + 1)
+                        return seq(
+                            if_then_else(more, seq(patch_items(t, ic1, fetch(p_stage)),
+                                                   weight_items(t, ic1, fetch(w_stage)))),
+                            products((cur,)),
+                            if_then_else(more, seq(
+                                patch_items(t, ic1, unstage(p_stage, patch, nxt)),
+                                weight_items(t, ic1, unstage(w_stage, wts, nxt)))),
+                            Barrier(),
+                        )  # fmt: skip
+
+                    return let_all("h", (ks % 2, (ks + 1) % 2), lambda hs: with_halves(*hs))
 
                 def out_one(i: Expr, p: Expr) -> Stmt:
                     oc, oy, ox = oc0 + to * oct + i, y0 + ty, x0 + tx + p * cols
@@ -288,27 +360,41 @@ def conv_tiled(
                     cond = all_of(tests)
                     return if_then_else(cond, st) if cond is not None else st
 
+                if double:
+                    ic0 = first_channel(const(0))
+                    steps_ = seq(
+                        patch_items(t, ic0, direct(patch, (const(0),))),
+                        weight_items(t, ic0, direct(wts, (const(0),))),
+                        Barrier(),
+                        loop("ks", per, double_step),
+                    )
+                else:
+                    steps_ = loop("ks", per, step) if per > 1 else step(const(0))
                 return seq(
                     loop("z", oct * pxt, lambda z: acc.store(z, zero), kind="unrolled"),
-                    loop("ks", per, step) if per > 1 else step(const(0)),
+                    steps_,
                     nest([("i", oct, "unrolled"), ("p", pxt, "unrolled")], out_one),
                 )
 
-            return allocate(
-                "acc",
-                (oct * pxt,),
-                lambda acc: allocate(
-                    "wr", (oct,), lambda wr: allocate("xr", (pxt,), lambda xr: body(acc, wr, xr),
-                                                      acc_t), acc_t),
-                acc_t,
-            )  # fmt: skip
+            regs = [("acc", oct * pxt), ("wr", oct), ("xr", pxt)]
+            if double:
+                regs += [("p_stage", staged[0]), ("w_stage", staged[1])]
 
+            def with_bufs(k: int, bufs: list[Buffer]) -> Stmt:
+                if k == len(regs):
+                    return body(*bufs)
+                name_, size = regs[k]
+                return allocate(name_, (size,), lambda b: with_bufs(k + 1, [*bufs, b]), acc_t)
+
+            return with_bufs(0, [])
+
+        halves = (2,) if double else ()
         return allocate(
             "patch",
-            (icb, ph, plan.pitch),
+            (*halves, icb, ph, plan.pitch),
             lambda patch: allocate(
                 "wts",
-                (icb * taps, ocb + plan.pad),
+                (*halves, icb * taps, ocb + plan.pad),
                 lambda wts: loop(
                     "tx", threads, lambda t: thread(patch, wts, t), kind="threadIdx.x"
                 ),
