@@ -72,6 +72,22 @@ OP_CASES: tuple[OpCase, ...] = (
     _conv("conv3x3-double-buffer", 16, 32, 14, 3, config={**TILES, "double_buffer": True}),
     _conv("conv3x3-tiled", 16, 32, 14, 3, config={**TILES, "schedule": "tiled"}),
     _conv(
+        "conv3x3-tiled-double-buffer",
+        16,
+        32,
+        14,
+        3,
+        config={**TILES, "schedule": "tiled", "double_buffer": True},
+    ),  # fmt: skip
+    _conv(
+        "conv3x3-7x7-tiled-split",
+        256,
+        64,
+        7,
+        3,
+        config={**TILES, "schedule": "tiled", "split_k": 4},
+    ),  # fmt: skip
+    _conv(
         "conv-depthwise-tiled",
         32,
         32,
