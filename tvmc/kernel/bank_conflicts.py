@@ -46,7 +46,8 @@ class SiteConflicts:
 def bank_conflicts(kernel: Kernel, *arrays: np.ndarray) -> list[SiteConflicts]:
     """Runs `kernel` on `arrays` (in place) and counts each shared access's bank conflicts."""
     seen: dict[tuple[int, int, int], int] = defaultdict(int)  # (buffer, site, thread) -> count
-    groups: dict[tuple[int, int, int, int], list[tuple[int, list[int]]]] = defaultdict(list)
+    # (buffer, site, part, warp, nth execution) -> the warp's lanes and the words each asks for
+    groups: dict[tuple[int, int, int, int, int], list[tuple[int, list[int]]]] = defaultdict(list)
     sizes: dict[int, int] = {}
 
     def record(buf: Any, idx: tuple[Any, ...], site: int) -> None:
@@ -60,7 +61,7 @@ def bank_conflicts(kernel: Kernel, *arrays: np.ndarray) -> list[SiteConflicts]:
         sizes[site] = max(sizes.get(site, 0), item * (flat.size if contiguous else 1))
         for k, part in enumerate(parts):
             words = sorted({int(b) // 4 for e in part for b in range(e * item, (e + 1) * item, 4)})
-            groups[(id(buf), site * 64 + k, thread // WARP, nth)].append((thread % WARP, words))
+            groups[(id(buf), site, k, thread // WARP, nth)].append((thread % WARP, words))
 
     hook = interpret_module.ACCESS_HOOK
     previous, hook[0] = hook[0], record
@@ -70,8 +71,7 @@ def bank_conflicts(kernel: Kernel, *arrays: np.ndarray) -> list[SiteConflicts]:
         hook[0] = previous
     names = interpret_module.SHARED_SITES.get(kernel, [])
     totals: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
-    for (_, key, _, _), accesses in groups.items():
-        site = key // 64
+    for (_, site, _, _, _), accesses in groups.items():
         width = max(4, min(16, sizes[site]))
         per_phase = WARP * 4 // width  # threads served together
         total = totals[site]

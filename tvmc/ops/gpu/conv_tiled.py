@@ -24,7 +24,6 @@ split-K as the GEMM picks it, no double buffering.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,10 +46,14 @@ from tvmc.ops.gpu.conv_geometry import ConvGeometry, output_store, weight_read
 from tvmc.ops.gpu.gemm import (
     BANK_PAD,
     MAX_STAGED,
+    ItemFn,
     default_tiles,
     span,
     split_k,
+    stage_item,
+    store_item,
     thread_chunks,
+    unstage_item,
     vector_width,
 )
 from tvmc.ops.gpu.launch import (
@@ -67,8 +70,6 @@ from tvmc.ops.microkernel import accumulator_dtype, ceil_div, let_all, mac, unfl
 DEFAULT_CHANNELS = 8  # input channels per step unless tile_k says otherwise
 UNROLL_TAPS = 32  # windows up to this many taps are unrolled unless unroll_k says so
 WARP, BANKS = 32, 32
-Item = tuple[tuple[Expr, ...], Expr | None, Expr]  # (where in the shared tile, test, value)
-ItemFn = Callable[[Expr, int, Item], Stmt]  # (round, lanes, item) -> statement
 
 
 @dataclass(frozen=True)
@@ -86,16 +87,17 @@ class TiledPlan:
     pitch: int  # the patch's row pitch in shared memory (>= its columns: see patch_pitch)
     packed: bool  # constant weights, packed [K, OC]: a warp loads consecutive channels
     double_buffer: bool = False
+    wvec: int = 1  # weights per load: packed ones move in float4 (or float2) runs of channels
 
     @property
     def threads(self) -> int:
         return (self.ocb // self.oct) * self.ohb * (self.owb // self.pxt)
 
-    def staged(self, taps: int, wvec: int, packed: bool) -> tuple[int, int]:
+    def staged(self, taps: int) -> tuple[int, int]:
         """Values per thread double buffering holds in registers: patch, weights."""
         patch = ceil_div(self.icb * self.patch[0] * self.pitch, self.threads)
-        chunks = self.icb * taps * self.ocb // (wvec if packed else 1)
-        return patch, ceil_div(chunks, self.threads) * (wvec if packed else 1)
+        chunks = self.icb * taps * self.ocb // self.wvec
+        return patch, ceil_div(chunks, self.threads) * self.wvec
 
     @property
     def pad(self) -> int:
@@ -149,11 +151,12 @@ def tiled_plan(config: Any, geo: ConvGeometry, packed: bool = True) -> TiledPlan
     cols = owb // pxt
     pitch = patch_pitch(ohb, cols, ohb * cols, pw, geo.strides)  # type: ignore[arg-type]
     unroll, double = bool(config.get("unroll_k", False)), bool(config.get("double_buffer", False))
-    plan = TiledPlan(ocb, oct, ohb, owb, pxt, icb, unroll, (ph, pw), pitch, packed, double)
-    if double and sum(plan.staged(math.prod(geo.kernel), 1, False)) > MAX_STAGED:
+    wvec = vector_width(4, ocb, geo.ocg, geo.out_channels) if packed else 1
+    plan = TiledPlan(ocb, oct, ohb, owb, pxt, icb, unroll, (ph, pw), pitch, packed, double, wvec)
+    staged = sum(plan.staged(math.prod(geo.kernel)))
+    if double and staged > MAX_STAGED:
         raise GPUConfigError(
-            f"double buffering would stage {sum(plan.staged(math.prod(geo.kernel), 1, False))} "
-            f"values per thread (at most {MAX_STAGED})"
+            f"double buffering would stage {staged} values per thread (at most {MAX_STAGED})"
         )
     if plan.threads > MAX_THREADS:
         raise GPUConfigError(f"{plan.threads} threads per block (at most {MAX_THREADS})")
@@ -200,9 +203,9 @@ def conv_tiled(
         else None
     )
     zero = const(0, acc_t)
-    wvec = vector_width(4, ocb, geo.ocg, geo.out_channels) if packed is not None else 1
+    wvec = plan.wvec
     double = plan.double_buffer and per > 1
-    staged = plan.staged(taps, wvec, packed is not None)  # registers per thread: patch, weights
+    staged = plan.staged(taps)  # registers per thread: patch, weights
 
     def reach(tiles: int, tile: int, patch: int, stride: int, pad: int, size: int) -> bool:
         """Whether the last tile's patch runs past the input's end."""
@@ -260,36 +263,6 @@ def conv_tiled(
             return thread_chunks(icb * taps, ocb, wvec, threads, t,
                                  lambda rnd, j, o: put(rnd, j=j, o=o, lanes=wvec))  # fmt: skip
 
-        def direct(buf: Buffer, half: tuple[Expr, ...]) -> ItemFn:
-            """Items straight into shared memory (zeros outside the input or the channels)."""
-
-            def body(rnd: Expr, lanes: int, item: Item) -> Stmt:
-                where, cond, value = item
-                at = (*half, *where)
-                st = buf.store(at, value)
-                return if_then_else(cond, st, buf.store(at, zero)) if cond is not None else st
-
-            return body
-
-        def fetch(stage: Buffer) -> ItemFn:
-            """Items into this thread's registers (double buffering's first half)."""
-
-            def body(rnd: Expr, lanes: int, item: Item) -> Stmt:
-                _, cond, value = item
-                at = span(rnd * lanes, lanes)
-                st = stage.store(at, value)
-                return if_then_else(cond, st, stage.store(at, zero)) if cond is not None else st
-
-            return body
-
-        def unstage(stage: Buffer, buf: Buffer, half: Expr) -> ItemFn:
-            """The registers `fetch` filled, into shared memory (its second half)."""
-
-            def body(rnd: Expr, lanes: int, item: Item) -> Stmt:
-                return buf.store((half, *item[0]), stage[span(rnd * lanes, lanes)])
-
-            return body
-
         def thread(patch: Buffer, wts: Buffer, t: Expr) -> Stmt:
             per_oc = ohb * cols
             where = (t // per_oc, t % per_oc // cols, t % cols)
@@ -321,8 +294,8 @@ def conv_tiled(
                 def step(ks: Expr) -> Stmt:
                     ic0 = first_channel(ks)
                     return seq(
-                        patch_items(t, ic0, direct(patch, ())),
-                        weight_items(t, ic0, direct(wts, ())),
+                        patch_items(t, ic0, store_item(patch, (), zero)),
+                        weight_items(t, ic0, store_item(wts, (), zero)),
                         Barrier(),
                         products(()),
                         Barrier(),
@@ -334,15 +307,20 @@ def conv_tiled(
 
                     def with_halves(cur: Expr, nxt: Expr) -> Stmt:
                         ic1 = first_channel(ks + 1)
+                        fetch = seq(
+                            patch_items(t, ic1, stage_item(p_stage, zero)),
+                            weight_items(t, ic1, stage_item(w_stage, zero)),
+                        )
+                        unstage = seq(
+                            patch_items(t, ic1, unstage_item(p_stage, patch, nxt)),
+                            weight_items(t, ic1, unstage_item(w_stage, wts, nxt)),
+                        )
                         return seq(
-                            if_then_else(more, seq(patch_items(t, ic1, fetch(p_stage)),
-                                                   weight_items(t, ic1, fetch(w_stage)))),
+                            if_then_else(more, fetch),
                             products((cur,)),
-                            if_then_else(more, seq(
-                                patch_items(t, ic1, unstage(p_stage, patch, nxt)),
-                                weight_items(t, ic1, unstage(w_stage, wts, nxt)))),
+                            if_then_else(more, unstage),
                             Barrier(),
-                        )  # fmt: skip
+                        )
 
                     return let_all("h", (ks % 2, (ks + 1) % 2), lambda hs: with_halves(*hs))
 
@@ -363,8 +341,8 @@ def conv_tiled(
                 if double:
                     ic0 = first_channel(const(0))
                     steps_ = seq(
-                        patch_items(t, ic0, direct(patch, (const(0),))),
-                        weight_items(t, ic0, direct(wts, (const(0),))),
+                        patch_items(t, ic0, store_item(patch, (const(0),), zero)),
+                        weight_items(t, ic0, store_item(wts, (const(0),), zero)),
                         Barrier(),
                         loop("ks", per, double_step),
                     )

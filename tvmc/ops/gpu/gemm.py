@@ -184,6 +184,44 @@ def thread_chunks(
     return loop("ld", rounds, one, kind="unrolled" if rounds <= MAX_STAGED else "serial")
 
 
+Item = tuple[tuple[Expr, ...], Expr | None, Expr]  # (where in a shared tile, in-range test, value)
+ItemFn = Callable[[Expr, int, Item], Stmt]  # (round, lanes, item) -> statement
+
+
+def store_item(buf: Buffer, half: tuple[Expr, ...], zero: Expr) -> ItemFn:
+    """Items straight into shared tile `buf` (in buffer `half` when double), zeros where out of
+    range."""
+
+    def body(rnd: Expr, lanes: int, item: Item) -> Stmt:
+        where, cond, value = item
+        at = (*half, *where)
+        st = buf.store(at, value)
+        return if_then_else(cond, st, buf.store(at, zero)) if cond is not None else st
+
+    return body
+
+
+def stage_item(stage: Buffer, zero: Expr) -> ItemFn:
+    """Items into a thread's registers, `lanes` per round (double buffering's first half)."""
+
+    def body(rnd: Expr, lanes: int, item: Item) -> Stmt:
+        _, cond, value = item
+        at = span(rnd * lanes, lanes)
+        st = stage.store(at, value)
+        return if_then_else(cond, st, stage.store(at, zero)) if cond is not None else st
+
+    return body
+
+
+def unstage_item(stage: Buffer, buf: Buffer, half: Expr) -> ItemFn:
+    """The registers `stage_item` filled, into shared buffer `half` (its second half)."""
+
+    def body(rnd: Expr, lanes: int, item: Item) -> Stmt:
+        return buf.store((half, *item[0]), stage[span(rnd * lanes, lanes)])
+
+    return body
+
+
 def tiled_gemm(
     ctx: LowerContext,
     name: str,
@@ -249,38 +287,14 @@ def tiled_gemm(
         def k_start(ks: Expr) -> Expr:
             return (sk * per + ks) * bk if split > 1 else ks * bk
 
-        def load(dst: Buffer, half: Expr | None, t: Expr, k0: Expr, spec: tuple) -> Stmt:
-            """One tile straight into shared memory (zeros outside the matrix)."""
+        def items(t: Expr, k0: Expr, spec: tuple, body: ItemFn) -> Stmt:
+            """body(round, lanes, item) for this thread's share of one tile at k step `k0`."""
             rows, width, vec, value, where = spec
 
-            def put(rnd: Expr, r: Expr, c: Expr) -> Stmt:
-                at = (*([half] if half is not None else []), *where(r, c))
-                cond, v = value(r, c, k0)
-                st = dst.store(at, v)
-                return if_then_else(cond, st, dst.store(at, zero)) if cond is not None else st
+            def item(rnd: Expr, r: Expr, c: Expr) -> Stmt:
+                return body(rnd, vec, (where(r, c), *value(r, c, k0)))
 
-            return thread_chunks(rows, width, vec, threads, t, put)
-
-        def fetch(stage: Buffer, t: Expr, k0: Expr, spec: tuple) -> Stmt:
-            """One tile into this thread's registers (double buffering's first half)."""
-            rows, width, vec, value, _ = spec
-
-            def get(rnd: Expr, r: Expr, c: Expr) -> Stmt:
-                cond, v = value(r, c, k0)
-                at = span(rnd * vec, vec)
-                st = stage.store(at, v)
-                return if_then_else(cond, st, stage.store(at, zero)) if cond is not None else st
-
-            return thread_chunks(rows, width, vec, threads, t, get)
-
-        def unstage(stage: Buffer, dst: Buffer, half: Expr, t: Expr, spec: tuple) -> Stmt:
-            """The registers `fetch` filled into shared memory (its second half)."""
-            rows, width, vec, _, where = spec
-
-            def put(rnd: Expr, r: Expr, c: Expr) -> Stmt:
-                return dst.store((half, *where(r, c)), stage[span(rnd * vec, vec)])
-
-            return thread_chunks(rows, width, vec, threads, t, put)
+            return thread_chunks(rows, width, vec, threads, t, item)
 
         def thread(a_s: Buffer, b_s: Buffer, t: Expr) -> Stmt:
             rowcol = (t // cols, t % cols) if cols > 1 else (t, const(0))
@@ -339,8 +353,8 @@ def tiled_gemm(
             def step(ks: Expr) -> Stmt:
                 k0 = k_start(ks)
                 return seq(
-                    load(a_s, None, t, k0, a_tile),
-                    load(b_s, None, t, k0, b_tile),
+                    items(t, k0, a_tile, store_item(a_s, (), zero)),
+                    items(t, k0, b_tile, store_item(b_s, (), zero)),
                     Barrier(),
                     products(None),
                     Barrier(),
@@ -352,14 +366,20 @@ def tiled_gemm(
 
                 def with_halves(cur: Expr, nxt: Expr) -> Stmt:
                     k1 = k_start(ks + 1)
+                    fetch = seq(
+                        items(t, k1, a_tile, stage_item(a_stage, zero)),
+                        items(t, k1, b_tile, stage_item(b_stage, zero)),
+                    )
+                    unstage = seq(
+                        items(t, k1, a_tile, unstage_item(a_stage, a_s, nxt)),
+                        items(t, k1, b_tile, unstage_item(b_stage, b_s, nxt)),
+                    )
                     return seq(
-                        if_then_else(more, seq(fetch(a_stage, t, k1, a_tile),
-                                               fetch(b_stage, t, k1, b_tile))),
+                        if_then_else(more, fetch),
                         products(cur),
-                        if_then_else(more, seq(unstage(a_stage, a_s, nxt, t, a_tile),
-                                               unstage(b_stage, b_s, nxt, t, b_tile))),
+                        if_then_else(more, unstage),
                         Barrier(),
-                    )  # fmt: skip
+                    )
 
                 return let_all("h", (ks % 2, (ks + 1) % 2), lambda h: with_halves(*h))
 
@@ -379,8 +399,8 @@ def tiled_gemm(
             if double:
                 k0 = k_start(const(0))
                 steps_ = seq(
-                    load(a_s, const(0), t, k0, a_tile),
-                    load(b_s, const(0), t, k0, b_tile),
+                    items(t, k0, a_tile, store_item(a_s, (const(0),), zero)),
+                    items(t, k0, b_tile, store_item(b_s, (const(0),), zero)),
                     Barrier(),
                     loop("ks", per, double_step),
                 )
