@@ -19,10 +19,12 @@ from tvmc.autotune.measure_cuda import (
     cuda_options,
     is_cuda,
     ptxas_registers,
+    ptxas_report,
     run_cuda,
 )
 from tvmc.autotune.task import Task, task_name
 from tvmc.codegen.cuda_program import emit_cuda_program
+from tvmc.codegen.nvptx import emit_ptx
 from tvmc.errors import UsageError
 from tvmc.graph import TensorType
 from tvmc.kernel import Buffer, Kernel, allocate, loop, nest, seq
@@ -119,6 +121,30 @@ def test_ptxas_counts_registers_and_refuses_bad_ptx():
     assert set(registers) == {"bias_add", "gpu_rowsum"}
     with pytest.raises(RuntimeError, match="ptxas refused the PTX"):
         ptxas_registers(ptx.replace("ret;", "bogus;"), "sm_90")
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not installed")
+def test_ptxas_report_counts_spills():
+    # 160 values live at once in each of 1024 threads (at most 64 registers each): some spill
+    x, y = Buffer("x", (1024, 160)), Buffer("y", (1024,))
+
+    def thread(t):
+        def body(acc):
+            mix = loop("i", 160, lambda i: acc.store(i, acc[i] * acc[(i + 7) % 160]), "unrolled")
+            total = acc[0]
+            for i in range(1, 160):
+                total = total + acc[i]
+            return seq(loop("i", 160, lambda i: acc.store(i, x[t, i]), "unrolled"), mix,
+                       y.store(t, total))  # fmt: skip
+
+        return allocate("acc", (160,), body)
+
+    kernel = Kernel("spilly", (x, y), loop("t", 1024, thread, kind="threadIdx.x"))
+    ptx = emit_cuda_program(bias_rowsum_program()).ptx
+    calm = ptxas_report(ptx, "sm_90")
+    assert {k: r.spill_bytes for k, r in calm.items()} == {"bias_add": 0, "gpu_rowsum": 0}
+    (spilly,) = ptxas_report(emit_ptx([kernel]).ptx, "sm_90").values()
+    assert spilly.registers <= 64 and spilly.spill_bytes > 0
 
 
 def test_run_on_a_fake_gpu_checks_and_times(monkeypatch):

@@ -82,8 +82,16 @@ def launch_error(kernels: list[Kernel]) -> str:
     return ""
 
 
-def ptxas_registers(ptx: str, arch: str) -> dict[str, int] | None:
-    """Registers per thread of each kernel (`ptxas -v`); None when ptxas cannot check `arch`.
+@dataclass(frozen=True)
+class KernelResources:
+    """What `ptxas -v` reports of one kernel: registers per thread, bytes spilled to local."""
+
+    registers: int
+    spill_bytes: int
+
+
+def ptxas_report(ptx: str, arch: str) -> dict[str, KernelResources] | None:
+    """Each kernel's registers and spill stores (`ptxas -v`); None when ptxas cannot check `arch`.
 
     Raises RuntimeError when ptxas refuses the PTX itself.
     """
@@ -102,15 +110,28 @@ def ptxas_registers(ptx: str, arch: str) -> dict[str, int] | None:
             return None  # this ptxas is too new or too old for the arch: the driver will judge
         raise RuntimeError(f"ptxas refused the PTX: {text.strip()[-MESSAGE_CHARS:]}")
     registers: dict[str, int] = {}
+    spills: dict[str, int] = {}
     current = None
     for line in text.splitlines():
-        m = re.search(r"Compiling entry function '(\w+)'", line)
+        m = re.search(r"(?:Compiling entry function '|Function properties for )(\w+)", line)
         if m:
             current = m.group(1)
+        m = re.search(r"(\d+) bytes spill stores", line)
+        if m and current:
+            spills[current] = int(m.group(1))
         m = re.search(r"Used (\d+) registers", line)
         if m and current:
             registers[current] = int(m.group(1))
-    return registers
+    return {k: KernelResources(r, spills.get(k, 0)) for k, r in registers.items()}
+
+
+def ptxas_registers(ptx: str, arch: str) -> dict[str, int] | None:
+    """Registers per thread of each kernel (`ptxas -v`); None when ptxas cannot check `arch`.
+
+    Raises RuntimeError when ptxas refuses the PTX itself.
+    """
+    report = ptxas_report(ptx, arch)
+    return None if report is None else {k: r.registers for k, r in report.items()}
 
 
 def _buffers(kernels: list[Kernel], params: dict[str, np.ndarray]) -> ProgramInfo:

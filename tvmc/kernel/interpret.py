@@ -179,9 +179,7 @@ def _sst(buf: _Shared, name: str, idx: tuple[Any, ...], value: Any, site: int) -
     _st(buf.view(np.ndarray), name, idx, value)
 
 
-def _svst(
-    buf: _Shared, name: str, idx: tuple[Any, ...], value: Any, lanes: int, site: int
-) -> None:
+def _svst(buf: _Shared, name: str, idx: tuple[Any, ...], value: Any, lanes: int, site: int) -> None:
     idx = tuple(np.broadcast_to(np.asarray(i, np.int64), (lanes,)) for i in idx)
     _shared_access(buf, name, idx, True, site)
     _vst(buf.view(np.ndarray), name, idx, value, lanes)
