@@ -8,20 +8,16 @@ test_cli_errors.py covers loading models and config files; this file the other c
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
+from tests.cli.runners import run_in_process, run_subprocess
 from tests.driver.test_tuning import write_conv_model
 from tvmc.autotune import Record, append_records, read_records
-from tvmc.cli.main import cli
 from tvmc.errors import did_you_mean, suggest, unknown_choice
 
 
@@ -197,23 +193,6 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (directory / "option.json").write_text(json.dumps({"load": {"fromat": "json"}}))
     (directory / "value.json").write_text(json.dumps({"run": {"device": "cpuu"}}))
     return directory
-
-
-def run_in_process(args: list[str], cwd: Path) -> tuple[int, str, str]:
-    old = os.getcwd()
-    os.chdir(cwd)
-    try:
-        result = CliRunner().invoke(cli, args, prog_name="tvmc")
-    finally:
-        os.chdir(old)
-    return result.exit_code, result.stdout, result.stderr
-
-
-def run_subprocess(args: list[str], cwd: Path) -> tuple[int, str, str]:
-    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200"}
-    done = subprocess.run([sys.executable, "-m", "tvmc", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
-    return done.returncode, done.stdout, done.stderr
 
 
 def check(case: str, outcome: tuple[int, str, str]) -> None:

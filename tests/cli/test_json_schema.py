@@ -8,7 +8,6 @@ strict: a document missing a required field or carrying a renamed one fails them
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
 import subprocess
@@ -18,14 +17,12 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from click.testing import CliRunner
 
+from tests.cli.runners import SUBPROCESS_ENV, run_in_process, run_subprocess
 from tests.driver.test_compile_run import write_tiny_model
 from tests.driver.test_tuning import write_conv_model
-from tvmc.cli.main import cli
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "docs" / "schemas"
-ENV = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200"}
 TUNE = "--trials 2 --tuner random --repeat 1 --tasks 1"
 
 # case -> (schema, the command line after `tvmc`, run in the work directory; a text stderr must
@@ -55,22 +52,6 @@ CASES: dict[str, tuple[str, str, str | None]] = {
 
 def schema(name: str) -> dict:
     return json.loads((SCHEMAS / f"{name}.schema.json").read_text())
-
-
-def run_in_process(args: list[str], cwd: Path) -> tuple[int, str, str]:
-    old = os.getcwd()
-    os.chdir(cwd)
-    try:
-        result = CliRunner().invoke(cli, args, prog_name="tvmc")
-    finally:
-        os.chdir(old)
-    return result.exit_code, result.stdout, result.stderr
-
-
-def run_subprocess(args: list[str], cwd: Path) -> tuple[int, str, str]:
-    done = subprocess.run([sys.executable, "-m", "tvmc", *args], cwd=cwd, env=ENV,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
-    return done.returncode, done.stdout, done.stderr
 
 
 @pytest.fixture(scope="module")
@@ -152,8 +133,9 @@ def test_ci_pipeline_with_jq(workdir: Path) -> None:
     tvmc = f"{sys.executable} -m tvmc"
     command = (f"{tvmc} compile convs.onnx -o ci.tar && "
                f"{tvmc} run ci.tar --print-time --format json | jq -e .time.median_ms")  # fmt: skip
-    done = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=workdir, env=ENV,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    shell = ["bash", "-o", "pipefail", "-c", command]
+    done = subprocess.run(shell, cwd=workdir, env=SUBPROCESS_ENV, capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert float(done.stdout.splitlines()[-1]) > 0  # after compile's summary: jq's number
 
