@@ -136,7 +136,7 @@ def _tvmc_runner(
     ]
     out = Buffer("out", buffer_shape(out_type.shape), out_type.dtype)
     t0 = time.perf_counter()
-    kernels = OPS[case.op].template(ctx, node.attrs, refs, [out], None)
+    kernels = OPS[case.op].build(ctx, node.attrs, refs, [out], None)
     module = load_shared(emit_cpu(kernels))
     seconds = time.perf_counter() - t0
     data = {b: a.reshape(b.shape) for b, a in zip(bufs, arrays)}

@@ -109,7 +109,7 @@ def tvmc_runner(
         ref_of_buffer(f"in{i}", t, b, graph.params.get(n))
         for i, (t, b, n) in enumerate(zip(in_types, in_bufs, args))
     ]
-    kernels = OPS[node.op].template(ctx, node.attrs, refs, out_bufs, None)
+    kernels = OPS[node.op].build(ctx, node.attrs, refs, out_bufs, None)
     data = {b: np.ascontiguousarray(arrays[n]).reshape(b.shape) for b, n in zip(in_bufs, args)}
     data.update({b: np.zeros(b.shape, b.dtype) for b in out_bufs})
     data.update({b: v for b, v in ctx.params})

@@ -31,8 +31,8 @@ from tvmc.driver.tuning import tune_tasks  # noqa: E402
 from tvmc.driver.tuning_report import TuningProgress  # noqa: E402
 from tvmc.errors import UsageError  # noqa: E402
 from tvmc.ops import OPS  # noqa: E402
-from tvmc.ops.lowering import template  # noqa: E402
-from tvmc.ops.registry import OPAQUE, register  # noqa: E402
+from tvmc.ops.lowering import Template  # noqa: E402
+from tvmc.ops.registry import OPAQUE, OpDef, register  # noqa: E402
 
 DEVICE = "cpu0"
 
@@ -44,8 +44,9 @@ def _probe_registered() -> Iterator[None]:
     own registration from its import)."""
     mine = PROBE not in OPS
     if mine:
-        register(PROBE, _probe_rule, kind=OPAQUE)(lambda attrs, x: x)
-        template(PROBE, space=_probe_space)(_probe_template)
+        lowering = Template(_probe_template, _probe_space)
+        register(OpDef(PROBE, _probe_rule, lambda attrs, x: x,
+                       {"cpu": lowering, "cuda": lowering}, kind=OPAQUE))  # fmt: skip
     yield
     if mine:
         OPS.pop(PROBE, None)

@@ -25,8 +25,9 @@ from tvmc.codegen import CPUTarget
 from tvmc.graph import Node, TensorType
 from tvmc.kernel import Buffer, Kernel, const, fma, loop
 from tvmc.ops import OPS
-from tvmc.ops.lowering import LowerContext, LoweringTarget, TensorRef, make_kernel, template
-from tvmc.ops.registry import OPAQUE, Attrs, register
+from tvmc.ops.lowering import LowerContext, LoweringTarget, Template, TensorRef
+from tvmc.ops.registry import OPAQUE, Attrs, OpDef, register
+from tvmc.ops.schedule.injective import make_kernel
 from tvmc.ops.space import ConfigSpace
 from tvmc.runtime import mean_seconds
 
@@ -66,8 +67,9 @@ def _probe_template(
 
 
 if PROBE not in OPS:  # worker processes import this module to learn the op
-    register(PROBE, _probe_rule, kind=OPAQUE)(lambda attrs, x: x)
-    template(PROBE, space=_probe_space)(_probe_template)
+    _lowering = Template(_probe_template, _probe_space)
+    register(OpDef(PROBE, _probe_rule, lambda attrs, x: x, {"cpu": _lowering, "cuda": _lowering},
+                   kind=OPAQUE))  # fmt: skip
 
 
 @pytest.fixture(scope="module", autouse=True)

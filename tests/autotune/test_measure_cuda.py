@@ -29,15 +29,9 @@ from tvmc.errors import UsageError
 from tvmc.graph import TensorType
 from tvmc.kernel import Buffer, Kernel, allocate, loop, nest, seq
 from tvmc.ops import OPS
-from tvmc.ops.lowering import (
-    LowerContext,
-    LoweringTarget,
-    TensorRef,
-    make_kernel,
-    ref_of_buffer,
-    template,
-)
-from tvmc.ops.registry import OPAQUE, Attrs, register
+from tvmc.ops.lowering import LowerContext, LoweringTarget, Template, TensorRef, ref_of_buffer
+from tvmc.ops.registry import OPAQUE, Attrs, OpDef, register
+from tvmc.ops.schedule.injective import make_kernel
 from tvmc.ops.space import ConfigSpace
 from tvmc.runtime import cuda_driver
 from tvmc.runtime.cuda_driver import CUDAError
@@ -71,8 +65,9 @@ def _template(ctx: LowerContext, attrs: Attrs, inputs: list[TensorRef], outputs:
 
 
 if PROBE not in OPS:  # worker processes import this module to learn the op
-    register(PROBE, lambda attrs, types: [types[0]], kind=OPAQUE)(lambda attrs, x: x)
-    template(PROBE, space=_space)(_template)
+    _lowering = Template(_template, _space)
+    register(OpDef(PROBE, lambda attrs, types: [types[0]], lambda attrs, x: x,
+                   {"cpu": _lowering, "cuda": _lowering}, kind=OPAQUE))  # fmt: skip
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -152,7 +147,7 @@ def test_run_on_a_fake_gpu_checks_and_times(monkeypatch):
     ctx = LowerContext(LoweringTarget(kind="cuda"), {"shape": "ok64"}, "k")
     x = Buffer("in0", (N,), "float32")
     refs = [ref_of_buffer("in0", TensorType((N,), "float32"), x)]
-    drv = FakeDriver(OPS[PROBE].template(ctx, {}, refs, [Buffer("out0", (N,))], None))
+    drv = FakeDriver(OPS[PROBE].build(ctx, {}, refs, [Buffer("out0", (N,))], None))
     monkeypatch.setattr(cuda_driver, "driver", lambda: drv)
     cuda_driver.device.cache_clear()
     try:

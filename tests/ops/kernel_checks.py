@@ -8,11 +8,8 @@ from typing import Any
 import numpy as np
 
 from tests.lowering_helpers import check_lowered, run_node
-from tests.onnx_helpers import single_node_model
-from tvmc.frontend import convert_model
 from tvmc.graph import Node, TensorType
 from tvmc.ops import evaluate_node
-from tvmc.passes import IMPORT_PIPELINE, run_passes
 
 _MODEL_OPTIONS = ("num_outputs", "opset", "input_order")
 
@@ -25,15 +22,11 @@ def check(
     expect: str | None = None,
     **options: Any,
 ) -> None:
-    """`check_lowered`, after asserting the graph still holds `expect` (default: `op`).
+    """`check_lowered`, asserting the graph still holds `expect` (default: `op`) at lowering.
 
     Without it a node that the import passes fold or remove would pass without being lowered.
     """
-    model_options = {k: options[k] for k in _MODEL_OPTIONS if k in options}
-    model = single_node_model(op, dict(inputs), attrs, constants, **model_options)
-    graph = run_passes(convert_model(model), IMPORT_PIPELINE)
-    assert (expect or op) in {n.op for n in graph.nodes}, f"{expect or op} did not reach lowering"
-    check_lowered(op, inputs, attrs, constants, **options)
+    check_lowered(op, inputs, attrs, constants, expect=expect or op, **options)
 
 
 def run_direct(op: str, attrs: dict[str, Any], *inputs: np.ndarray, num_outputs: int = 1) -> None:

@@ -74,7 +74,7 @@ def check_template(
         base = np.maximum(want + 0.5, 0).astype(out.dtype) if floating else want
         want = base + data[residual_buf].reshape(out_type.shape)
     ctx = LowerContext(LoweringTarget(num_threads=2), dict(config or {}))
-    kernels = OPS[node.op].template(ctx, node.attrs, refs, [out], fused)
+    kernels = OPS[node.op].build(ctx, node.attrs, refs, [out], fused)
     data[out] = np.full(out.shape, np.nan if out.dtype.startswith("float") else 77, out.dtype)
     data.update(ctx.params)
     data.update({b: np.full(b.shape, 0, b.dtype) for b in ctx.temps})

@@ -61,7 +61,7 @@ def lower_and_run(
         def epilogue(idx, v):
             return maximum(v + 0.5, 0.0) + res_buf[idx]
 
-    kernels = OPS[node.op].template(ctx, node.attrs, refs, [out], epilogue)
+    kernels = OPS[node.op].build(ctx, node.attrs, refs, [out], epilogue)
     data[out] = np.full(out.shape, np.nan, out.dtype)
     data.update(ctx.params)
     data.update({b: np.full(b.shape, np.nan, b.dtype) for b in ctx.temps})

@@ -17,7 +17,7 @@ from tests.lowering_helpers import check_lowered, run_node
 from tests.ops.template_checks import FORCE_PARALLEL, check_template, loop_kinds
 from tvmc.graph import Node, TensorType
 from tvmc.ops import evaluate_node
-from tvmc.ops.pool_kernels import axis_runs
+from tvmc.ops.pool.cpu import axis_runs
 
 POOLS = ["MaxPool", "AveragePool"]
 

@@ -16,12 +16,12 @@ import pytest
 
 from tests.lowering_helpers import lower_node, run_node
 from tvmc.graph import Node, TensorType
-from tvmc.kernel import Buffer, kernel_str
+from tvmc.kernel import kernel_str
 from tvmc.ops import OPS, evaluate_node
-from tvmc.ops.conv_kernels import _geometry, plan
-from tvmc.ops.conv_space import conv_geometry
-from tvmc.ops.lowering import LowerContext, LoweringTarget, TensorRef
-from tvmc.ops.microkernel import accumulator_dtype
+from tvmc.ops.conv.cpu import geometry_of, plan
+from tvmc.ops.conv.geometry import ConvGeometry
+from tvmc.ops.lowering import LowerContext, LoweringTarget
+from tvmc.ops.schedule.microkernel import accumulator_dtype
 from tvmc.ops.space import ConfigSpace
 
 TOL = {"rtol": 1e-4, "atol": 1e-5}
@@ -116,11 +116,10 @@ def test_conv_default_is_in_space(op, shapes, attrs):
     """The template's own choice for an empty config is the plan of some config of the space."""
     full = OPS[op].normalize_attrs(attrs, op)
     types = [TensorType(s, "float32") for s in shapes]
-    geo = conv_geometry(full, types, op)
+    geo = geometry_of(op, full, types)
     out = OPS[op].infer(full, types)[0]
-    x = TensorRef("x", types[0], lambda idx: idx[0])
-    channels = types[1].shape[0] if op == "Conv" else full["group"] * types[1].shape[1]
-    assert geo == _geometry(full, x, Buffer("out", out.shape, "float32"), channels, op != "Conv")
+    stated = ConvGeometry.of_node(op, full, shapes[0], shapes[1], out.shape)
+    assert geo == stated.stuffed() and stated.transposed == (op == "ConvTranspose")
     lanes = TARGET.lanes(accumulator_dtype("float32"))
     space = space_of(op, shapes, attrs)
     plans = {plan(space.get(i).values, geo, lanes) for i in range(len(space))}

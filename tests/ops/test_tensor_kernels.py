@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from tests.lowering_helpers import run_node
 from tests.ops.kernel_checks import check, run_direct
 from tvmc.graph import Node, TensorType
-from tvmc.ops.tensor_kernels import reshape_groups
+from tvmc.ops.tensor.shape import reshape_groups
 
 F32 = np.float32
 I64 = np.int64

@@ -198,7 +198,7 @@ def task_kernels(task: Task, config: Mapping[str, Any]) -> list[Kernel]:
         for i, t in enumerate(types)
     ]  # fmt: skip
     outs = [Buffer(f"out{i}", buffer_shape(t.shape), t.dtype) for i, t in enumerate(out_types)]
-    return list(opdef.template(ctx, node.attrs, refs, outs, None))
+    return list(opdef.build(ctx, node.attrs, refs, outs, None))
 
 
 class _Stats:
@@ -333,7 +333,7 @@ class LoopFeatures:
 
     def __init__(self, task: Task, max_seconds: float = 0.1, probe: int = 8) -> None:
         self.task = task
-        self.enabled = task.op in OPS and OPS[task.op].template is not None
+        self.enabled = task.op in OPS and OPS[task.op].is_template
         self.max_seconds = max_seconds
         self.probe = probe
         self.seconds = 0.0

@@ -199,7 +199,7 @@ class TaskOp:
                     for i, t in enumerate(self.out_types)]  # fmt: skip
         refs = [ref_of_buffer(f"in{i}", t, b, self.arrays[i] if i >= first_constant else None)
                 for i, (t, b) in enumerate(zip(self.types, in_bufs))]  # fmt: skip
-        return OPS[self.task.op].template(ctx, self.node.attrs, refs, out_bufs, None)
+        return OPS[self.task.op].build(ctx, self.node.attrs, refs, out_bufs, None)
 
 
 _references: dict[tuple[str, str], list[np.ndarray]] = {}  # per process: the last few tasks'
@@ -387,7 +387,8 @@ def _failed(error_no: int, seconds: float, message: str) -> MeasureResult:
 def _imports(task: Task) -> tuple[str, ...]:
     """Modules a fresh process imports to know the task's op (tvmc's own are preloaded)."""
     opdef = OPS[task.op]
-    names = {getattr(f, "__module__", None) for f in (opdef.template, opdef.reference)}
+    functions = [getattr(low, "build", None) for low in opdef.lowerings.values()]
+    names = {getattr(f, "__module__", None) for f in (*functions, opdef.reference)}
     return tuple(sorted(n for n in names if n and not n.startswith("tvmc.")))
 
 

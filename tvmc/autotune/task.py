@@ -66,7 +66,7 @@ def extract_tasks(
     tasks: dict[tuple[str, str], Task | None] = {}
     for node in graph.nodes:
         opdef = OPS[node.op]
-        if opdef.template is None or opdef.space is None:
+        if not opdef.tunable(lowering_target.kind):
             continue
         types = [graph.types[n] for n in node.inputs if n]
         args = task_args(node, types)

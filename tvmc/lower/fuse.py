@@ -33,7 +33,7 @@ class FusionPlan:
 
 def _elementwise_on(node: Node, tensor: str, graph: Graph) -> bool:
     """`node` is elementwise/broadcast and its output has the shape of `tensor`."""
-    if OPS[node.op].kind not in (ELEMENTWISE, BROADCAST) or OPS[node.op].compute is None:
+    if OPS[node.op].kind not in (ELEMENTWISE, BROADCAST) or not OPS[node.op].is_compute:
         return False
     out, src = graph.types[node.outputs[0]], graph.types[tensor]
     return len(node.outputs) == 1 and out == src  # same shape and dtype as the value it extends
@@ -56,7 +56,7 @@ def plan_fusion(graph: Graph, enabled: bool = True) -> FusionPlan:
 
     for node in graph.nodes:
         opdef = OPS[node.op]
-        if opdef.template is None or not opdef.epilogue or node.name in plan.absorbed:
+        if not opdef.epilogue or node.name in plan.absorbed:
             continue
         chain: list[Node] = []
         tensor = node.outputs[0]
@@ -73,13 +73,13 @@ def plan_fusion(graph: Graph, enabled: bool = True) -> FusionPlan:
 
     for node in graph.nodes:
         opdef = OPS[node.op]
-        if opdef.compute is None or node.name in plan.absorbed:
+        if not opdef.is_compute or node.name in plan.absorbed:
             continue
         for tensor in node.outputs:
             reader = only_reader(tensor)
             if reader is None:
                 continue
-            reader_is_compute = OPS[reader.op].compute is not None
+            reader_is_compute = OPS[reader.op].is_compute
             if not (reader_is_compute or reader.name in plan.absorbed):
                 continue
             same_shape = all(

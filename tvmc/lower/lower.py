@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,12 +18,13 @@ from tvmc.ops.lowering import (
     Indices,
     LowerContext,
     LoweringTarget,
+    Template,
     TensorRef,
     buffer_shape,
     ref_of_buffer,
-    schedule_injective,
     unique_identifier,
 )
+from tvmc.ops.schedule.injective import schedule_injective
 
 
 @dataclass
@@ -76,9 +76,8 @@ class _Lowering:
         typ = self.graph.types[tensor]
         if tensor in self.plan.inlined:
             node = self.producer[tensor]
-            accessors = OPS[node.op].compute(
-                node.attrs, self.input_refs(node), self.out_types(node)
-            )
+            compute = OPS[node.op].compute(self.target.kind)
+            accessors = compute(node.attrs, self.input_refs(node), self.out_types(node))
             ref = TensorRef(tensor, typ, accessors[node.outputs.index(tensor)])
         else:
             ref = ref_of_buffer(tensor, typ, self.buffer(tensor), self.graph.params.get(tensor))
@@ -97,17 +96,14 @@ class _Lowering:
 
     # ---- nodes ---------------------------------------------------------------------------------
     def lower_node(self, node: Node) -> None:
-        opdef = OPS[node.op]
         if node.name in self.plan.absorbed:
             return
         if all(self.graph.types[name].size == 0 for name in node.outputs):
             return  # nothing to compute
-        if opdef.template is not None:
+        if isinstance(OPS[node.op].lowering(self.target.kind), Template):
             self.lower_template(node)
-        elif opdef.compute is not None:
-            self.lower_compute(node)
         else:
-            raise NotImplementedError(f"op {node.op} has no lowering")
+            self.lower_compute(node)
 
     def lower_template(self, node: Node) -> None:
         chain = self.plan.epilogues.get(node.name, [])
@@ -115,7 +111,7 @@ class _Lowering:
         outputs += [self.buffer(name) for name in node.outputs[1:]]
         epilogue = self.epilogue(node, chain) if chain else None
         ctx = self.context(node)
-        kernels = OPS[node.op].template(ctx, node.attrs, self.input_refs(node), outputs, epilogue)
+        kernels = OPS[node.op].build(ctx, node.attrs, self.input_refs(node), outputs, epilogue)
         self.new_params.update({buf: value for buf, value in ctx.params})
         self.temps.update(ctx.temps)
         self.emit(kernels, node, chain)
@@ -134,7 +130,8 @@ class _Lowering:
                         refs.append(TensorRef(name, graph.types[name], lambda _, v=v: v))
                     elif name:
                         refs.append(self.ref(name))
-                accessor = OPS[link.op].compute(link.attrs, refs, self.out_types(link))[0]
+                compute = OPS[link.op].compute(self.target.kind)
+                accessor = compute(link.attrs, refs, self.out_types(link))[0]
                 current, tensor = accessor(idx), link.outputs[0]
             return current
 
@@ -147,7 +144,8 @@ class _Lowering:
             return
         if node.op == "Reshape" and self.alias_reshape(node):
             return
-        accessors = OPS[node.op].compute(node.attrs, self.input_refs(node), self.out_types(node))
+        compute = OPS[node.op].compute(self.target.kind)
+        accessors = compute(node.attrs, self.input_refs(node), self.out_types(node))
         ctx = self.context(node)
         by_shape: dict[tuple[int, ...], list] = {}
         for name in stored:
@@ -216,20 +214,10 @@ class _Lowering:
 
 
 def node_flops(graph: Graph, node: Node) -> int:
-    """Floating-point operations of the heavy ops (multiply-adds count two), for profiles."""
-    out = graph.types[node.outputs[0]]
-    if node.op in ("Conv", "ConvTranspose"):
-        weight = graph.types[node.inputs[1]]
-        per_output = 2 * math.prod(weight.shape[1:])
-        if node.op == "ConvTranspose":
-            inp = graph.types[node.inputs[0]]
-            return per_output * math.prod(inp.shape) // max(inp.shape[1], 1) * weight.shape[1]
-        return per_output * out.size
-    if node.op in ("MatMul", "Gemm"):
-        a = graph.types[node.inputs[0]]
-        k = a.shape[-1] if not (node.op == "Gemm" and node.attrs.get("transA")) else a.shape[0]
-        return 2 * out.size * k
-    return 0
+    """Floating-point operations of `node` by its op's FLOPs rule (0 for ops without one)."""
+    inputs = [graph.types[name] for name in node.inputs if name]
+    outputs = [graph.types[name] for name in node.outputs]
+    return OPS[node.op].count_flops(node.attrs, inputs, outputs)
 
 
 def lower_graph(

@@ -1,31 +1,18 @@
-"""Ops: one module per family; each op's `OpDef` holds its attributes, shape rule and reference.
+"""Ops: one folder (big family) or module (small one) per family; each op's `OpDef` holds its
+attributes, shape rule, reference, FLOPs, weight inputs and its lowering per target kind.
 
-In: tvmc.graph. Out: `OPS`, `get_op`, `infer_node`, `evaluate_node`, `run_reference`.
+In: tvmc.graph, tvmc.kernel. Out: `OPS`, `get_op`, `infer_node`, `evaluate_node`, `run_reference`.
 The numpy references serve constant folding and tests, never the compiled run path.
+
+Families register their own ops when imported; `FAMILIES` lists them, in no required order.
+Shared scheduling pieces (the injective and row-reduction schedules, CPU micro-kernels, the GPU
+tiled GEMM and launch helpers) live in tvmc.ops.schedule.
 """
 
+from tvmc.ops import conv, elementwise, linalg, norm, pool, reduction, resize, tensor
+from tvmc.ops.interpret import run_reference
 from tvmc.ops.registry import OPS, OpDef, evaluate_node, get_op, infer_node
 
-# Importing the families registers their ops.
-from tvmc.ops import conv, elementwise, linalg, norm, pool, reduce, resize, tensor  # noqa: E402,F401  isort: skip
-from tvmc.ops.interpret import run_reference  # noqa: E402  isort: skip
+FAMILIES = (conv, elementwise, linalg, norm, pool, reduction, resize, tensor)
 
-# Importing the lowerings attaches computes and templates to the ops.
-from tvmc.ops import (  # noqa: E402,F401  isort: skip
-    conv_kernels,
-    elementwise_kernels,
-    linalg_kernels,
-    norm_kernels,
-    pool_kernels,
-    reduce_kernels,
-    resize_kernels,
-    tensor_kernels,
-)
-
-# GPU variants register after the CPU templates they sit beside.
-from tvmc.ops.gpu import conv as gpu_conv  # noqa: E402,F401  isort: skip
-from tvmc.ops.gpu import linalg as gpu_linalg  # noqa: E402,F401  isort: skip
-from tvmc.ops.gpu import pool as gpu_pool  # noqa: E402,F401  isort: skip
-from tvmc.ops.gpu import reduction_spaces as gpu_reduction_spaces  # noqa: E402,F401  isort: skip
-
-__all__ = ["OPS", "OpDef", "evaluate_node", "get_op", "infer_node", "run_reference"]
+__all__ = ["FAMILIES", "OPS", "OpDef", "evaluate_node", "get_op", "infer_node", "run_reference"]

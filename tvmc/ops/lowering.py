@@ -1,32 +1,22 @@
-"""How an op becomes kernel IR.
+"""How an op becomes kernel IR: the types a lowering sees and the two kinds of lowering.
 
-Two kinds of lowering, attached to the op's `OpDef`:
+Every op's `OpDef.lowerings` is a table from target kind ("cpu", "cuda") to one of:
 
-- a **compute** (`@compute("Relu")`): for ops where each output element is an expression of a
-  few input elements (elementwise, broadcast, injective, small gathers). It maps output indices
-  to a kernel IR expression, reading inputs through `TensorRef.read`. Computes compose, so a chain
-  of them fuses into one loop nest (`schedule_injective`) or into a template's epilogue.
-- a **template** (`@template("Conv")`): builds whole kernels (loops, scratch, vectors) for heavy or
-  reducing ops. It may accept an `Epilogue`: the fused elementwise ops that follow it, applied to
-  each computed value before it is stored.
-
-Templates read their knobs from `ctx.config` (defaults when empty; tuning fills it later).
-
-Targets: `LoweringTarget.kind` is "cpu" or "cuda". Schedules dispatch on it (`schedule_injective`
-and the reduction schedule have a GPU form in tvmc.ops.gpu), and a template that builds its own
-loop nests registers a GPU variant beside the CPU one with `@template(name, ..., target="cuda")`.
-The OpDef's `template` and `space` then route by `ctx.target.kind` / the space's target, so the
-lowering and the tuner call them the same way for every target; `space` gives None on a target
-kind that has no space (not tunable there), and `tunable(op, space, "cuda")` adds a GPU space to
-a template that serves both kinds itself. A CUDA lowering emits only GPU loops
-(blockIdx/threadIdx) with serial or unrolled loops inside a thread.
+- a **Compute**: for ops where each output element is an expression of a few input elements
+  (elementwise, broadcast, injective, small gathers). It maps output indices to a kernel IR
+  expression, reading inputs through `TensorRef.read`. Computes compose, so a chain of them fuses
+  into one loop nest (tvmc.ops.schedule.injective) or into a template's epilogue. One compute
+  usually serves every target (`computed(fn)` builds that table).
+- a **Template**: builds whole kernels (loops, scratch, vectors; on a GPU blockIdx/threadIdx
+  loops with serial or unrolled loops inside a thread) for heavy or reducing ops, beside its knob
+  space. It may accept an `Epilogue`: the fused elementwise ops that follow it, applied to each
+  computed value before it is stored. Templates read their knobs from `ctx.config` (defaults
+  when empty; tuning fills it).
+- None: the op cannot run on that target kind (compiling it there is an unsupported-op error).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,12 +24,10 @@ from typing import Any
 import numpy as np
 
 from tvmc.graph import TensorType
-from tvmc.kernel import Buffer, Expr, IntImm, Kernel, Stmt, const, loop, seq
-from tvmc.kernel.transform import free_buffers
-from tvmc.ops.gpu.launch import grid_loop
-from tvmc.ops.registry import OPS, Attrs
+from tvmc.kernel import Buffer, Expr, IntImm, Kernel
 from tvmc.ops.space import ConfigSpace
 
+Attrs = dict[str, Any]
 Indices = tuple[Expr, ...]
 Accessor = Callable[[Indices], Expr]
 Epilogue = Callable[[Indices, Expr], Expr]  # (output indices, computed value) -> stored value
@@ -155,151 +143,43 @@ def unique_identifier(text: str, taken: set[str], lead: str = "t") -> str:
     return name
 
 
-SpaceFn = Callable[[Attrs, list[TensorType], "LoweringTarget"], ConfigSpace]
+SpaceFn = Callable[[Attrs, list[TensorType], "LoweringTarget"], ConfigSpace | None]
 ComputeFn = Callable[[Attrs, list[TensorRef], list[TensorType]], list[Accessor]]
 TemplateFn = Callable[
     [LowerContext, Attrs, list[TensorRef], list[Buffer], "Epilogue | None"], list[Kernel]
 ]
+TARGET_KINDS = ("cpu", "cuda")  # the columns of every op's lowering table
 
 
-def compute(name: str) -> Callable[[ComputeFn], ComputeFn]:
-    """Attach `fn(attrs, inputs, out_types) -> [accessor per output]` to op `name`."""
+@dataclass(frozen=True)
+class Compute:
+    """A fusable lowering: output indices -> one expression over input elements.
 
-    def wrap(fn: ComputeFn) -> ComputeFn:
-        _attach(name, compute=fn)
-        return fn
-
-    return wrap
-
-
-def template(
-    name: str, epilogue: bool = False, space: SpaceFn | None = None, target: str = "cpu"
-) -> Callable[[TemplateFn], TemplateFn]:
-    """Attach `fn(ctx, attrs, inputs, outputs, epilogue) -> [Kernel]` to op `name`.
-
-    `epilogue=True` says the template applies the epilogue to its first output's values.
-    `space(attrs, input_types, target) -> ConfigSpace` makes the op tunable: its knobs are what
-    the template reads from `ctx.config`. `target="cuda"` registers the GPU variant of an op
-    whose CPU template exists (same epilogue contract).
+    Chains of computes fuse into one loop nest or a template's epilogue; the target's injective
+    schedule (tvmc.ops.schedule.injective) lays out the loops, so one compute serves every target.
     """
 
-    def wrap(fn: TemplateFn) -> TemplateFn:
-        if target == "cpu":
-            _attach(name, template=fn, epilogue=epilogue, space=space)
-        else:
-            _attach_variant(name, target, fn, epilogue, space)
-        return fn
-
-    return wrap
+    fn: ComputeFn
 
 
-TARGET_KINDS = ("cpu", "cuda")
-VARIANTS: dict[str, dict[str, tuple[TemplateFn, SpaceFn | None]]] = {}  # op -> kind -> variant
+@dataclass(frozen=True)
+class Template:
+    """A lowering that builds whole kernels for one target kind, beside its knob space.
 
-
-def tunable(name: str, space: SpaceFn, target: str) -> None:
-    """Give op `name` a knob space on `target` kind only, for a CPU template that serves that
-    target itself (it dispatches on `ctx.target.kind` inside, as the reductions do)."""
-    opdef = OPS[name]
-    cpu_fn = VARIANTS[name]["cpu"][0] if name in VARIANTS else opdef.template
-    if cpu_fn is None:
-        raise AssertionError(f"op {name}: a space needs a template")
-    _attach_variant(name, target, cpu_fn, opdef.epilogue, space)
-
-
-def _attach_variant(
-    name: str, kind: str, fn: TemplateFn, epilogue: bool, space: SpaceFn | None
-) -> None:
-    """Route op `name`'s template and space by target kind; the CPU template stays the fallback.
-
-    Spaces route per kind too: the op's `space(attrs, types, target)` is None on a kind whose
-    variant declares none ("not tunable here": no tuning task), so a GPU-only space leaves the
-    CPU without tasks, and an op tunable nowhere keeps `space is None`.
+    `epilogue`: the template applies a fused elementwise epilogue to its first output's values.
+    `space(attrs, input_types, target)`: the knobs the template reads from `ctx.config`, with
+    `default_index` naming the config that equals its defaults; None: not tunable there.
     """
-    if kind not in TARGET_KINDS:
-        raise AssertionError(f"unknown target kind {kind!r}; valid: {TARGET_KINDS}")
-    opdef = OPS[name]
-    if opdef.template is None or opdef.epilogue != epilogue:
-        raise AssertionError(f"op {name}: a {kind} variant needs a CPU template, same epilogue")
-    variants = VARIANTS.setdefault(name, {"cpu": (opdef.template, opdef.space)})
-    if kind in variants:
-        raise AssertionError(f"op {name} already has a {kind} template")
-    variants[kind] = (fn, space)
-    cpu_fn = variants["cpu"][0]
 
-    @functools.wraps(cpu_fn)
-    def routed(ctx: LowerContext, *args: Any) -> list[Kernel]:
-        return variants.get(ctx.target.kind, variants["cpu"])[0](ctx, *args)
-
-    def routed_space(
-        attrs: Attrs, types: list[TensorType], target: LoweringTarget
-    ) -> ConfigSpace | None:
-        chosen = variants.get(target.kind, variants["cpu"])[1]
-        return chosen(attrs, types, target) if chosen is not None else None
-
-    has_space = any(s is not None for _, s in variants.values())
-    OPS[name] = dataclasses.replace(opdef, template=routed,
-                                    space=routed_space if has_space else None)  # fmt: skip
+    build: TemplateFn
+    space: SpaceFn | None = None
+    epilogue: bool = False
 
 
-def _attach(name: str, **fields: Any) -> None:
-    opdef = OPS[name]
-    if opdef.compute is not None or opdef.template is not None:
-        raise AssertionError(f"op {name} already has a lowering")
-    OPS[name] = dataclasses.replace(opdef, **fields)
+Lowering = Compute | Template
 
 
-# ---- the generic schedule for computes -----------------------------------------------------------
-PARALLEL_MIN_ELEMENTS = 1 << 15  # below this a fork/join costs more than it saves
-
-
-def schedule_injective(
-    ctx: LowerContext, name: str, outputs: Sequence[tuple[Buffer, int, Accessor]]
-) -> Kernel:
-    """One kernel storing each `accessor` into its buffer over the (shared) output index space.
-
-    `outputs` holds (buffer, rank, accessor); all have the same shape. The outer dimensions are
-    flattened into one loop (parallel when large), the innermost is vectorized with a tail. On a
-    GPU every element is one thread (`grid_loop`).
-    """
-    buffer, rank, _ = outputs[0]
-    shape = buffer.shape if rank else ()
-    total = math.prod(shape)
-    inner = shape[-1] if shape else 1
-    outer = total // inner
-    lanes = ctx.target.lanes(buffer.dtype)
-
-    def body_at(outer_var: Expr, inner_index: Expr) -> Stmt:
-        idx: list[Expr] = []
-        rest = outer_var
-        dims = shape[:-1]
-        for k, d in enumerate(reversed(dims)):
-            outermost = k == len(dims) - 1  # o < prod(dims): no wrap-around needed
-            idx.append(IntImm(0, "int32") if d == 1 else rest if outermost else rest % d)
-            rest = rest // d
-        full = tuple(reversed(idx)) + ((inner_index,) if shape else ())
-        store_idx = full if shape else (IntImm(0, "int32"),)
-        return seq(*(buf.store(store_idx, acc(full)) for buf, _, acc in outputs))
-
-    def inner_loops(o: Expr) -> Stmt:
-        if inner < 2 * lanes:
-            return loop("i", inner, lambda i: body_at(o, i)) if shape else body_at(o, const(0))
-        full = inner // lanes
-        main = loop("io", full, lambda io: loop(
-            "ii", lanes, lambda ii: body_at(o, io * lanes + ii), kind="vectorized"))  # fmt: skip
-        tail = inner - full * lanes
-        rest = loop("it", tail, lambda it: body_at(o, full * lanes + it)) if tail else None
-        return seq(main, rest)
-
-    if ctx.target.kind == "cuda":  # one thread per element; consecutive threads, adjacent ones
-        at = (lambda f: body_at(f // inner, f % inner)) if shape else (lambda f: body_at(f, f))
-        return make_kernel(ctx.name(name), grid_loop(total, at))
-    kind = "parallel" if total >= PARALLEL_MIN_ELEMENTS and outer > 1 else "serial"
-    body = loop("o", outer, inner_loops, kind=kind) if outer > 1 else inner_loops(const(0))
-    return make_kernel(ctx.name(name), body)
-
-
-def make_kernel(name: str, body: Stmt) -> Kernel:
-    """A kernel whose params are every global buffer `body` touches, in first-use order."""
-    params = tuple(b for b in free_buffers(body) if b.scope == "global")
-    return Kernel(name, params, body)
+def computed(fn: ComputeFn) -> dict[str, Lowering | None]:
+    """The lowering table of an op whose one compute serves every target kind."""
+    lowering = Compute(fn)
+    return {kind: lowering for kind in TARGET_KINDS}

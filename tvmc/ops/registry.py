@@ -1,14 +1,36 @@
-"""The op registry: one `OpDef` per op holds its attributes, shape/dtype rule, numpy reference."""
+"""The op registry: one `OpDef` per op holds everything tvmc knows about it.
+
+Its definition (attributes, shape/dtype rule, numpy reference, FLOPs, which inputs are weights)
+and its lowerings per target kind in one table, linked by Python objects rather than string tags.
+A family (tvmc.ops.<family>) builds its OpDefs and calls `register` once per op; the order in
+which families register does not matter.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from tvmc.errors import UnsupportedModelError
 from tvmc.graph import Node, TensorType
+from tvmc.kernel import Buffer, Kernel
+from tvmc.ops.lowering import (
+    TARGET_KINDS,
+    Attrs,
+    Compute,
+    ComputeFn,
+    Epilogue,
+    LowerContext,
+    Lowering,
+    LoweringTarget,
+    Template,
+    TensorRef,
+)
+from tvmc.ops.space import ConfigSpace
 
 
 class _Required:
@@ -19,9 +41,10 @@ class _Required:
 REQUIRED: Any = _Required()
 """Marks an attribute without a default: the frontend must set it."""
 
-Attrs = dict[str, Any]
 InferRule = Callable[[Attrs, list[TensorType]], list[TensorType]]
 Reference = Callable[..., Any]  # reference(attrs, *arrays) -> array or tuple of arrays
+# flops(attrs, input types, output types): floating-point operations, multiply-adds count two
+FlopsRule = Callable[[Attrs, list[TensorType], list[TensorType]], int]
 
 # How an op combines with its neighbours; fusion and scheduling read it.
 ELEMENTWISE = "elementwise"  # out[i] depends on in[i] of same-shaped (or broadcast) inputs
@@ -34,21 +57,93 @@ OPAQUE = "opaque"
 
 @dataclass(frozen=True)
 class OpDef:
-    """Everything tvmc knows about one op, linked by Python objects rather than string tags."""
+    """Everything tvmc knows about one op."""
 
     name: str
     infer: InferRule
     reference: Reference
+    lowerings: Mapping[str, Lowering | None]  # target kind -> lowering; None: not there
     attrs: Attrs = field(default_factory=dict)
     kind: str = OPAQUE
     num_inputs: tuple[int, int] = (1, 1)  # (min, max) number of inputs
+    flops: FlopsRule | None = None  # None: no arithmetic worth counting (data movement)
+    weights: tuple[int, ...] = ()  # inputs that are constants (weights, bias) in real models
     doc: str = ""
-    # How the op becomes kernel IR (tvmc.ops.lowering): exactly one of them is set.
-    compute: Any = None  # fusable: output indices -> expression over its inputs
-    template: Any = None  # whole kernels, with an optional fused elementwise epilogue
-    epilogue: bool = False  # the template accepts an epilogue
-    space: Any = None  # the template's knob space: fn(attrs, input_types, target) -> ConfigSpace
 
+    def __post_init__(self) -> None:
+        missing = [k for k in TARGET_KINDS if k not in self.lowerings]
+        unknown = [k for k in self.lowerings if k not in TARGET_KINDS]
+        if missing or unknown:
+            raise AssertionError(f"op {self.name}: lowering table needs exactly {TARGET_KINDS}")
+        forms = {(type(v), getattr(v, "epilogue", False)) for v in self.lowerings.values() if v}
+        if len(forms) > 1:  # fusion decides before it knows the target
+            raise AssertionError(f"op {self.name}: every target lowers it the same way")
+
+    # ---- the lowering table ----------------------------------------------------------------
+    def lowering(self, kind: str) -> Lowering:
+        """The lowering on target kind `kind`; UnsupportedModelError when there is none."""
+        lowering = self.lowerings.get(kind)
+        if lowering is None:
+            raise UnsupportedModelError(f"op {self.name} has no lowering for target kind {kind}")
+        return lowering
+
+    @property
+    def _any(self) -> Lowering | None:
+        return next((v for v in self.lowerings.values() if v is not None), None)
+
+    @property
+    def is_compute(self) -> bool:
+        """Lowered by a fusable compute (not a template)."""
+        return isinstance(self._any, Compute)
+
+    @property
+    def is_template(self) -> bool:
+        """Lowered by templates that build whole kernels."""
+        return isinstance(self._any, Template)
+
+    @property
+    def epilogue(self) -> bool:
+        """Its templates apply a fused elementwise epilogue."""
+        return isinstance(self._any, Template) and self._any.epilogue
+
+    def compute(self, kind: str) -> ComputeFn:
+        """The compute function on target kind `kind`."""
+        lowering = self.lowering(kind)
+        assert isinstance(lowering, Compute), f"{self.name} is lowered by a template"
+        return lowering.fn
+
+    def build(
+        self,
+        ctx: LowerContext,
+        attrs: Attrs,
+        inputs: list[TensorRef],
+        outputs: list[Buffer],
+        epilogue: Epilogue | None,
+    ) -> list[Kernel]:
+        """Kernels of this op by the template of `ctx.target`'s kind."""
+        lowering = self.lowering(ctx.target.kind)
+        assert isinstance(lowering, Template), f"{self.name} is lowered by a compute"
+        return lowering.build(ctx, attrs, inputs, outputs, epilogue)
+
+    def space(
+        self, attrs: Attrs, input_types: list[TensorType], target: LoweringTarget
+    ) -> ConfigSpace | None:
+        """The knob space on `target` (None: not tunable there, so no tuning task)."""
+        lowering = self.lowerings.get(target.kind)
+        if not isinstance(lowering, Template) or lowering.space is None:
+            return None
+        return lowering.space(attrs, input_types, target)
+
+    def tunable(self, kind: str) -> bool:
+        """Whether the op has a knob space on target kind `kind`."""
+        lowering = self.lowerings.get(kind)
+        return isinstance(lowering, Template) and lowering.space is not None
+
+    def count_flops(self, attrs: Attrs, inputs: list[TensorType], outputs: list[TensorType]) -> int:
+        """FLOPs of one node (0 for ops without a rule)."""
+        return self.flops(attrs, inputs, outputs) if self.flops is not None else 0
+
+    # ---- attributes --------------------------------------------------------------------------
     def normalize_attrs(self, attrs: Attrs, where: str) -> Attrs:
         """`attrs` completed with defaults; unknown or missing required ones raise ValueError."""
         unknown = sorted(set(attrs) - set(self.attrs))
@@ -68,26 +163,14 @@ class OpDef:
 OPS: dict[str, OpDef] = {}
 
 
-def register(
-    name: str,
-    infer: InferRule,
-    *,
-    attrs: Attrs | None = None,
-    kind: str = OPAQUE,
-    num_inputs: int | tuple[int, int] = 1,
-) -> Callable[[Reference], Reference]:
-    """Decorator on a numpy reference `fn(attrs, *arrays)`: registers the op under `name`."""
-    arity = (num_inputs, num_inputs) if isinstance(num_inputs, int) else num_inputs
-
-    def wrap(fn: Reference) -> Reference:
-        if name in OPS:
-            raise AssertionError(f"op {name} registered twice")
-        OPS[name] = OpDef(
-            name, infer, fn, dict(attrs or {}), kind, arity, (fn.__doc__ or "").strip()
-        )
-        return fn
-
-    return wrap
+def register(opdef: OpDef) -> OpDef:
+    """Add `opdef` to the registry (an op is registered once)."""
+    if opdef.name in OPS:
+        raise AssertionError(f"op {opdef.name} registered twice")
+    if not opdef.doc:
+        opdef = dataclasses.replace(opdef, doc=(opdef.reference.__doc__ or "").strip())
+    OPS[opdef.name] = opdef
+    return opdef
 
 
 def get_op(name: str) -> OpDef:

@@ -1,6 +1,6 @@
 """Knob spaces of schedule templates: what tuning may choose, and how a choice is numbered.
 
-A template declares its space (`@template(..., space=fn)`, `fn(attrs, input_types, target)`); a
+A template declares its space (`Template(build, space=fn)`, `fn(attrs, input_types, target)`); a
 config is one value per knob. Configs are numbered mixed-radix over the knobs in definition
 order, the first knob least significant (AutoTVM's convention), so `space.get(i).index == i` and
 `space.from_entity(config.entity)` round-trips. The template reads the chosen values from

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from tvmc.graph import Graph, Node, TensorType
-from tvmc.ops.conv import batch_norm_affine
+from tvmc.ops.norm import batch_norm_affine
 
 FOLDABLE = ("Conv", "ConvTranspose")
 

@@ -10,9 +10,9 @@ from tests.ops.gpu.test_gpu_lowering import gpu, randn
 from tests.ops.gpu.test_gpu_ptx import CONV, CUDA, T, assemble, kernels_of
 from tvmc.kernel import kernel_str
 from tvmc.ops import OPS
-from tvmc.ops.gpu.conv_geometry import ConvGeometry
-from tvmc.ops.gpu.conv_tiled import tiled_plan
-from tvmc.ops.gpu.launch import GPUConfigError
+from tvmc.ops.conv.geometry import ConvGeometry
+from tvmc.ops.conv.gpu_tiled import tiled_plan
+from tvmc.ops.schedule.gpu_launch import GPUConfigError
 
 TILED = {"schedule": "tiled"}
 CONV_1D = {"kernel_shape": [3], "pads": [1, 1], "strides": [1], "dilations": [1]}
@@ -73,7 +73,7 @@ def test_tiled_conv_with_runtime_weights(double, rng):
 
 def _geometry(icg=64, ocg=64, size=14, kernel=3) -> ConvGeometry:
     return ConvGeometry(1, icg, ocg, 1, (size, size), (kernel, kernel), (size, size), (1, 1),
-                        (1, 1), (kernel // 2, kernel // 2))  # fmt: skip
+                        (1, 1), (kernel // 2, kernel // 2), (1, 1))  # fmt: skip
 
 
 def test_plan_shapes_the_pixel_tile_from_the_row():

@@ -13,8 +13,8 @@ from tests.ops.gpu.test_gpu_lowering import gpu, randn
 from tests.ops.gpu.test_gpu_ptx import CONV, T, kernels_of
 from tvmc.autotune.measure_cuda import ptxas_report
 from tvmc.codegen.nvptx import emit_ptx
-from tvmc.ops.gpu.gemm import BANK_PAD, gemm_tile, vector_width
-from tvmc.ops.gpu.launch import GPUConfigError
+from tvmc.ops.schedule.gemm_gpu import BANK_PAD, gemm_tile, vector_width
+from tvmc.ops.schedule.gpu_launch import GPUConfigError
 
 DOUBLE = {"double_buffer": True}
 CONFIGS = [

@@ -16,8 +16,8 @@ from onnx import TensorProto, helper, numpy_helper
 from tvmc.frontend import convert_model
 from tvmc.kernel import interpret
 from tvmc.lower import LoweredModel, lower_graph
-from tvmc.ops.gpu.launch import check_gpu_config
 from tvmc.ops.lowering import LoweringTarget
+from tvmc.ops.schedule.gpu_launch import check_gpu_config
 from tvmc.passes import IMPORT_PIPELINE, OPTIMIZE_PIPELINE, run_passes
 
 

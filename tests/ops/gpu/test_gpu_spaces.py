@@ -19,9 +19,9 @@ from tvmc.frontend import convert_model
 from tvmc.graph import Node, TensorType
 from tvmc.kernel import kernel_str
 from tvmc.ops import OPS
-from tvmc.ops.gpu.launch import GPUConfigError
-from tvmc.ops.gpu.reduction_spaces import GEOMETRY
 from tvmc.ops.lowering import LoweringTarget
+from tvmc.ops.reduction.reduce import REDUCTIONS
+from tvmc.ops.schedule.gpu_launch import GPUConfigError
 from tvmc.ops.space import ConfigSpace
 from tvmc.passes import IMPORT_PIPELINE, run_passes
 
@@ -89,7 +89,7 @@ def test_space_sizes_and_defaults(case):
 
 # one workload per op whose template reads `reduce_threads` or `block` on the GPU
 EVERY_OP = {
-    **{op: ([T(3, 4, 50)], {"axes": [2]}) for op in GEOMETRY if op.startswith("Reduce")},
+    **{op: ([T(3, 4, 50)], {"axes": [2]}) for op in REDUCTIONS},
     "Softmax": ([T(3, 70)], {"axes": [1]}),
     "LogSoftmax": ([T(3, 70)], {"axes": [1]}),
     "Hardmax": ([T(3, 70)], {"axes": [1]}),
@@ -106,7 +106,8 @@ EVERY_OP = {
 
 
 def test_every_reduction_template_has_a_gpu_space():
-    assert set(GEOMETRY) | {"MaxPool", "AveragePool", "LRN"} == set(EVERY_OP)
+    tunable = {op for op, d in OPS.items() if d.tunable("cuda") and not d.tunable("cpu")}
+    assert tunable == set(EVERY_OP)
 
 
 @pytest.mark.parametrize("op", EVERY_OP)
@@ -125,7 +126,7 @@ def test_cpu_spaces_are_unchanged():
     cpu = space_of("Conv", [T(1, 16, 14, 14), T(32, 16, 3, 3)], conv, CPU)
     assert cpu is not None and {k.name for k in cpu.knobs} != {"tile_m", "tile_n"}
     assert space_of("MatMul", [T(64, 64), T(64, 64)], {}, CPU) is not None
-    assert OPS["Relu"].space is None and OPS["Concat"].space is None  # tunable nowhere
+    assert not any(OPS[op].tunable(kind) for op in ("Relu", "Concat") for kind in ("cpu", "cuda"))
 
 
 def test_invalid_values_are_config_errors():

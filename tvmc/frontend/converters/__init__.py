@@ -1,43 +1,23 @@
-"""One short converter per ONNX op, named like the op; grouped by op family.
+"""One short converter per ONNX op, named like the op, in a module named after its op family
+(as tvmc.ops): conv, elementwise, linalg, norm, pool, reduction, resize, tensor.
 
 A converter reads an `OnnxNode` and calls `ctx.add(...)` with our op names and normalized
 attributes (opset differences, e.g. axes that moved from attribute to input, handled as data).
+The table and the decorator live in `registry`; importing the families fills the table.
 """
 
-from __future__ import annotations
+from tvmc.frontend.converters import (
+    conv,
+    elementwise,
+    linalg,
+    norm,
+    pool,
+    reduction,
+    resize,
+    tensor,
+)
+from tvmc.frontend.converters.registry import CONVERTERS, Converter, converter, same_name
 
-from collections.abc import Callable, Iterable
+FAMILIES = (conv, elementwise, linalg, norm, pool, reduction, resize, tensor)
 
-from tvmc.frontend.context import ConvertContext, OnnxNode
-
-Converter = Callable[[ConvertContext, OnnxNode], None]
-CONVERTERS: dict[str, Converter] = {}
-
-
-def converter(*op_types: str) -> Callable[[Converter], Converter]:
-    """Register `fn` as the converter of each ONNX op in `op_types`."""
-
-    def wrap(fn: Converter) -> Converter:
-        for op_type in op_types:
-            if op_type in CONVERTERS:
-                raise AssertionError(f"two converters for {op_type}")
-            CONVERTERS[op_type] = fn
-        return fn
-
-    return wrap
-
-
-def same_name(op_types: Iterable[str], ignore: Iterable[str] = ()) -> None:
-    """ONNX ops that map 1:1 onto our op of the same name; attributes in `ignore` are dropped."""
-    dropped = frozenset(ignore)
-
-    def convert(ctx: ConvertContext, node: OnnxNode) -> None:
-        attrs = {k: v for k, v in node.attrs.items() if k not in dropped}
-        ctx.add(node.op_type, node.inputs, attrs, outputs=node.outputs)
-
-    for op_type in op_types:
-        converter(op_type)(convert)
-
-
-# Importing the families registers their converters.
-from tvmc.frontend.converters import conv, elementwise, linalg, tensor  # noqa: E402,F401
+__all__ = ["CONVERTERS", "FAMILIES", "Converter", "converter", "same_name"]

@@ -1,4 +1,4 @@
-"""Converters of convolution, pooling and batch-normalization ONNX ops.
+"""Converters of Conv and ConvTranspose, and the window attributes pools share.
 
 Every window op leaves here with explicit kernel_shape, strides, dilations and pads: `auto_pad`
 and ConvTranspose's `output_shape` are resolved against the static input shape.
@@ -8,17 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from tvmc.errors import ModelError, UnsupportedModelError
+from tvmc.errors import ModelError
 from tvmc.frontend.context import ConvertContext, OnnxNode
-from tvmc.frontend.converters import converter, same_name
-from tvmc.ops.conv import conv_transpose_output_size, same_pads
+from tvmc.frontend.converters.registry import converter
+from tvmc.ops.conv.definition import conv_transpose_output_size
+from tvmc.ops.window import same_pads
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
-same_name(["GlobalAveragePool", "GlobalMaxPool", "LRN"])
 
-
-def _auto_pad(node: OnnxNode) -> str:
+def auto_pad(node: OnnxNode) -> str:
     mode = node.attrs.get("auto_pad", "NOTSET") or "NOTSET"
     if mode not in AUTO_PADS:
         raise ModelError(f"{node.describe()}: auto_pad {mode!r} is not one of {list(AUTO_PADS)}")
@@ -31,7 +30,7 @@ def window_attrs(node: OnnxNode, spatial_shape: tuple[int, ...], kernel: list[in
     strides = list(node.attrs.get("strides") or [1] * spatial)
     dilations = list(node.attrs.get("dilations") or [1] * spatial)
     pads = list(node.attrs.get("pads") or [0] * 2 * spatial)
-    mode = _auto_pad(node)
+    mode = auto_pad(node)
     if mode == "VALID":
         pads = [0] * 2 * spatial
     elif mode.startswith("SAME"):
@@ -77,7 +76,7 @@ def ConvTranspose(ctx: ConvertContext, node: OnnxNode) -> None:
         "output_padding": list(node.attrs.get("output_padding") or [0] * spatial),
         "group": node.attrs.get("group", 1),
     }
-    mode = _auto_pad(node)
+    mode = auto_pad(node)
     output_shape = node.attrs.get("output_shape")
     if output_shape is None and mode.startswith("SAME"):
         output_shape = [n * s for n, s in zip(spatial_shape, attrs["strides"])]
@@ -111,51 +110,3 @@ def _resolve_output_shape(
         begin.append(first)
         end.append(last)
     attrs["pads"] = begin + end
-
-
-def _pool(ctx: ConvertContext, node: OnnxNode, op: str, extra: dict) -> None:
-    kernel = node.attrs.get("kernel_shape")
-    if kernel is None:
-        raise ModelError(f"{node.describe()} has no kernel_shape attribute")
-    spatial_shape = ctx.type(node.inputs[0]).shape[2:]
-    attrs = window_attrs(node, spatial_shape, list(kernel))
-    # SAME pads already give exactly ceil(size / stride) windows; ceil_mode must not add one more
-    ceil_mode = 0 if _auto_pad(node).startswith("SAME") else node.attrs.get("ceil_mode", 0)
-    ctx.add(op, node.inputs[:1], {**attrs, "ceil_mode": ceil_mode, **extra}, outputs=node.outputs)
-
-
-@converter("MaxPool")
-def MaxPool(ctx: ConvertContext, node: OnnxNode) -> None:
-    if len(node.outputs) > 1 and node.outputs[1]:
-        raise UnsupportedModelError(
-            f"{node.describe()}: the Indices output of MaxPool is not supported (only the values)"
-        )
-    _pool(ctx, node, "MaxPool", {})
-
-
-@converter("AveragePool")
-def AveragePool(ctx: ConvertContext, node: OnnxNode) -> None:
-    _pool(ctx, node, "AveragePool", {"count_include_pad": node.attrs.get("count_include_pad", 0)})
-
-
-@converter("BatchNormalization")
-def BatchNormalization(ctx: ConvertContext, node: OnnxNode) -> None:
-    # momentum, spatial (opset < 9), is_test and consumed_inputs (opset < 7) do not change inference
-    if node.attrs.get("training_mode", 0):
-        raise UnsupportedModelError(
-            f"{node.describe()}: training_mode=1 is not supported; tvmc compiles inference only"
-        )
-    ctx.add(
-        "BatchNormalization",
-        node.inputs,
-        {"epsilon": node.attrs.get("epsilon", 1e-5)},
-        outputs=node.outputs[:1],
-    )
-    # old opsets may list the running statistics as outputs; in inference they are the inputs
-    for index, source in ((1, 3), (2, 4)):
-        if len(node.outputs) > index and node.outputs[index]:
-            ctx.add("Identity", [node.inputs[source]], outputs=[node.outputs[index]])
-    if any(node.outputs[3:]):
-        raise UnsupportedModelError(
-            f"{node.describe()}: the saved mean/variance outputs exist only in training mode"
-        )

@@ -7,7 +7,7 @@ import onnx
 
 from tvmc.errors import UnsupportedModelError
 from tvmc.frontend.context import ConvertContext, OnnxNode
-from tvmc.frontend.converters import converter, same_name
+from tvmc.frontend.converters.registry import converter, same_name
 
 same_name(
     [

@@ -1,4 +1,4 @@
-"""Converters of tensor and shape ONNX ops, Resize and Upsample.
+"""Converters of tensor and shape ONNX ops.
 
 Static parameters (axes, shapes, pads, sizes, ...) become resolved attributes whether an opset
 passes them as attributes or constant inputs. Shape, Size, ConstantOfShape, Constant and Range
@@ -7,44 +7,21 @@ become constants at once; Flatten, Squeeze, Unsqueeze lower to Reshape.
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 
-from tvmc.errors import ModelError, UnsupportedModelError
+from tvmc.errors import UnsupportedModelError
 from tvmc.frontend.context import ConvertContext, OnnxNode
-from tvmc.frontend.converters import Converter, converter
+from tvmc.frontend.converters.registry import converter, unique_axes
 from tvmc.graph import DTYPES
-from tvmc.ops.common import broadcast_shape, normalize_axes, normalize_axis
-from tvmc.ops.tensor import equal_split, normalize_slice, resolve_reshape
-
-
-def converts(*op_types: str):
-    """`converter`, with ValueError (bad shapes, axes) reported as a ModelError naming the node."""
-
-    def wrap(fn: Converter) -> Converter:
-        @functools.wraps(fn)
-        def checked(ctx: ConvertContext, node: OnnxNode) -> None:
-            try:
-                fn(ctx, node)
-            except (ValueError, IndexError) as exc:
-                raise ModelError(f"{node.describe()}: {exc}") from None
-
-        return converter(*op_types)(checked)
-
-    return wrap
-
-
-def _unique_axes(node: OnnxNode, axes, ndim: int) -> tuple[int, ...]:
-    axes = normalize_axes(axes, ndim, node.op_type)
-    if len(set(axes)) != len(axes):
-        raise ValueError(f"axes {list(axes)} repeat an axis")
-    return axes
+from tvmc.ops.common import broadcast_shape, normalize_axis
+from tvmc.ops.tensor.shape import resolve_reshape
+from tvmc.ops.tensor.slicing import equal_split, normalize_slice
 
 
 # ---- joining and splitting -----------------------------------------------------------------------
-@converts("Concat")
+@converter("Concat")
 def Concat(ctx: ConvertContext, node: OnnxNode) -> None:
     inputs = [n for n in node.inputs if n]
     if "axis" not in node.attrs:
@@ -53,7 +30,7 @@ def Concat(ctx: ConvertContext, node: OnnxNode) -> None:
     ctx.add("Concat", inputs, {"axis": axis}, outputs=node.outputs)
 
 
-@converts("Split")
+@converter("Split")
 def Split(ctx: ConvertContext, node: OnnxNode) -> None:
     x = ctx.type(node.inputs[0])
     axis = normalize_axis(node.attrs.get("axis", 0), x.ndim, "Split")
@@ -66,7 +43,7 @@ def Split(ctx: ConvertContext, node: OnnxNode) -> None:
     ctx.add("Split", node.inputs[:1], {"axis": axis, "split": sizes}, outputs=node.outputs)
 
 
-@converts("Slice")
+@converter("Slice")
 def Slice(ctx: ConvertContext, node: OnnxNode) -> None:
     shape = ctx.type(node.inputs[0]).shape
     starts = ctx.attr_or_input(node, "starts", 1)
@@ -76,7 +53,7 @@ def Slice(ctx: ConvertContext, node: OnnxNode) -> None:
     if not len(starts) == len(ends) == len(axes) == len(steps):
         raise ValueError("starts, ends, axes and steps must have one entry each per sliced axis")
     bounds = [(*normalize_slice(d, 0, d, 1), 1) for d in shape]
-    for axis, start, end, step in zip(_unique_axes(node, axes, len(shape)), starts, ends, steps):
+    for axis, start, end, step in zip(unique_axes(node, axes, len(shape)), starts, ends, steps):
         bounds[axis] = (*normalize_slice(shape[axis], start, end, step), step)
     begin, stop, stride = zip(*bounds) if bounds else ((), (), ())
     attrs = {"starts": begin, "ends": stop, "steps": stride}
@@ -88,14 +65,14 @@ def _reshape(ctx: ConvertContext, node: OnnxNode, shape) -> None:
     ctx.add("Reshape", node.inputs[:1], {"shape": tuple(shape)}, outputs=node.outputs)
 
 
-@converts("Reshape")
+@converter("Reshape")
 def Reshape(ctx: ConvertContext, node: OnnxNode) -> None:
     shape = ctx.attr_or_input(node, "shape", 1)
     in_shape = ctx.type(node.inputs[0]).shape
     _reshape(ctx, node, resolve_reshape(in_shape, shape, bool(node.attrs.get("allowzero", 0))))
 
 
-@converts("Flatten")
+@converter("Flatten")
 def Flatten(ctx: ConvertContext, node: OnnxNode) -> None:
     shape = ctx.type(node.inputs[0]).shape
     axis = node.attrs.get("axis", 1)
@@ -105,39 +82,39 @@ def Flatten(ctx: ConvertContext, node: OnnxNode) -> None:
     _reshape(ctx, node, (math.prod(shape[:axis]), math.prod(shape[axis:])))
 
 
-@converts("Squeeze")
+@converter("Squeeze")
 def Squeeze(ctx: ConvertContext, node: OnnxNode) -> None:
     shape = ctx.type(node.inputs[0]).shape
     axes = ctx.attr_or_input(node, "axes", 1)
     if axes is None:
         axes = [i for i, d in enumerate(shape) if d == 1]
-    axes = _unique_axes(node, axes, len(shape))
+    axes = unique_axes(node, axes, len(shape))
     wide = [a for a in axes if shape[a] != 1]
     if wide:
         raise ValueError(f"cannot squeeze axes {wide} of shape {list(shape)}: their size is not 1")
     _reshape(ctx, node, [d for i, d in enumerate(shape) if i not in axes])
 
 
-@converts("Unsqueeze")
+@converter("Unsqueeze")
 def Unsqueeze(ctx: ConvertContext, node: OnnxNode) -> None:
     shape = list(ctx.type(node.inputs[0]).shape)
     axes = ctx.attr_or_input(node, "axes", 1)
     if axes is None:
         raise ValueError("Unsqueeze needs axes")
-    axes = _unique_axes(node, axes, len(shape) + len(axes))  # relative to the output rank
+    axes = unique_axes(node, axes, len(shape) + len(axes))  # relative to the output rank
     for axis in sorted(axes):
         shape.insert(axis, 1)
     _reshape(ctx, node, shape)
 
 
-@converts("Transpose")
+@converter("Transpose")
 def Transpose(ctx: ConvertContext, node: OnnxNode) -> None:
     ndim = ctx.type(node.inputs[0]).ndim
     perm = node.attrs.get("perm", list(range(ndim))[::-1])
     ctx.add("Transpose", node.inputs[:1], {"perm": perm}, outputs=node.outputs)
 
 
-@converts("DepthToSpace", "SpaceToDepth")
+@converter("DepthToSpace", "SpaceToDepth")
 def DepthToSpace(ctx: ConvertContext, node: OnnxNode) -> None:
     """Reshape to 6-D, permute the block axes into place, reshape back."""
     shape = ctx.type(node.inputs[0]).shape
@@ -165,26 +142,26 @@ def DepthToSpace(ctx: ConvertContext, node: OnnxNode) -> None:
 
 
 # ---- indexing and broadcasting -------------------------------------------------------------------
-@converts("Gather")
+@converter("Gather")
 def Gather(ctx: ConvertContext, node: OnnxNode) -> None:
     axis = normalize_axis(node.attrs.get("axis", 0), ctx.type(node.inputs[0]).ndim, "Gather")
     ctx.add("Gather", node.inputs, {"axis": axis}, outputs=node.outputs)
 
 
-@converts("Expand")
+@converter("Expand")
 def Expand(ctx: ConvertContext, node: OnnxNode) -> None:
     target = ctx.require_const(node, 1, "shape").tolist()
     shape = broadcast_shape(ctx.type(node.inputs[0]).shape, tuple(target))
     ctx.add("Expand", node.inputs[:1], {"shape": shape}, outputs=node.outputs)
 
 
-@converts("Tile")
+@converter("Tile")
 def Tile(ctx: ConvertContext, node: OnnxNode) -> None:
     repeats = ctx.require_const(node, 1, "repeats").tolist()
     ctx.add("Tile", node.inputs[:1], {"repeats": repeats}, outputs=node.outputs)
 
 
-@converts("Pad")
+@converter("Pad")
 def Pad(ctx: ConvertContext, node: OnnxNode) -> None:
     ndim = ctx.type(node.inputs[0]).ndim
     pads = ctx.attr_or_input(node, "pads", 1)
@@ -192,7 +169,7 @@ def Pad(ctx: ConvertContext, node: OnnxNode) -> None:
     if node.input(2) and ctx.require_const(node, 2, "constant_value").size:
         value = ctx.require_const(node, 2, "constant_value").reshape(-1)[0].item()
     axes = ctx.attr_or_input(node, "axes", 3, list(range(ndim)))
-    axes = _unique_axes(node, axes, ndim)
+    axes = unique_axes(node, axes, ndim)
     if len(pads) != 2 * len(axes):
         raise ValueError(f"{len(pads)} pads for {len(axes)} axes; expected {2 * len(axes)}")
     full = [0] * (2 * ndim)
@@ -211,19 +188,19 @@ def _const(ctx: ConvertContext, node: OnnxNode, array: np.ndarray) -> None:
     ctx.add_const(np.asarray(array), node.outputs[0])
 
 
-@converts("Shape")
+@converter("Shape")
 def Shape(ctx: ConvertContext, node: OnnxNode) -> None:
     """Shapes are static: a constant. start/end (15+) clamp like Python slicing."""
     shape = np.array(ctx.type(node.inputs[0]).shape, dtype=np.int64)
     _const(ctx, node, shape[node.attrs.get("start", 0) : node.attrs.get("end")])
 
 
-@converts("Size")
+@converter("Size")
 def Size(ctx: ConvertContext, node: OnnxNode) -> None:
     _const(ctx, node, np.array(ctx.type(node.inputs[0]).size, dtype=np.int64))
 
 
-@converts("ConstantOfShape")
+@converter("ConstantOfShape")
 def ConstantOfShape(ctx: ConvertContext, node: OnnxNode) -> None:
     shape = ctx.require_const(node, 0, "shape").tolist()
     value = np.asarray(node.attrs.get("value", np.zeros(1, np.float32)))
@@ -234,7 +211,7 @@ _CONSTANT_KINDS = {"value_float": np.float32, "value_floats": np.float32,
                    "value_int": np.int64, "value_ints": np.int64}  # fmt: skip
 
 
-@converts("Constant")
+@converter("Constant")
 def Constant(ctx: ConvertContext, node: OnnxNode) -> None:
     if "value" in node.attrs:
         _const(ctx, node, np.asarray(node.attrs["value"]))
@@ -250,7 +227,7 @@ def Constant(ctx: ConvertContext, node: OnnxNode) -> None:
     )
 
 
-@converts("Range")
+@converter("Range")
 def Range(ctx: ConvertContext, node: OnnxNode) -> None:
     start, limit, delta = (ctx.require_const(node, i, what) for i, what in
                            enumerate(("start", "limit", "delta")))  # fmt: skip
@@ -258,82 +235,3 @@ def Range(ctx: ConvertContext, node: OnnxNode) -> None:
         raise ValueError("Range delta must not be 0")
     count = max(math.ceil((limit.item() - start.item()) / delta.item()), 0)
     _const(ctx, node, (start + np.arange(count, dtype=start.dtype) * delta).astype(start.dtype))
-
-
-# ---- Resize and Upsample -------------------------------------------------------------------------
-def _resize(ctx: ConvertContext, node: OnnxNode, scales, sizes, roi, attrs: dict) -> None:
-    """Our Resize from ONNX's scales or sizes (given for `axes` only, 18+), all resolved."""
-    in_shape = ctx.type(node.inputs[0]).shape
-    ndim = len(in_shape)
-    axes = _unique_axes(node, node.attrs.get("axes", range(ndim)), ndim)
-    given = sizes if sizes is not None else scales
-    if given is None or len(given) != len(axes):
-        raise ValueError(f"Resize needs {len(axes)} scales or sizes, got {given}")
-    f32 = np.float32
-    out, scale = list(in_shape), [1.0] * ndim
-    if sizes is not None:
-        if any(in_shape[a] == 0 for a in axes):
-            raise ValueError(f"cannot resize an empty tensor of shape {list(in_shape)} to sizes")
-        ratios = [f32(s) / f32(in_shape[a]) for a, s in zip(axes, sizes)]
-        policy = node.attrs.get("keep_aspect_ratio_policy", "stretch")
-        if policy not in ("stretch", "not_larger", "not_smaller"):
-            raise ValueError(f"unknown keep_aspect_ratio_policy {policy!r}")
-        if policy != "stretch":  # one scale for all axes; sizes follow it, rounded half up
-            common = min(ratios) if policy == "not_larger" else max(ratios)
-            ratios = [common] * len(axes)
-            sizes = [int(np.floor(common * f32(in_shape[a]) + f32(0.5))) for a in axes]
-        for a, s, r in zip(axes, sizes, ratios):
-            out[a], scale[a] = int(s), float(r)
-    else:
-        for a, s in zip(axes, scales):
-            out[a], scale[a] = int(f32(s) * f32(in_shape[a])), float(f32(s))
-    if attrs["mode"] != "nearest" and node.attrs.get("antialias", 0) and min(scale) < 1:
-        raise UnsupportedModelError(
-            f"{node.describe()}: antialiased {attrs['mode']} downsampling is not supported"
-        )
-    if attrs.get("coordinate_transformation_mode") == "tf_crop_and_resize":
-        if roi is None or len(roi) != 2 * len(axes):
-            raise ValueError(f"tf_crop_and_resize needs an roi of {2 * len(axes)} values")
-        full = [0.0] * ndim + [1.0] * ndim
-        for i, a in enumerate(axes):
-            full[a], full[a + ndim] = roi[i], roi[i + len(axes)]
-        attrs["roi"] = full
-    attrs.update(sizes=out, scales=scale)
-    ctx.add("Resize", node.inputs[:1], attrs, outputs=node.outputs)
-
-
-def _optional_const(ctx: ConvertContext, node: OnnxNode, index: int, what: str) -> list | None:
-    """A constant input that may be absent or empty (Resize's roi, scales, sizes)."""
-    if not node.input(index):
-        return None
-    value = ctx.require_const(node, index, what)
-    return value.tolist() if value.size else None
-
-
-_RESIZE_ATTRS = ("mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a",
-                 "exclude_outside", "extrapolation_value")  # fmt: skip
-
-
-@converts("Resize")
-def Resize(ctx: ConvertContext, node: OnnxNode) -> None:
-    attrs = {k: node.attrs[k] for k in _RESIZE_ATTRS if k in node.attrs}
-    attrs.setdefault("mode", "nearest")
-    if ctx.opset < 11:  # Resize-10: (X, scales); onnxruntime's fixed coordinate rules
-        attrs.update(coordinate_transformation_mode="asymmetric", nearest_mode="simple")
-        scales = ctx.require_const(node, 1, "scales").tolist()
-        _resize(ctx, node, scales, None, None, attrs)
-        return
-    roi = _optional_const(ctx, node, 1, "roi")
-    scales = _optional_const(ctx, node, 2, "scales")
-    sizes = _optional_const(ctx, node, 3, "sizes")
-    _resize(ctx, node, None if sizes is not None else scales, sizes, roi, attrs)
-
-
-@converts("Upsample")
-def Upsample(ctx: ConvertContext, node: OnnxNode) -> None:
-    """Upsample (7: scales attribute, 9: input) is Resize-10 under another name."""
-    mode = node.attrs.get("mode", "nearest")
-    attrs = {"mode": "linear" if mode == "bilinear" else mode,
-             "coordinate_transformation_mode": "asymmetric", "nearest_mode": "simple"}  # fmt: skip
-    scales = ctx.attr_or_input(node, "scales", 1)
-    _resize(ctx, node, scales, None, None, attrs)

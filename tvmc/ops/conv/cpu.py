@@ -1,0 +1,439 @@
+"""CPU templates for Conv and ConvTranspose (any rank, groups, strides, dilations, pads, bias),
+with their knob space and defaults.
+
+Every conv runs as: (1) a transform kernel writing the input zero-padded and split into stride
+phases (cpu_layout; skipped when the input is already in that form, e.g. a 1x1 stride-1
+unpadded conv), (2) one parallel kernel of register tiles (cpu_tiles), storing each result
+through bias and the epilogue into the NCHW output. Weights are packed for the chosen tile at
+compile time; runtime weights are packed by a gather kernel into a temp. Depthwise convs fuse
+the transform into the tile loop (each channel's planes are built in local scratch, in cache).
+ConvTranspose is read stuffed (`ConvGeometry.stuffed`): a stride-1 conv over the zero-stuffed
+input with the flipped, transposed weights: the same kernels, paying for the zeros.
+
+Knobs (ctx.config; `plan` reads them, with the defaults in DEFAULTS and `_estimate`):
+- schedule: "pixels", "channels" or "depthwise" (default: the cheapest by `_estimate`).
+- tile_vectors / tile_rows: the NV and MR limits the chosen schedule picks its register tile
+  under (defaults: 8 / 6 for "pixels" and "depthwise", 4 / 14 for "channels").
+- plan: [schedule, tile_vectors, tile_rows] or [..., order] in one knob (what the tuning space
+  offers, so that no two configs differ only in knobs their schedule does not read); it
+  overrides the three (four).
+- unroll_taps: "all" kernel taps, one kernel "row" or "none" (default) unrolled per step of
+  the tap loop. Unrolled taps of a stride-1 row read overlapping inputs; LLVM then shares those
+  loads across taps and runs out of registers.
+- in_place: read an input already in plane form (1x1 stride-1 unpadded) where it is (default
+  True); its vectors run across rows through the flat offset, which the kernel IR interpreter's
+  per-axis bounds check rejects, so interpreted runs set it False.
+- order: "pixels_outer" (consecutive tiles share input rows; default when the weights are
+  smaller than the input) or "channels_outer" (they share a weight block).
+
+The knob space (`conv_space`): every config builds and computes the same result.
+Knob spaces of the Conv and ConvTranspose templates: the names `plan` reads.
+
+Every config of a space builds and computes the same result; knobs only change the speed.
+
+- plan: [schedule, tile_vectors, tile_rows(, order)], the schedule with the NV and MR limits it
+  chooses its register tile under, and for "pixels"/"channels" the tile loop order
+  ("pixels_outer" or "channels_outer"; "depthwise" has one tile loop and no order).
+  Schedules: "pixels" and "channels"; "depthwise" and "pixels" when each group reads one input
+  channel ("channels" too when a group has over 8 output channels: the template may pick it).
+  Many limits give the same tile, so each schedule offers one pair per distinct tiling of this
+  workload (the tile's own NV and MR where they give it), the template's default tiling and
+  the others with the best modelled throughput (`_estimate`'s model), up to KEEP
+  of them. Folding the schedule into the tile
+  knob keeps the space free of configs that differ only in limits their schedule never reads.
+  The register budget MR * NV + NV + 1 <= 32 holds for every tile: the tilings enforce it.
+- unroll_taps: "none", "row", "all" where they differ ("all" up to MAX_UNROLLED_TAPS taps).
+
+`in_place` is not a knob of the space: reading an unpadded 1x1 input in place never loses to a
+copy, so the template's default (True) applies.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tvmc.graph import TensorType
+from tvmc.kernel import Buffer, Expr, Kernel, Stmt, allocate, const, loop, seq
+from tvmc.ops.conv.cpu_layout import fill_planes, transform_kernel_body, vector_range
+from tvmc.ops.conv.cpu_tiles import (
+    ChannelTiling,
+    Operands,
+    PixelTiling,
+    Reduction,
+    channel_reads_end,
+    channel_tile,
+    channel_tiling,
+    density,
+    pack_channels,
+    pack_pixels,
+    pixel_reads_end,
+    pixel_tile,
+    pixel_tiling,
+)
+from tvmc.ops.conv.definition import conv_rule, conv_transpose_rule
+from tvmc.ops.conv.geometry import ConvGeometry
+from tvmc.ops.lowering import Attrs, Epilogue, LowerContext, LoweringTarget, Template, TensorRef
+from tvmc.ops.schedule.injective import make_kernel
+from tvmc.ops.schedule.microkernel import (
+    accumulator_dtype,
+    ceil_div,
+    lane_index,
+    let_all,
+    packed_operand,
+    unflatten,
+)
+from tvmc.ops.space import ConfigSpace
+
+PARALLEL_MIN_FLOPS = 1 << 18  # below this a fork/join costs more than the split saves
+PARALLEL_MIN_ELEMENTS = 1 << 16  # the same for the input transform (a copy)
+STORE_COST = 3.0  # instructions per output element of the channels schedule's transposing store
+
+
+def _estimate(
+    geo: ConvGeometry, lanes: int, pix: PixelTiling, pix_eff: float, ch: ChannelTiling,
+    ch_eff: float,
+) -> str:  # fmt: skip
+    """The schedule with the higher estimated useful multiply-adds per cycle (a model)."""
+    pixels = pix_eff * density(pix.mr, pix.nv)
+    store = 1 + STORE_COST * lanes / (geo.icg * len(geo.taps))
+    channels = ch_eff * density(ch.mr, ch.nv) / store
+    return "channels" if channels > pixels else "pixels"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The chosen schedule and its tiling (knobs read once, here)."""
+
+    schedule: str
+    tiling: PixelTiling | ChannelTiling  # a ChannelTiling for "channels" only
+    order: str
+    unroll_taps: str
+    in_place: bool
+
+
+def plan(cfg: Mapping[str, Any], geo: ConvGeometry, lanes: int) -> Plan:
+    """The knobs of `cfg`, with defaults chosen for `geo`."""
+    cfg = dict(cfg)
+    if "plan" in cfg:
+        cfg["schedule"], cfg["tile_vectors"], cfg["tile_rows"], *order = cfg.pop("plan")
+        cfg.update(zip(["order"], order))
+
+    def limits(default: tuple[int, int]) -> tuple[int, int]:
+        return int(cfg.get("tile_vectors", default[0])), int(cfg.get("tile_rows", default[1]))
+
+    pix, pix_eff = pixel_tiling(geo, lanes, *limits(DEFAULTS["pixels"]))
+    chn, chn_eff = channel_tiling(geo, lanes, *limits(DEFAULTS["channels"]))
+    depthwise = geo.icg == 1 and geo.group > 1 and geo.ocg <= 8
+    default = "depthwise" if depthwise else _estimate(geo, lanes, pix, pix_eff, chn, chn_eff)
+    schedule = str(cfg.get("schedule", default))
+    if schedule == "depthwise" and geo.icg != 1:
+        schedule = "pixels"  # a tile loop builds the planes of one input channel only
+    # the operand read once sits in the outer loop; the other is read again per outer step
+    weights = geo.out_channels * geo.icg * len(geo.taps)
+    outer = "channels_outer" if weights > geo.channels * geo.plane_size else "pixels_outer"
+    return Plan(
+        schedule, chn if schedule == "channels" else pix, str(cfg.get("order", outer)),
+        str(cfg.get("unroll_taps", "none")), bool(cfg.get("in_place", True)),
+    )  # fmt: skip
+
+
+def conv_lowering(
+    ctx: LowerContext,
+    geo: ConvGeometry,
+    x: TensorRef,
+    w: TensorRef,
+    weight_fn: Callable[[np.ndarray], np.ndarray],
+    bias: TensorRef | None,
+    out: Buffer,
+    epilogue: Epilogue | None,
+) -> list[Kernel]:
+    """Kernels computing `out` = conv(x, weight_fn(w)) + bias, then the epilogue."""
+    acc = accumulator_dtype(out.dtype)
+    lanes = ctx.target.lanes(acc)
+    p = plan(ctx.config, geo, lanes)
+    parallel = 2 * math.prod(out.shape) * geo.icg * len(geo.taps) >= PARALLEL_MIN_FLOPS
+
+    def pack(v: np.ndarray) -> np.ndarray:
+        if isinstance(p.tiling, ChannelTiling):
+            return pack_channels(weight_fn(v), geo, p.tiling.nv * lanes)
+        return pack_pixels(weight_fn(v), geo, p.tiling.mr)
+
+    weights, kernels = packed_operand(ctx, w, pack, "w")
+    per_step = {"all": len(geo.taps), "row": geo.kernel[-1], "none": 1}[p.unroll_taps]
+    steps = Reduction.offsets(geo, per_step)
+    table = ctx.param(np.array(steps, np.int32), "taps") if len(steps) > 1 else None
+    x_buf = x.buffer
+    assert x_buf is not None, "a conv input is a buffer"
+
+    def operands(
+        load: Callable[[Expr, int], Expr], base: Callable[[Expr, Expr], Expr], stride: int
+    ) -> Operands:
+        red = Reduction(geo, per_step, table)
+        return Operands(geo, load, base, stride, weights, red, bias, out, epilogue, acc, lanes)
+
+    if p.schedule == "depthwise":
+        assert isinstance(p.tiling, PixelTiling)
+        body = _depthwise(geo, p.tiling, x_buf, operands, lanes, parallel)
+        return [*kernels, make_kernel(ctx.name("conv_dw"), body)]
+
+    if isinstance(p.tiling, ChannelTiling):
+        reads_end = channel_reads_end(geo, p.tiling)
+    else:
+        reads_end = pixel_reads_end(geo, p.tiling, lanes)
+    cs, planes = geo.channel_stride, geo.batch * geo.channels
+
+    def base(n: Expr, c: Expr) -> Expr:
+        return (n * geo.channels + c) * cs
+
+    if geo.is_identity and reads_end <= cs and p.in_place:
+        rank = x_buf.ndim
+
+        def load(off: Expr, w: int) -> Expr:  # a flat offset through the last axis (row-major)
+            return x_buf[(*(const(0),) * (rank - 1), lane_index(off, w))]
+
+        ops = operands(load, base, cs)
+    else:
+        size = (planes - 1) * cs + max(cs, reads_end)
+        xt = ctx.temp((size,), x_buf.dtype, "x")
+        slack = vector_range(planes * cs, size, lanes, lambda i: xt.store(i, const(0, xt.dtype)))
+        split = parallel and planes * cs >= PARALLEL_MIN_ELEMENTS
+        body = seq(transform_kernel_body(geo, x_buf, xt, lanes, split), slack)
+        kernels.append(make_kernel(ctx.name("conv_input"), body))
+        ops = operands(lambda off, w: xt[lane_index(off, w)], base, cs)
+
+    if isinstance(p.tiling, ChannelTiling):
+        main = _channel_loop(geo, p.tiling, ops, p.order, parallel)
+    else:
+        main = _pixel_loop(geo, p.tiling, ops, p.order, parallel)
+    return [*kernels, make_kernel(ctx.name("conv"), main)]
+
+
+def _tile_loop(
+    pixel_dims: tuple[int, ...], channel_dims: tuple[int, int], order: str, parallel: bool,
+    body: Callable[[tuple[Expr, ...], Expr, Expr], Stmt],
+) -> Stmt:  # fmt: skip
+    """One loop over all tiles: body(pixel coordinates, group, channel block)."""
+    outer_pixels = order != "channels_outer"
+    shape = (*pixel_dims, *channel_dims) if outer_pixels else (*channel_dims, *pixel_dims)
+    np_ = len(pixel_dims)
+
+    def coordinates(idx: tuple[Expr, ...]) -> Stmt:
+        pix, chans = (idx[:np_], idx[np_:]) if outer_pixels else (idx[2:], idx[:2])
+        return body(pix, chans[0], chans[1])
+
+    def tile(t: Expr) -> Stmt:
+        return let_all("c", unflatten(t, shape), coordinates)
+
+    total = math.prod(shape)
+    return loop("t", total, tile, "parallel" if parallel and total > 1 else "serial")
+
+
+def _pixel_loop(
+    geo: ConvGeometry, tiling: PixelTiling, ops: Operands, order: str, parallel: bool
+) -> Stmt:
+    blocks, _, outer = tiling.cover(geo)
+    dims = (geo.batch, outer, blocks, tiling.chunks)
+
+    def body(p: tuple[Expr, ...], g: Expr, ob: Expr) -> Stmt:
+        n, o, rb, ch = p
+        lead = unflatten(o, geo.out_shape[:-2]) if len(geo.out_shape) > 2 else ()
+        return pixel_tile(ops, tiling, n, g, ob, lead, rb, ch)
+
+    return _tile_loop(dims, (geo.group, ceil_div(geo.ocg, tiling.mr)), order, parallel, body)
+
+
+def _channel_loop(
+    geo: ConvGeometry, tiling: ChannelTiling, ops: Operands, order: str, parallel: bool
+) -> Stmt:
+    rows = math.prod(geo.out_shape[:-1])
+    dims = (geo.batch, rows, tiling.chunks(geo))
+    width = tiling.nv * ops.lanes
+
+    def body(p: tuple[Expr, ...], g: Expr, ob: Expr) -> Stmt:
+        n, row, pc = p
+        return channel_tile(ops, tiling, n, g, ob, unflatten(row, geo.out_shape[:-1]), pc)
+
+    return _tile_loop(dims, (geo.group, ceil_div(geo.ocg, width)), order, parallel, body)
+
+
+def _depthwise(
+    geo: ConvGeometry, tiling: PixelTiling, x: Buffer,
+    operands: Callable[..., Operands], lanes: int, parallel: bool,
+) -> Stmt:  # fmt: skip
+    """Per (n, group): build the channel's planes in local scratch, then every pixel tile."""
+    size = max(geo.channel_stride, pixel_reads_end(geo, tiling, lanes))
+    blocks, _, outer = tiling.cover(geo)
+    oblocks = ceil_div(geo.ocg, tiling.mr)
+
+    def body(s: Buffer, n: Expr, g: Expr) -> Stmt:
+        ops = operands(lambda off, w: s[lane_index(off, w)], lambda n_, c_: const(0), 0)
+
+        def at(idx: tuple[Expr, ...]) -> Stmt:
+            o, rb, ch, ob = idx
+            lead = unflatten(o, geo.out_shape[:-2]) if len(geo.out_shape) > 2 else ()
+            return pixel_tile(ops, tiling, n, g, ob, lead, rb, ch)
+
+        def tile(t: Expr) -> Stmt:
+            return let_all("c", unflatten(t, (outer, blocks, tiling.chunks, oblocks)), at)
+
+        zero = const(0, s.dtype)
+        return seq(
+            fill_planes(geo, x, n, g, s, const(0), lanes),
+            vector_range(geo.channel_stride, size, lanes, lambda i: s.store(i, zero)),
+            loop("t", outer * blocks * tiling.chunks * oblocks, tile),
+        )
+
+    def channel(ng: Expr) -> Stmt:
+        def scratch(ids: tuple[Expr, ...]) -> Stmt:
+            return allocate("planes", (size,), lambda s: body(s, *ids), x.dtype)
+
+        return let_all("c", (ng // geo.group, ng % geo.group), scratch)
+
+    count = geo.batch * geo.group
+    return loop("ng", count, channel, "parallel" if parallel and count > 1 else "serial")
+
+
+MAX_VECTORS = 15  # NV with MR = 1 still fits: 1 * 15 + 15 + 1 <= 32
+ROW_LIMITS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 30)  # MR limits tried
+MAX_UNROLLED_TAPS = 49  # "all" beyond a 7x7 kernel only grows the code
+KEEP = {"pixels": 16, "channels": 12}  # distinct tilings kept per schedule
+# (tile_vectors, tile_rows) `plan` uses when a config has none ("depthwise": pixels)
+DEFAULTS = {"pixels": (8, 6), "channels": (4, 14)}
+ORDERS = ("pixels_outer", "channels_outer")  # tile loop orders of "pixels" and "channels"
+
+
+# ---- the knob space ------------------------------------------------------------------------------
+RULES = {"Conv": conv_rule, "ConvTranspose": conv_transpose_rule}
+
+
+def geometry_of(op: str, attrs: Attrs, input_types: Sequence[TensorType]) -> ConvGeometry:
+    """The (stuffed) geometry the template builds for this workload, from types alone."""
+    x, w = input_types[0], input_types[1]
+    out = RULES[op](attrs, list(input_types))[0]
+    return ConvGeometry.of_node(op, attrs, x.shape, w.shape, out.shape).stuffed()
+
+
+def conv_space(op: str) -> Callable[[Attrs, list[TensorType], LoweringTarget], ConfigSpace]:
+    """The knob space of `op` workloads; `default_index` is the config whose plan `{}` gets."""
+
+    def space(attrs: Attrs, input_types: list[TensorType], target: LoweringTarget) -> ConfigSpace:
+        geo = geometry_of(op, attrs, input_types)
+        lanes = target.lanes(accumulator_dtype(input_types[0].dtype))
+        configs = _space(geo, lanes)
+        want = plan({}, geo, lanes)
+        configs.default_index = next(
+            (i for i in range(len(configs)) if plan(configs.get(i).values, geo, lanes) == want),
+            None,
+        )
+        return configs
+
+    space.__doc__ = f"The knob space of a {op} workload."
+    return space
+
+
+def _space(geo: ConvGeometry, lanes: int) -> ConfigSpace:
+    depthwise = geo.icg == 1 and geo.group > 1
+    with_channels = not depthwise or geo.ocg > 8  # the template's default may pick it then
+
+    def pixels(nv: int, mr: int) -> tuple[Hashable, float, tuple[int, int]]:
+        tiling, eff = pixel_tiling(geo, lanes, nv, mr)
+        used = geo.ocg / (ceil_div(geo.ocg, tiling.mr) * tiling.mr)
+        return tiling, eff * used * density(tiling.mr, tiling.nv), (tiling.nv, tiling.mr)
+
+    rows = [r for r in ROW_LIMITS if r <= geo.ocg] or [1]
+    pixel_tiles = _tiles(pixels, range(1, MAX_VECTORS + 1), rows, "pixels")
+    plans = [["pixels", nv, mr, order] for nv, mr in pixel_tiles for order in ORDERS]
+    if depthwise:
+        plans = [["depthwise", nv, mr] for nv, mr in pixel_tiles] + plans
+    if with_channels:
+
+        def channels(nv: int, mr: int) -> tuple[Hashable, float, tuple[int, int]]:
+            tiling, useful = channel_tiling(geo, lanes, nv, mr)
+            return tiling, useful * density(tiling.mr, tiling.nv), (tiling.nv, tiling.mr)
+
+        vectors = range(1, min(MAX_VECTORS, ceil_div(geo.ocg, lanes)) + 1)
+        pixels_ = [r for r in ROW_LIMITS if r <= geo.out_shape[-1]] or [1]
+        tiles = _tiles(channels, vectors, pixels_, "channels")
+        plans += [["channels", nv, mr, order] for nv, mr in tiles for order in ORDERS]
+    space = ConfigSpace()
+    space.other("plan", plans)
+
+    taps = len(geo.taps)
+    steps = {"none": 1, "row": geo.kernel[-1], "all": taps}
+    unroll = [u for u, n in steps.items() if u == "none" or (1 < n <= MAX_UNROLLED_TAPS)]
+    if steps["row"] == taps and "row" in unroll and "all" in unroll:
+        unroll.remove("all")  # one kernel row is the whole kernel
+    space.annotate("unroll_taps", unroll)
+    return space
+
+
+def _tiles(
+    tile: Callable[[int, int], tuple[Hashable, float, tuple[int, int]]],
+    vectors: Sequence[int],
+    rows: Sequence[int],
+    schedule: str,
+) -> list[tuple[int, int]]:
+    """(NV, MR) limit pairs of a schedule, one per distinct tiling, the best KEEP by the model.
+
+    `tile(nv, mr)` is (tiling, modelled throughput, the tiling's own (NV, MR)). A class of
+    pairs giving one tiling is named by the tiling's own pair where it is one of them, else by
+    its least pair. The class of the template's default always stays.
+    """
+    default = DEFAULTS[schedule]
+    pairs = sorted({*((v, r) for v in vectors for r in rows), default})
+    table = {p: tile(*p) for p in pairs}
+    classes: dict[Hashable, tuple[int, int]] = {}
+    for p in pairs:
+        tiling, _, own = table[p]
+        if tiling not in classes or p == own:
+            classes[tiling] = p
+    default_tiling = table[default][0]
+    ranked = sorted(classes.items(), key=lambda c: (c[0] != default_tiling, -table[c[1]][1], c[1]))
+    return sorted(p for _, p in ranked[: KEEP[schedule]])
+
+
+# ---- templates -----------------------------------------------------------------------------------
+def conv_template(
+    ctx: LowerContext,
+    attrs: Attrs,
+    inputs: list[TensorRef],
+    outputs: list[Buffer],
+    epilogue: Epilogue | None,
+) -> list[Kernel]:
+    """Conv of any rank through the transform + register-tile kernels."""
+    x, w = inputs[0], inputs[1]
+    bias = inputs[2] if len(inputs) > 2 else None
+    geo = ConvGeometry.of_node("Conv", attrs, x.shape, w.shape, outputs[0].shape)
+    return conv_lowering(ctx, geo, x, w, lambda v: v, bias, outputs[0], epilogue)
+
+
+def conv_transpose_template(
+    ctx: LowerContext,
+    attrs: Attrs,
+    inputs: list[TensorRef],
+    outputs: list[Buffer],
+    epilogue: Epilogue | None,
+) -> list[Kernel]:
+    """ConvTranspose as a stride-1 conv of the zero-stuffed input with flipped weights."""
+    x, w = inputs[0], inputs[1]
+    bias = inputs[2] if len(inputs) > 2 else None
+    group, (c, mg, *kernel) = attrs["group"], w.shape
+    spatial = len(kernel)
+
+    def flip(v: np.ndarray) -> np.ndarray:
+        # (C, M/g, *K) -> (M, C/g, *K) per group, spatially flipped
+        t = v.reshape(group, c // group, mg, *kernel).swapaxes(1, 2)
+        t = t.reshape(group * mg, c // group, *kernel)
+        return t[(slice(None), slice(None), *(slice(None, None, -1),) * spatial)]
+
+    geo = ConvGeometry.of_node("ConvTranspose", attrs, x.shape, w.shape, outputs[0].shape)
+    return conv_lowering(ctx, geo.stuffed(), x, w, flip, bias, outputs[0], epilogue)
+
+
+CONV = Template(conv_template, conv_space("Conv"), epilogue=True)
+CONV_TRANSPOSE = Template(conv_transpose_template, conv_space("ConvTranspose"), epilogue=True)

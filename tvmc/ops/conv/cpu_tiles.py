@@ -1,0 +1,328 @@
+"""The two register-tiled conv schedules over transformed input planes (see cpu_layout).
+
+- pixels: a tile is MR output channels x NV vectors of consecutive plane positions (whole
+  output rows, or a chunk of one long row). Broadcast operand: packed weights
+  `[group][oc block][icg][tap][MR]`; vector operand: input plane rows at each tap's offset.
+  Lanes falling on the planes' padding columns are computed and dropped at the store, so this
+  suits 1x1 convs (no padding columns) and wide rows.
+- channels: a tile is MR consecutive output pixels x NV vectors of output channels. Broadcast
+  operand: one input element per pixel and tap; vector operand: packed weights
+  `[group][oc block][icg][tap][NV*16]`. No lane is wasted on padding, but the tile leaves
+  through a transposing store (pixels are contiguous in NCHW, channels are not), which only
+  pays when the reduction (icg x taps) is long: 3x3 convs, small images.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from tvmc.kernel import Buffer, Expr, Stmt, const, if_then_else, loop, seq
+from tvmc.ops.conv.geometry import ConvGeometry
+from tvmc.ops.lowering import Epilogue, TensorRef
+from tvmc.ops.schedule.microkernel import (
+    ceil_div,
+    finalize,
+    lane_index,
+    let_all,
+    pad_axis,
+    pieces,
+    register_tile,
+)
+
+Load = Callable[[Expr, int], Expr]  # (flat offset into the transformed input, lanes) -> value
+VECTOR_REGISTERS = 32  # AVX-512
+
+
+def density(mr: int, nv: int) -> float:
+    """How well a tile hides its loads and loop overhead behind its MR x NV fmas (a model)."""
+    return mr * nv / (mr * nv + 4)
+
+
+def max_rows(nv: int) -> int:
+    """Most tile rows whose MR x NV accumulators, NV loaded vectors and a broadcast fit in
+    the registers (LLVM loads a k step's vectors once and reuses them across the rows)."""
+    return max(1, (VECTOR_REGISTERS - 1 - nv) // nv)
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """The sum over (input channel, kernel taps): serial loops over the channels and over steps
+    of `per_step` consecutive taps (unrolled), a step's offset read from a table."""
+
+    geo: ConvGeometry
+    per_step: int  # taps unrolled per step: all, one kernel row, or 1
+    table: Buffer | None  # offset of each step's first tap; None when there is one step
+
+    @staticmethod
+    def offsets(geo: ConvGeometry, per_step: int) -> list[int]:
+        """Offsets of each step's first tap (what `table` holds)."""
+        return [geo.tap_offset(t) for t in geo.taps[::per_step]]
+
+    @property
+    def loops(self) -> list[tuple[str, int]]:
+        """The serial reduction loops: input channels, then tap steps."""
+        steps = len(self.geo.taps) // self.per_step
+        return [(name, n) for name, n in (("ic", self.geo.icg), ("kh", steps)) if n > 1]
+
+    @property
+    def taps(self) -> int:
+        """Taps unrolled within one step of the loops."""
+        return self.per_step
+
+    def _vars(self, ks: tuple[Expr, ...]) -> tuple[Expr, Expr]:
+        found = dict(zip((name for name, _ in self.loops), ks))
+        return found.get("ic", const(0)), found.get("kh", const(0))
+
+    def channel(self, ks: tuple[Expr, ...]) -> Expr:
+        """Input channel (within the group) of this step."""
+        return self._vars(ks)[0]
+
+    def first_tap(self, ks: tuple[Expr, ...]) -> Expr:
+        """Tap index (row-major over the kernel) of this step's first unrolled tap."""
+        return self._vars(ks)[1] * self.taps
+
+    def row_offset(self, ks: tuple[Expr, ...]) -> Expr:
+        """Input offset of this step's first tap from the output pixel's plane position."""
+        return const(0) if self.table is None else self.table[self._vars(ks)[1]]
+
+    def column_offset(self, t: int) -> int:
+        """Input offset of unrolled tap `t` from its step's first tap (offsets add up)."""
+        return self.geo.tap_offset(self.geo.taps[t])
+
+
+@dataclass(frozen=True)
+class Operands:
+    """What a schedule reads and writes."""
+
+    geo: ConvGeometry
+    load: Load  # the transformed input (or the input itself)
+    channel_base: Callable[[Expr, Expr], Expr]  # (n, input channel) -> flat offset of its planes
+    channel_stride: int  # flat offset from one input channel's planes to the next
+    weights: Buffer  # packed, flat
+    reduction: Reduction
+    bias: TensorRef | None
+    out: Buffer
+    epilogue: Epilogue | None
+    acc: str  # accumulator dtype
+    lanes: int
+
+
+def _stored(ops: Operands, value: Expr, oc: Expr, idx: tuple[Expr, ...]) -> Stmt:
+    if ops.bias is not None:
+        value = value + ops.bias.read((oc,)).astype(ops.acc)
+    return finalize(value, idx, ops.out, ops.epilogue)
+
+
+# ---- pixels --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PixelTiling:
+    """R whole output rows per tile, or one row cut in `chunks`; NV vectors; MR channels."""
+
+    rows: int
+    chunks: int
+    nv: int
+    mr: int
+
+    def cover(self, geo: ConvGeometry) -> tuple[int, int, int]:
+        """(row blocks, rows in the blocked axis, other leading rows) of the output."""
+        rl = geo.out_shape[-2] if len(geo.out_shape) > 1 else 1
+        return ceil_div(rl, self.rows), rl, math.prod(geo.out_shape[:-2])
+
+
+def pixel_tiling(
+    geo: ConvGeometry, lanes: int, nv_max: int, mr_max: int
+) -> tuple[PixelTiling, float]:
+    """The tiling with the best useful-lane fraction times tile density, and that fraction."""
+    ow, wq = geo.out_shape[-1], geo.plane[-1]
+    rl = geo.out_shape[-2] if len(geo.out_shape) > 1 else 1
+    best: tuple[float, int, int, int] = (0.0, 0, 1, 1)
+    for rows in range(1, rl + 1):
+        span = (rows - 1) * wq + ow
+        if span > nv_max * lanes:
+            break
+        nv = ceil_div(span, lanes)
+        eff = rl * ow / (ceil_div(rl, rows) * nv * lanes)
+        score = eff * density(min(mr_max, max_rows(nv), geo.ocg), nv)
+        best = max(best, (round(score, 3), nv, rows, 1))
+    if best[0] == 0.0:  # a row wider than a tile: cut it into equal chunks
+        chunks = ceil_div(ow, nv_max * lanes)
+        nv = ceil_div(ceil_div(ow, chunks), lanes)
+        best = (0.0, nv, 1, chunks)
+    _, nv, rows, chunks = best
+    mr = max(1, min(mr_max, max_rows(nv), geo.ocg))
+    return PixelTiling(rows, chunks, nv, mr), rl * ow / (ceil_div(rl, rows) * chunks * nv * lanes)
+
+
+def pack_pixels(w: np.ndarray, geo: ConvGeometry, mr: int) -> np.ndarray:
+    """Weights (OC, ICg, *K) -> [group][oc block][icg][tap][MR], zero-padded channels."""
+    blocks = ceil_div(geo.ocg, mr)
+    x = w.reshape(geo.group, geo.ocg, geo.icg, -1)
+    x = pad_axis(x, 1, blocks * mr).reshape(geo.group, blocks, mr, geo.icg, -1)
+    return np.ascontiguousarray(x.transpose(0, 1, 3, 4, 2))
+
+
+def pixel_tile(
+    ops: Operands, tiling: PixelTiling, n: Expr, g: Expr, ob: Expr,
+    outer: tuple[Expr, ...], rb: Expr, ch: Expr,
+) -> Stmt:  # fmt: skip
+    """One MR x NV tile at row block `rb`, chunk `ch` of the rows with leading indices `outer`."""
+    geo, lanes, mr, nv = ops.geo, ops.lanes, tiling.mr, tiling.nv
+    width, wq, ow = nv * lanes, geo.plane[-1], geo.out_shape[-1]
+    blocks, rl, _ = tiling.cover(geo)
+    red, ntaps = ops.reduction, len(geo.taps)
+    row0 = rb * tiling.rows
+    lead = (*outer, row0) if len(geo.out_shape) > 1 else ()
+    qbase = geo.out_position(lead) + ch * width
+    oblocks = ceil_div(geo.ocg, mr)
+
+    def bind(ks: tuple[Expr, ...], wb: Expr, xb: Expr) -> tuple[Expr, ...]:
+        ic = red.channel(ks)
+        w_step = ((wb + ic) * ntaps + red.first_tap(ks)) * mr
+        return w_step, xb + ic * ops.channel_stride + red.row_offset(ks)
+
+    def scalar(r: int, b: tuple, t: int) -> Expr:
+        return ops.weights[b[0] + t * mr + r]
+
+    def vector(v: int, b: tuple, t: int) -> Expr:
+        return ops.load(b[1] + red.column_offset(t) + v * lanes, lanes)
+
+    def row_stores(tile: Buffer, r: int, oc: Expr, j: int, segment: int) -> Stmt:
+        row = (*outer, row0 + j) if lead else ()
+        return seq(*(
+            _stored(ops, tile[r, lane_index(j * wq + o, w)], oc,
+                    (n, oc, *row, lane_index(ch * width + o, w)))
+            for o, w in pieces(segment, lanes)
+        ))  # fmt: skip
+
+    def finish(tile: Buffer) -> Stmt:
+        stmts = []
+        for r in range(mr):
+            oc_local = ob * mr + r
+            oc = g * geo.ocg + oc_local
+            rows = []
+            for j in range(tiling.rows):
+                if tiling.chunks == 1:
+                    st = row_stores(tile, r, oc, j, ow)
+                else:
+                    last = ow - (tiling.chunks - 1) * width
+                    full = row_stores(tile, r, oc, j, width)
+                    if last != width:
+                        full = if_then_else(
+                            ch.eq(tiling.chunks - 1), row_stores(tile, r, oc, j, last), full
+                        )
+                    st = full
+                rows.append(st if rl % tiling.rows == 0 else if_then_else(row0 + j < rl, st))
+            body = seq(*rows)
+            stmts.append(body if geo.ocg % mr == 0 else if_then_else(oc_local < geo.ocg, body))
+        return seq(*stmts)
+
+    def tile(bases: tuple[Expr, ...]) -> Stmt:
+        return register_tile(mr, nv, lanes, ops.acc, red.loops, red.taps, scalar, vector, finish,
+                             lambda ks: bind(ks, *bases))  # fmt: skip
+
+    block = (g * oblocks + ob) * geo.icg
+    return let_all("t", (block, ops.channel_base(n, g * geo.icg) + qbase), tile)
+
+
+def pixel_reads_end(geo: ConvGeometry, tiling: PixelTiling, lanes: int) -> int:
+    """One past the largest plane position (plus tap offset) a pixel tile reads."""
+    blocks, _, outer = tiling.cover(geo)
+    lead = [o - 1 for o in geo.out_shape[:-2]] + ([(blocks - 1) * tiling.rows] if
+                                                  len(geo.out_shape) > 1 else [])  # fmt: skip
+    last = sum(i * s for i, s in zip(lead, geo.plane_strides))
+    return last + tiling.chunks * tiling.nv * lanes + geo.max_tap_offset
+
+
+# ---- channels ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ChannelTiling:
+    """MR consecutive pixels of a row x NV vectors of output channels."""
+
+    mr: int
+    nv: int
+
+    def chunks(self, geo: ConvGeometry) -> int:
+        """Pixel chunks per output row."""
+        return ceil_div(geo.out_shape[-1], self.mr)
+
+
+def channel_tiling(
+    geo: ConvGeometry, lanes: int, nv_max: int, mr_max: int
+) -> tuple[ChannelTiling, float]:
+    """The (MR, NV) with the best useful-lane fraction times tile density, and that fraction."""
+    ow, best = geo.out_shape[-1], (0.0, 0.0, ChannelTiling(1, 1))
+    for nv in range(1, nv_max + 1):
+        width = nv * lanes
+        pad = geo.ocg / (ceil_div(geo.ocg, width) * width)
+        for mr in range(1, min(mr_max, max_rows(nv)) + 1):
+            useful = pad * ow / (ceil_div(ow, mr) * mr)
+            best = max(best, (useful * density(mr, nv), useful, ChannelTiling(mr, nv)),
+                       key=lambda b: b[0])  # fmt: skip
+    return best[2], best[1]
+
+
+def pack_channels(w: np.ndarray, geo: ConvGeometry, width: int) -> np.ndarray:
+    """Weights (OC, ICg, *K) -> [group][oc block][icg][tap][width], zero-padded channels."""
+    blocks = ceil_div(geo.ocg, width)
+    x = w.reshape(geo.group, geo.ocg, geo.icg, -1)
+    x = pad_axis(x, 1, blocks * width).reshape(geo.group, blocks, width, geo.icg, -1)
+    return np.ascontiguousarray(x.transpose(0, 1, 3, 4, 2))
+
+
+def channel_tile(
+    ops: Operands, tiling: ChannelTiling, n: Expr, g: Expr, ob: Expr, lead: tuple[Expr, ...],
+    pc: Expr,
+) -> Stmt:  # fmt: skip
+    """One MR x NV tile: pixels pc*MR.. of the output row `lead`, channel block `ob`."""
+    geo, lanes, mr, nv = ops.geo, ops.lanes, tiling.mr, tiling.nv
+    width, ow = nv * lanes, geo.out_shape[-1]
+    red, ntaps = ops.reduction, len(geo.taps)
+    qbase = geo.out_position(lead) + pc * mr
+    oblocks = ceil_div(geo.ocg, width)
+    chunks = tiling.chunks(geo)
+
+    def bind(ks: tuple[Expr, ...], wb: Expr, xb: Expr) -> tuple[Expr, ...]:
+        ic = red.channel(ks)
+        w_step = ((wb + ic) * ntaps + red.first_tap(ks)) * width
+        return w_step, xb + ic * ops.channel_stride + red.row_offset(ks)
+
+    def scalar(r: int, b: tuple, t: int) -> Expr:
+        return ops.load(b[1] + red.column_offset(t) + r, 1)
+
+    def vector(v: int, b: tuple, t: int) -> Expr:
+        return ops.weights[lane_index(b[0] + t * width + v * lanes, lanes)]
+
+    def finish(tile: Buffer) -> Stmt:
+        def channel(j: Expr) -> Stmt:
+            oc_local = ob * width + j
+            oc = g * geo.ocg + oc_local
+
+            def run(count: int) -> Stmt:
+                return seq(*(
+                    _stored(ops, tile[lane_index(o, w), j], oc,
+                            (n, oc, *lead, lane_index(pc * mr + o, w)))
+                    for o, w in pieces(count, lanes)
+                ))  # fmt: skip
+
+            last = ow - (chunks - 1) * mr
+            st = run(mr) if last == mr else if_then_else(pc.eq(chunks - 1), run(last), run(mr))
+            return st if geo.ocg % width == 0 else if_then_else(oc_local < geo.ocg, st)
+
+        return loop("j", width, channel)
+
+    def tile(bases: tuple[Expr, ...]) -> Stmt:
+        return register_tile(mr, nv, lanes, ops.acc, red.loops, red.taps, scalar, vector, finish,
+                             lambda ks: bind(ks, *bases))  # fmt: skip
+
+    block = (g * oblocks + ob) * geo.icg
+    return let_all("t", (block, ops.channel_base(n, g * geo.icg) + qbase), tile)
+
+
+def channel_reads_end(geo: ConvGeometry, tiling: ChannelTiling) -> int:
+    """One past the largest plane position (plus tap offset) a channel tile reads."""
+    last = sum((o - 1) * s for o, s in zip(geo.out_shape[:-1], geo.plane_strides))
+    return last + tiling.chunks(geo) * tiling.mr + geo.max_tap_offset
