@@ -260,3 +260,42 @@ def test_batch_norm(shape, params, rng):
 def test_batch_norm_interpreted(rng):
     x = rng.standard_normal((2, 3, 36)).astype(F32)
     check("BatchNormalization", {"x": x}, constants=_bn_params(rng, 3), use_interpreter=True)
+
+
+# ---- Mod -----------------------------------------------------------------------------------------
+MOD_DTYPES = ["int8", "int32", "int64", "uint8", "uint32", "float32", "float64"]
+
+
+@pytest.mark.parametrize("dtype", MOD_DTYPES)
+@pytest.mark.parametrize("fmod", [0, 1])
+def test_mod(dtype, fmod, rng):
+    """Python's remainder (sign of the divisor) or C's fmod (sign of the dividend), broadcast."""
+    if fmod == 0 and dtype.startswith("float"):
+        pytest.skip("ONNX requires fmod=1 for floats")
+    if dtype.startswith("float"):
+        a = (rng.standard_normal((2, 3, 37)) * 20).astype(dtype)
+        b = (rng.uniform(0.5, 7, 37) * rng.choice([-1, 1], 37)).astype(dtype)
+    else:
+        info = np.iinfo(dtype)
+        a = rng.integers(max(info.min, -100), min(info.max, 100), (2, 3, 37), endpoint=True)
+        b = rng.integers(1, 9, 37) * (rng.choice([-1, 1], 37) if info.min < 0 else 1)
+        a, b = a.astype(dtype), b.astype(dtype)
+    for inputs in ({"a": a, "b": b}, {"a": a[0, 0], "b": b}):
+        check("Mod", inputs, {"fmod": fmod}, opset=13)
+
+
+@pytest.mark.parametrize("fmod", [0, 1])
+def test_mod_never_traps_on_integer_edge_cases(fmod):
+    """x % 0 and MIN % -1 trap in hardware; tvmc gives 0 for both, as numpy does."""
+    low = np.iinfo(np.int32).min
+    a = np.array([7, -7, low, low, 5, 0, -9, 9], np.int32)
+    b = np.array([0, 0, -1, 1, -1, 3, 4, -4], np.int32)
+    run_direct("Mod", {"fmod": fmod}, a, b)
+    run_direct("Mod", {"fmod": fmod}, a.astype(np.uint16) % 50, b.astype(np.uint16) % 3)
+
+
+def test_mod_keeps_fmod_exact_for_large_quotients():
+    """fmod of the magnitudes is exact (frem); a floored remainder minus the divisor is not."""
+    a = np.array([-1e30, 1e30, -5.5, 5.5, -1e-30], np.float32)
+    b = np.array([3.0, -3.0, 2.0, -2.0, 7.0], np.float32)
+    check("Mod", {"a": a, "b": b}, {"fmod": 1}, opset=13, rtol=0, atol=0)

@@ -300,3 +300,18 @@ def test_pad_wrap_with_crop_direct(x):
     """Wrap over a cropped axis (onnxruntime only pads): against the reference."""
     attrs = {"pads": (0, 0, 1, -1, 0, 0, -1, 2), "mode": "wrap", "constant_value": 0}
     run_direct("Pad", attrs, x)
+
+
+# ---- Trilu ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("upper", [0, 1])
+@pytest.mark.parametrize("k", [-7, -1, 0, 2, 9])
+@pytest.mark.parametrize("shape", [(4, 5), (2, 3, 6, 37)])
+def test_trilu(upper, k, shape, rng):
+    x = rng.standard_normal(shape).astype(np.float32)
+    check("Trilu", {"x": x}, {"upper": upper}, {"k": np.array(k, np.int64)}, opset=14)
+
+
+def test_trilu_without_k_and_for_integers(rng):
+    x = rng.integers(-50, 50, (3, 5, 5)).astype(np.int64)
+    check("Trilu", {"x": x}, {"upper": 0}, opset=14)
+    check("Trilu", {"x": x.astype(np.int32)}, opset=14, use_interpreter=True)

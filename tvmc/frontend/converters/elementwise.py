@@ -16,7 +16,7 @@ same_name(
         "LeakyRelu", "Elu", "HardSigmoid", "Gelu",
         "Sub", "Mul", "Div", "Pow", "PRelu",
         "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or",
-        "Sum", "Max", "Min", "Mean", "Where",
+        "Sum", "Max", "Min", "Mean", "Where", "Mod",
     ],
     ignore=["consumed_inputs"],  # opset < 6 bookkeeping with no effect on results
 )  # fmt: skip

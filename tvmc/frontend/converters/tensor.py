@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from tvmc.errors import UnsupportedModelError
+from tvmc.errors import ModelError, UnsupportedModelError
 from tvmc.frontend.context import ConvertContext, OnnxNode
 from tvmc.frontend.converters.registry import converter, unique_axes
 from tvmc.graph import DTYPES
@@ -235,3 +235,13 @@ def Range(ctx: ConvertContext, node: OnnxNode) -> None:
         raise ValueError("Range delta must not be 0")
     count = max(math.ceil((limit.item() - start.item()) / delta.item()), 0)
     _const(ctx, node, (start + np.arange(count, dtype=start.dtype) * delta).astype(start.dtype))
+
+
+@converter("Trilu")
+def Trilu(ctx: ConvertContext, node: OnnxNode) -> None:
+    """The diagonal offset `k` (an optional input) becomes an attribute."""
+    k = ctx.require_const(node, 1, "k") if node.input(1) else np.zeros((), np.int64)
+    if k.size != 1:
+        raise ModelError(f"{node.describe()}: k must hold one value, got shape {list(k.shape)}")
+    attrs = {"upper": int(node.attrs.get("upper", 1)), "k": int(k.reshape(()))}
+    ctx.add("Trilu", node.inputs[:1], attrs, outputs=node.outputs)

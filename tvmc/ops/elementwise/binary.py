@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 
 from tvmc.graph import TensorType
-from tvmc.kernel import Expr, maximum, minimum, power, select, sqrt
+from tvmc.kernel import Expr, fabs, maximum, minimum, power, select, sqrt
 from tvmc.kernel.expr import is_float
 from tvmc.ops.common import broadcast_rule, broadcast_shape
 from tvmc.ops.elementwise.literals import literal, operand, uniform_value, zero
@@ -71,6 +71,42 @@ def _div(a: Expr, b: Expr) -> Expr:
     safe = select(b.eq(zero(b)) | minus_one, literal(1, b.dtype), b)
     return select(minus_one, zero(a) - a, a / safe)
 
+
+def _mod_reference(attrs: Attrs, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The remainder: with the divisor's sign (fmod=0, Python's %) or the dividend's (fmod=1)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.fmod(a, b) if attrs["fmod"] else np.mod(a, b)
+
+
+def _safe_divisor(b: Expr) -> Expr:
+    """`b`, with 0 and -1 (whose integer remainders trap: x % 0, MIN % -1) replaced by 1; the
+    remainder by 1 is 0, which is x % -1 exactly and tvmc's choice for x % 0 (numpy's too)."""
+    if b.dtype.startswith("uint"):
+        return select(b.eq(zero(b)), literal(1, b.dtype), b)
+    return select(b.eq(zero(b)) | b.eq(literal(-1, b.dtype)), literal(1, b.dtype), b)
+
+
+def _mod(attrs: Attrs, a: Expr, b: Expr) -> Expr:
+    if not is_float(a.dtype):
+        b = _safe_divisor(b)
+        return a - (a / b) * b if attrs["fmod"] else a % b  # `/` truncates, `%` floors
+    if not attrs["fmod"]:
+        return a % b
+    # C's fmod is the floored remainder of the magnitudes with the dividend's sign: exact, as
+    # frem is (r + b - b would round)
+    r = fabs(a) % fabs(b)
+    return select(a < zero(a), zero(r) - r, r)
+
+
+def _mod_compute(
+    attrs: Attrs, inputs: list[TensorRef], out_types: list[TensorType]
+) -> list[Accessor]:
+    read_a, read_b = (operand(r, out_types[0].shape) for r in inputs)
+    return [lambda idx: _mod(attrs, read_a(idx), read_b(idx))]
+
+
+MOD = OpDef("Mod", broadcast_rule("Mod"), _mod_reference, computed(_mod_compute), {"fmod": 0},
+            BROADCAST, (2, 2), doc="a mod b: the sign of b (fmod=0) or of a (fmod=1).")  # fmt: skip
 
 ARITHMETIC = [
     binary("Add", np.add, lambda a, b: a + b, "a + b."),
@@ -194,4 +230,4 @@ VARIADIC = [
                  num_inputs=(3, 3), infer=_where_rule, doc="x where cond, else y."),
 ]  # fmt: skip
 
-DEFINITIONS = [*ARITHMETIC, *COMPARISONS, POW, *VARIADIC]
+DEFINITIONS = [*ARITHMETIC, MOD, *COMPARISONS, POW, *VARIADIC]
