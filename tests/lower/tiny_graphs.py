@@ -1,9 +1,9 @@
-"""Tiny graphs built inline for the fusion and memory-planning tests, and a Program runner.
+"""Tiny graphs built inline for the fusion and memory-planning tests, and two Program runners.
 
-`run_program` runs a lowered Program call by call with the kernel IR interpreter, every workspace
-buffer a view at its planned offset of one shared byte array filled with NaN bytes, so a wrong
-memory plan (two live tensors overlapping) or a read of a never-written tensor changes the result.
-"""
+`run_native` compiles a lowered Program for the host and runs it through the executor.
+`run_program` runs it call by call with the kernel IR interpreter, every workspace buffer a view
+at its planned offset of one byte array filled with NaN bytes, so a wrong memory plan (two live
+tensors overlapping) or a read of a never-written tensor changes the result."""
 
 from __future__ import annotations
 
@@ -11,10 +11,13 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from tvmc.codegen import load_shared
+from tvmc.codegen.program import emit_program
 from tvmc.graph import Graph, Node, TensorType
 from tvmc.kernel import interpret
-from tvmc.lower import LoweredModel
+from tvmc.lower import LoweredModel, lower_graph
 from tvmc.ops import OPS, infer_node
+from tvmc.runtime import Executor, ProgramInfo
 
 F32 = "float32"
 
@@ -54,6 +57,13 @@ def random_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
     }
 
 
+def lower_for_interpreter(graph: Graph, fuse: bool = True) -> LoweredModel:
+    """`lower_graph` with every conv's `in_place` off: in place, a 1x1 conv's vectors cross rows
+    through the flat offset, which the interpreter's per-axis bounds check rejects."""
+    configs = {n.name: {"in_place": False} for n in graph.nodes if n.op == "Conv"}
+    return lower_graph(graph, configs=configs, fuse=fuse)
+
+
 def run_program(lowered: LoweredModel, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
     """The outputs of a lowered Program, its calls interpreted in order over one workspace."""
     program = lowered.program
@@ -82,3 +92,13 @@ def run_program(lowered: LoweredModel, inputs: Mapping[str, np.ndarray]) -> list
         kernel = kernels[call.kernel]
         interpret(kernel, *(view(a, b.shape) for a, b in zip(call.args, kernel.params)))
     return outputs
+
+
+def run_native(lowered: LoweredModel, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    """The outputs of a lowered Program compiled for the host and run by the executor."""
+    program = lowered.program
+    info = ProgramInfo(program.entry, program.inputs, program.outputs, program.params,
+                       program.buffers, program.calls, program.workspace_bytes)  # fmt: skip
+    executor = Executor(load_shared(emit_program(program, jobs=1)), info, lowered.param_values)
+    executor.set_inputs([inputs[lowered.tensor_of[n]] for n in program.inputs])
+    return executor.run()
