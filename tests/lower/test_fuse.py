@@ -223,13 +223,13 @@ def check_plan_rules(graph: Graph, plan: FusionPlan) -> None:
         assert reader.inputs.count(tensor) == 1, tensor  # ... reading it once
         assert tensor not in graph.outputs, tensor
         producer = producers[tensor]
-        assert OPS[producer.op].compute is not None and producer.name not in plan.absorbed
-        assert OPS[reader.op].compute is not None or reader.name in plan.absorbed, tensor
+        assert OPS[producer.op].is_compute and producer.name not in plan.absorbed
+        assert OPS[reader.op].is_compute or reader.name in plan.absorbed, tensor
         same = all(graph.types[o].shape == graph.types[tensor].shape for o in reader.outputs)
         assert same or OPS[producer.op].kind == INJECTIVE, tensor  # no recomputation
     by_name = {n.name: n for n in graph.nodes}
     for anchor, chain in plan.epilogues.items():
-        assert OPS[by_name[anchor].op].template is not None and OPS[by_name[anchor].op].epilogue
+        assert OPS[by_name[anchor].op].is_template and OPS[by_name[anchor].op].epilogue
         tensor = by_name[anchor].outputs[0]
         for link in chain:
             assert consumers[tensor] == [link] and tensor not in graph.outputs, (anchor, link.name)
