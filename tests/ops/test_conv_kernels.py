@@ -21,7 +21,7 @@ from tests.onnx_helpers import assert_close, run_onnxruntime, single_node_model
 from tvmc.codegen import emit_cpu, load_shared
 from tvmc.frontend import convert_model
 from tvmc.graph import Node, TensorType
-from tvmc.kernel import Buffer, maximum
+from tvmc.kernel import Buffer, kernel_str, maximum
 from tvmc.ops import OPS
 from tvmc.ops.lowering import LowerContext, LoweringTarget, buffer_shape, ref_of_buffer
 from tvmc.passes import IMPORT_PIPELINE, run_passes
@@ -368,3 +368,38 @@ def test_conv_random_windows(data, schedule, group):
     out_type = graph.types[node.outputs[0]]
     got, _ = lower_and_run(node, [x, w], [False, True], out_type, {"schedule": schedule})
     np.testing.assert_allclose(got, OPS["Conv"].reference(node.attrs, x, w), **TOL)
+
+
+# ---- many stride phases (patch embeddings) -------------------------------------------------------
+PATCH_CASES = [
+    ((1, 3, 64, 48), (8, 3, 16, 16), {"strides": [16, 16]}),  # ViT's patchify, 256 phases
+    ((1, 3, 50, 46), (8, 3, 8, 8), {"strides": [8, 8], "pads": [1, 2, 3, 4]}),
+    ((1, 2, 40, 41), (4, 2, 4, 4), {"strides": [8, 6]}),  # phases but not every one read
+    ((1, 2, 6, 30, 31), (3, 2, 3, 5, 5), {"strides": [1, 5, 5], "pads": [0, 1, 2, 1, 0, 0]}),
+]
+
+
+@pytest.mark.parametrize("x_shape,w_shape,attrs", PATCH_CASES)
+def test_conv_with_many_stride_phases(x_shape, w_shape, attrs, rng):
+    """Convs whose input transform has more than MAX_UNROLLED_PHASES planes fill them with one
+    loop over the phases: correct, and a transform kernel whose size does not grow with them."""
+    x, w = randn(rng, *x_shape), randn(rng, *w_shape)
+    check_conv("Conv", x, w, {"kernel_shape": list(w_shape[2:]), **attrs})
+    check_lowered("Conv", {"x": x}, {"kernel_shape": list(w_shape[2:]), **attrs}, {"w": w},
+                  use_interpreter=True, config={"in_place": False}, **TOL)  # fmt: skip
+
+
+def test_patch_embedding_transform_is_one_loop_nest():
+    """256 phase planes used to be 256 loop nests, which LLVM took minutes to optimise."""
+    x = TensorType((1, 3, 224, 224), "float32")
+    w = np.zeros((768, 3, 16, 16), np.float32)
+    attrs = OPS["Conv"].normalize_attrs(
+        {"kernel_shape": [16, 16], "strides": [16, 16], "pads": [0] * 4, "dilations": [1, 1]}, ""
+    )
+    (out_type,) = OPS["Conv"].infer(attrs, [x, TensorType.of(w)])
+    refs = [ref_of_buffer("x", x, Buffer("x", x.shape)), ref_of_buffer("w", TensorType.of(w),
+            Buffer("w", w.shape), w)]  # fmt: skip
+    ctx = LowerContext(LoweringTarget(num_threads=2))
+    kernels = OPS["Conv"].build(ctx, attrs, refs, [Buffer("y", out_type.shape)], None)
+    (transform,) = [k for k in kernels if "input" in k.name]
+    assert len(kernel_str(transform).splitlines()) < 20

@@ -34,6 +34,8 @@ from tvmc.kernel import (
 from tvmc.ops.conv.geometry import ConvGeometry
 from tvmc.ops.schedule.microkernel import ceil_div, unflatten
 
+MAX_UNROLLED_PHASES = 16  # more phase planes than this are filled by one loop over the phases
+
 
 def vector_range(lo: int, hi: int, lanes: int, body: Callable[[Expr], Stmt]) -> Stmt:
     """body(i) for i in [lo, hi): a vectorized loop of full vectors, then a scalar tail."""
@@ -111,6 +113,8 @@ def fill_planes(
     geo: ConvGeometry, x: Buffer, n: Expr, c: Expr, dst: Buffer, base: Expr, lanes: int
 ) -> Stmt:
     """Writes the transformed planes of input channel (n, c) to dst[base:base+channel_stride]."""
+    if geo.n_phases > MAX_UNROLLED_PHASES and _phase_values_are_indices(geo):
+        return _fill_planes_looped(geo, x, n, c, dst, base)
     lead_shape, wq = geo.plane[:-1], geo.plane[-1]
     rows = math.prod(lead_shape)
     stmts = []
@@ -123,6 +127,35 @@ def fill_planes(
 
         stmts.append(loop("y", rows, row) if rows > 1 else row(const(0)))
     return seq(*stmts)
+
+
+def _phase_values_are_indices(geo: ConvGeometry) -> bool:
+    """Phases 0, 1, ... of every axis (no dilation gaps) in an input without stuffed zeros."""
+    return all(u == 1 for u in geo.upsample) and all(
+        p == tuple(range(len(p))) for p in geo.phases
+    )
+
+
+def _fill_planes_looped(
+    geo: ConvGeometry, x: Buffer, n: Expr, c: Expr, dst: Buffer, base: Expr
+) -> Stmt:
+    """Every phase plane by one loop nest over (phase, row, column): a gather that writes 0
+    where the position falls in the padding. Patch embeddings (kernel = stride = 16) have 256
+    phases; a loop nest each made LLVM take minutes over their strided copies."""
+    phase_shape, zero = tuple(len(p) for p in geo.phases), const(0, x.dtype)
+    axes = len(phase_shape)
+
+    def element(flat: Expr) -> Stmt:
+        index = unflatten(flat, (*phase_shape, *geo.plane))  # [n][c] [phase...][plane...]
+        phase, pos = index[:axes], index[axes:]
+        z = [y * s + p - pb for y, s, p, pb in zip(pos, geo.strides, phase, geo.pad_begin)]
+        inside = functools.reduce(
+            lambda a, b: a & b, ((zi >= 0) & (zi < size) for zi, size in zip(z, geo.in_shape))
+        )
+        clamped = tuple(minimum(maximum(zi, 0), size - 1) for zi, size in zip(z, geo.in_shape))
+        return dst.store(base + flat, select(inside, x[(n, c, *clamped)], zero))
+
+    return loop("e", geo.channel_stride, element)
 
 
 def transform_kernel_body(
