@@ -9,10 +9,8 @@ result = tvmc.run(package, benchmark=True)                             # TVMCRes
 Between tune's stages: tvmc.extract_tasks(model) -> filter -> tvmc.tune_tasks(tasks, "log.json").
 """
 
-__version__ = "0.1.0"
-
-import tvmc.config  # noqa: E402,F401  (sets OMP_WAIT_POLICY before anything loads libgomp)
-from tvmc.driver import (  # noqa: E402
+import tvmc.config  # noqa: F401  (sets OMP_WAIT_POLICY before anything loads libgomp)
+from tvmc.driver import (
     TVMCModel,
     TVMCPackage,
     TVMCResult,
@@ -22,7 +20,8 @@ from tvmc.driver import (  # noqa: E402
     tune,
     tune_tasks,
 )
-from tvmc.driver import compile_model as compile  # noqa: E402  (TVMC's name; shadows the builtin)
+from tvmc.driver import compile_model as compile  # TVMC's name; shadows the builtin
+from tvmc.version import __version__
 
 __all__ = [
     "TVMCModel",

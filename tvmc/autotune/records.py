@@ -21,8 +21,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tvmc import __version__
 from tvmc.errors import UsageError
+from tvmc.version import __version__
 
 logger = logging.getLogger("tvmc.autotune")
 

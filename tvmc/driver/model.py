@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tvmc import __version__
 from tvmc.errors import ModelError, UsageError, unknown_choice
 from tvmc.frontend import load_onnx
 from tvmc.graph import Graph, TensorType, graph_from_json, graph_to_json
 from tvmc.passes import IMPORT_PIPELINE, run_passes
+from tvmc.version import __version__
 
 if TYPE_CHECKING:
     from tvmc.driver.package import TVMCPackage

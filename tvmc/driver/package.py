@@ -11,7 +11,6 @@ import weakref
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from tvmc import __version__
 from tvmc.codegen.cuda_program import CUDAArtifact
 from tvmc.codegen.target import NVPTX_TRIPLE, CPUTarget, CUDATarget
 from tvmc.driver.compiler import TARGET_KINDS, BuildResult, CompileOptions, build
@@ -30,6 +29,7 @@ from tvmc.runtime.package import (
     read_package,
     write_package,
 )
+from tvmc.version import __version__
 
 if TYPE_CHECKING:
     from tvmc.driver.runner import TVMCResult
