@@ -17,6 +17,7 @@ import numpy as np
 from tvmc.autotune.measure import MeasureInput, Measurer, MeasureResult
 from tvmc.autotune.records import Record
 from tvmc.autotune.task import Task
+from tvmc.codegen.target import target_kind
 from tvmc.ops.space import ConfigEntity
 
 Callback = Callable[["Tuner", list[MeasureInput], list[MeasureResult]], None]
@@ -88,11 +89,11 @@ class Tuner:
     ) -> None:
         """Resume: this task's records count as visited and seed the model; others transfer."""
         workload = self.task.workload
-        kind = _kind(self.task.target)
+        kind = target_kind(self.task.target)
         code_hash = self.space.code_hash()
         configs, costs, others = [], [], list(other_task_records)
         for record in records:
-            same = record.workload == workload and _kind(record.target) == kind
+            same = record.workload == workload and target_kind(record.target) == kind
             if not same or record.config.get("code_hash") not in (None, code_hash):
                 others.append(record)
                 continue
@@ -194,11 +195,6 @@ class Tuner:
 def measured_cost(error_no: int, costs: Sequence[float]) -> float:
     """The mean cost of a measurement, FAILED when it failed."""
     return sum(costs) / len(costs) if error_no == 0 and costs else FAILED
-
-
-def _kind(target: str) -> str:
-    words = target.split()
-    return words[0] if words else ""
 
 
 class RandomTuner(Tuner):

@@ -13,7 +13,7 @@ from tvmc.autotune import best_records, extract_tasks
 from tvmc.codegen import CodegenOptions, CPUArtifact, CPUTarget, num_threads
 from tvmc.codegen.cuda_program import CUDAArtifact, emit_cuda_program
 from tvmc.codegen.program import emit_program
-from tvmc.codegen.target import CUDATarget
+from tvmc.codegen.target import CUDATarget, target_kind
 from tvmc.driver.records import check_target_kind, load_records
 from tvmc.errors import UsageError, did_you_mean
 from tvmc.graph import Graph, graph_from_json, graph_to_json
@@ -81,7 +81,7 @@ def parse_target(options: CompileOptions) -> CPUTarget | CUDATarget:
     `cuda` without `-arch` is the present GPU's arch, else DEFAULT_CUDA_ARCH (sm_90).
     """
     words = options.target.split()
-    kind = words[0] if words else ""
+    kind = target_kind(options.target)
     if kind not in TARGET_KINDS:
         hint = did_you_mean(kind, TARGET_KINDS)
         raise UsageError(
@@ -171,7 +171,7 @@ def apply_records(
         usable.append(record)
     configs: dict[str, dict[str, Any]] = {}
     tuned = 0
-    for workload, record in best_records(usable, target.split()[0]).items():
+    for workload, record in best_records(usable, target_kind(target)).items():
         try:
             values = tasks[workload].space.from_entity(record.config["entity"]).values
         except (ValueError, TypeError):

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tvmc.codegen.cuda_program import CUDAArtifact
-from tvmc.codegen.target import NVPTX_TRIPLE, CPUTarget, CUDATarget
+from tvmc.codegen.target import NVPTX_TRIPLE, CPUTarget, CUDATarget, target_kind
 from tvmc.driver.compiler import TARGET_KINDS, BuildResult, CompileOptions, build
 from tvmc.driver.model import TVMCModel, load
 from tvmc.errors import UsageError, did_you_mean
@@ -172,7 +172,7 @@ def compile_model(
             valid = ", ".join(DUMP_FORMATS)
             hint = did_you_mean(fmt, DUMP_FORMATS)
             raise UsageError(f"unknown --dump-code format {fmt!r}; valid: {valid}.{hint}")
-    if "ptx" in dumps and target.split()[:1] != ["cuda"]:
+    if "ptx" in dumps and target_kind(target) != "cuda":
         raise UsageError("--dump-code ptx needs a cuda target; for llvm targets dump asm")
     seconds: dict[str, float] = {}
     if not isinstance(model, TVMCModel):

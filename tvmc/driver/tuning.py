@@ -23,7 +23,7 @@ from tvmc.autotune import extract_tasks as extract_graph_tasks
 from tvmc.autotune.dask_engine import DaskMeasurer, serve_worker  # noqa: F401  (for `tvmc worker`)
 from tvmc.autotune.measure import LocalMeasurer, MeasureOptions, measure_default
 from tvmc.autotune.tuner import FAILED
-from tvmc.codegen import CPUTarget, CUDATarget, physical_cores
+from tvmc.codegen import CPUTarget, CUDATarget, physical_cores, target_kind
 from tvmc.driver.compiler import CompileOptions, optimize, parse_target
 from tvmc.driver.model import TVMCModel, load
 from tvmc.driver.tuning_report import (
@@ -225,7 +225,7 @@ def _check_target(tasks: Sequence[Task], local: bool = True) -> str:
     if len(targets) > 1:
         raise UsageError(f"tasks of one tuning run share a target; got {sorted(targets)}")
     target = targets.pop() if targets else "llvm"
-    if local and target.split()[0] != "cuda" and not CPUTarget.parse(target).is_native:
+    if local and target_kind(target) != "cuda" and not CPUTarget.parse(target).is_native:
         raise UsageError(
             f"tuning measures kernels on this machine, and target {target!r} "
             "cannot run here; tune on a machine of that architecture"
@@ -272,8 +272,8 @@ def tune_tasks(
     remote = scheduler is not None or isinstance(measurer, DaskMeasurer)
     target = _check_target(tasks, local=not remote)
     shares = _shares(tasks, trials)
-    kind = target.split()[0]
-    known = [r for r in read_records(path, must_exist=False) if r.target.split()[:1] == [kind]]
+    kind = target_kind(target)
+    known = [r for r in read_records(path, must_exist=False) if target_kind(r.target) == kind]
     _check_writable(path)
     if device_key is not None and scheduler is None and measurer is None:
         raise UsageError("--device-key needs --scheduler ADDRESS: the Dask scheduler to measure on")
