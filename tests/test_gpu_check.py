@@ -43,7 +43,7 @@ import sys
 sys.modules["xgboost"] = None  # as on the GPU machine
 sys.modules["pytest"] = None
 import numpy as np, onnx, tvmc
-from tvmc.autotune.tuner import TUNERS
+from tvmc.autotune.tuners import TUNERS
 from tvmc.autotune.measure import LocalMeasurer
 import tvmc.cli.main
 from benchmarks.gpu_cases import OP_CASES

@@ -109,7 +109,7 @@ def test_trials_are_shared_by_weight_and_flops_within_each_space():
 
 
 def test_the_cli_offers_every_tuner():
-    from tvmc.autotune.tuner import TUNERS
+    from tvmc.autotune.tuners import TUNERS
     from tvmc.driver.tuning import TUNER_NAMES
 
     assert sorted(TUNER_NAMES) == sorted(TUNERS) and TUNER_NAMES[0] == "xgb"

@@ -270,31 +270,3 @@ class GATuner(Tuner):
                 children.append(config)
         short = self.pop_size - len(children)  # inbred population: fresh blood
         return children + (self._random_unvisited(short, seen) if short else [])
-
-
-TUNERS: dict[str, type[Tuner]] = {
-    "ga": GATuner,
-    "random": RandomTuner,
-    "gridsearch": GridSearchTuner,
-}
-"""Tuners by the name `tvmc tune --tuner` takes; xgb.py puts "xgb", the default, first."""
-
-try:
-    import tvmc.autotune.xgb  # noqa: E402, F401  (registers XGBTuner, a Tuner subclass, in TUNERS)
-except ImportError as _missing:  # no xgboost (e.g. a GPU box): the other tuners still work
-    from tvmc.errors import UsageError
-
-    _XGB_MISSING = str(_missing)
-
-    class _MissingXGBTuner(Tuner):
-        """Stands in for "xgb" without xgboost: choosing it says how to get it."""
-
-        def __init__(self, task: Task, seed: int | None = None, **kwargs: object) -> None:
-            raise UsageError(
-                f"the xgb tuner needs xgboost ({_XGB_MISSING}): pip install xgboost-cpu, "
-                "or choose --tuner ga, random or gridsearch"
-            )
-
-    _others = dict(TUNERS)
-    TUNERS.clear()
-    TUNERS.update(xgb=_MissingXGBTuner, **_others)  # the default first, as xgb.py does

@@ -16,13 +16,20 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 from tvmc.autotune import Record, Task, append_records, read_records
 from tvmc.autotune import extract_tasks as extract_graph_tasks
 from tvmc.autotune.dask_engine import DaskMeasurer, serve_worker  # noqa: F401  (for `tvmc worker`)
-from tvmc.autotune.measure import LocalMeasurer, MeasureOptions, measure_default
-from tvmc.autotune.tuner import FAILED
+from tvmc.autotune.measure import (
+    LocalMeasurer,
+    MeasureInput,
+    MeasureOptions,
+    Measurer,
+    MeasureResult,
+    measure_default,
+)
+from tvmc.autotune.tuner import FAILED, Tuner
+from tvmc.autotune.tuners import TUNERS
 from tvmc.codegen import CPUTarget, CUDATarget, physical_cores, target_kind
 from tvmc.driver.compiler import CompileOptions, optimize, parse_target
 from tvmc.driver.model import TVMCModel, load
@@ -38,14 +45,10 @@ from tvmc.driver.tuning_report import (
 from tvmc.errors import UsageError, did_you_mean, unknown_choice
 from tvmc.lower.lower import node_flops
 
-if TYPE_CHECKING:  # the tuners load xgboost, which `import tvmc` should not: imported when used
-    from tvmc.autotune.measure import MeasureInput, Measurer, MeasureResult
-    from tvmc.autotune.tuner import Tuner
-
 logger = logging.getLogger("tvmc")
 
 DEFAULT_TRIALS = 1000  # in total over the tasks, as TVMC's --trials
-TUNER_NAMES = ("xgb", "ga", "random", "gridsearch")  # tvmc.autotune.tuner.TUNERS
+TUNER_NAMES = tuple(TUNERS)  # xgb, the default, first
 CHUNK_PER_BUILDER = 2  # configs measured (then recorded) at a time, per parallel build
 MIN_TASK_TRIALS = 16  # every task gets this many (or its whole space) before the rest is shared
 
@@ -213,8 +216,6 @@ def _record(inp: MeasureInput, res: MeasureResult) -> Record:
 def _tuner_factory(tuner: str | Callable[..., Tuner]) -> tuple[str, Callable[..., Tuner]]:
     if not isinstance(tuner, str):
         return getattr(tuner, "__name__", "custom"), tuner
-    from tvmc.autotune.tuner import TUNERS  # loads xgboost: only when tuning
-
     if tuner not in TUNERS:
         raise UsageError(unknown_choice("tuner", tuner, TUNERS))
     return tuner, TUNERS[tuner]
