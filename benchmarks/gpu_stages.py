@@ -279,7 +279,8 @@ def stage_tune(stage: Stage) -> None:
     if stage.gpu is None:
         stage.emit("tune", "skip", "no GPU")
         return
-    from tvmc.autotune.measure import LocalMeasurer, MeasureInput, MeasureOptions
+    from tvmc.autotune.local import LocalMeasurer
+    from tvmc.autotune.measure import MeasureInput, MeasureOptions
     from tvmc.autotune.records import Record, append_records
     from tvmc.autotune.tuners import TUNERS
 

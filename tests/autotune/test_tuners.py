@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from tvmc.autotune.features import LOOP_FEATURES, KnobFeatures, LoopFeatures, lowering_target
+from tvmc.autotune.local import LocalMeasurer
 from tvmc.autotune.measure import (
-    LocalMeasurer,
     MeasureInput,
     MeasureOptions,
     MeasureResult,

@@ -19,9 +19,10 @@ from collections.abc import Callable, Sequence
 
 from tvmc.autotune import Record, Task, append_records, read_records
 from tvmc.autotune import extract_tasks as extract_graph_tasks
+from tvmc.autotune.backends import measure_backend
 from tvmc.autotune.dask_engine import DaskMeasurer, serve_worker  # noqa: F401  (for `tvmc worker`)
+from tvmc.autotune.local import LocalMeasurer
 from tvmc.autotune.measure import (
-    LocalMeasurer,
     MeasureInput,
     MeasureOptions,
     Measurer,
@@ -30,7 +31,7 @@ from tvmc.autotune.measure import (
 )
 from tvmc.autotune.tuner import FAILED, Tuner
 from tvmc.autotune.tuners import TUNERS
-from tvmc.codegen import CPUTarget, CUDATarget, physical_cores, target_kind
+from tvmc.codegen import CUDATarget, physical_cores, target_kind
 from tvmc.driver.compiler import CompileOptions, optimize, parse_target
 from tvmc.driver.model import TVMCModel, load
 from tvmc.driver.tuning_report import (
@@ -226,11 +227,7 @@ def _check_target(tasks: Sequence[Task], local: bool = True) -> str:
     if len(targets) > 1:
         raise UsageError(f"tasks of one tuning run share a target; got {sorted(targets)}")
     target = targets.pop() if targets else "llvm"
-    if local and target_kind(target) != "cuda" and not CPUTarget.parse(target).is_native:
-        raise UsageError(
-            f"tuning measures kernels on this machine, and target {target!r} "
-            "cannot run here; tune on a machine of that architecture"
-        )
+    measure_backend(target).check(target, local)
     return target
 
 
