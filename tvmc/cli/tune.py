@@ -10,17 +10,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tvmc.cli.common import (
+from tvmc.cli.common import err, out, print_json, wants_json
+from tvmc.cli.types import (
+    FileWithExt,
+    FiniteFloatRange,
     SuggestChoice,
-    err,
+    TargetType,
     format_option,
     model_options,
-    out,
-    print_json,
-    wants_json,
 )
-from tvmc.cli.compile import TargetType
-from tvmc.cli.completion import FileWithExt
 from tvmc.driver import TARGET_KINDS
 from tvmc.driver.tuning import (
     DEFAULT_TRIALS,
@@ -293,14 +291,14 @@ def print_task_list(rows: list[dict[str, Any]], model_file: str) -> None:
 )
 @click.option(
     "--min-repeat-ms",
-    type=click.FloatRange(min=0),
+    type=FiniteFloatRange(min=0),
     default=DEFAULTS.min_repeat_ms,
     show_default=True,
     help="Raise --number until one measurement lasts this long.",
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloatRange(min=0, min_open=True),
     default=DEFAULTS.timeout,
     show_default=True,
     help="Seconds one config may run before it counts as a run timeout.",
