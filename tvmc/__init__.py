@@ -3,6 +3,7 @@
 import tvmc
 model = tvmc.load("model.onnx")                                        # TVMCModel
 log = tvmc.tune(model, tuning_records="log.json", trials=200)          # the records path
+# or: tvmc.tune(model, tuning_records="log.json", options=tvmc.TuneOptions(trials=200))
 package = tvmc.compile(model, tuning_records=log, package_path="model.tar")   # TVMCPackage
 result = tvmc.run(package, benchmark=True)                             # TVMCResult
 
@@ -11,6 +12,7 @@ Between tune's stages: tvmc.extract_tasks(model) -> filter -> tvmc.tune_tasks(ta
 
 import tvmc.config  # noqa: F401  (sets OMP_WAIT_POLICY before anything loads libgomp)
 from tvmc.driver import (
+    TuneOptions,
     TVMCModel,
     TVMCPackage,
     TVMCResult,
@@ -27,6 +29,7 @@ __all__ = [
     "TVMCModel",
     "TVMCPackage",
     "TVMCResult",
+    "TuneOptions",
     "__version__",
     "compile",
     "extract_tasks",

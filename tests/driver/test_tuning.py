@@ -142,6 +142,9 @@ class FakeMeasurer:
     def close(self) -> None:
         pass
 
+    def check_device(self) -> None:
+        """As LocalMeasurer's: this fake always has its device."""
+
 
 class Events(TuningProgress):
     def __init__(self):

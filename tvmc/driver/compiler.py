@@ -75,19 +75,25 @@ class BuildResult:
     tuning: AppliedTuning | None = None  # set when compiled with tuning records
 
 
-def parse_target(options: CompileOptions) -> CPUTarget | CUDATarget:
-    """The target from `--target` (and for llvm the `--target-llvm-*` refinements).
-
-    `cuda` without `-arch` is the present GPU's arch, else DEFAULT_CUDA_ARCH (sm_90).
-    """
-    words = options.target.split()
-    kind = target_kind(options.target)
+def checked_kind(target: str) -> str:
+    """The target's kind (`llvm`, `cuda`); a UsageError naming the valid targets otherwise."""
+    kind = target_kind(target)
     if kind not in TARGET_KINDS:
         hint = did_you_mean(kind, TARGET_KINDS)
         raise UsageError(
             f"unknown target {kind!r}; valid: 'llvm', 'llvm -mcpu=CPU', 'cuda', "
             f"'cuda -arch=sm_XX'.{hint}"
         )
+    return kind
+
+
+def parse_target(options: CompileOptions) -> CPUTarget | CUDATarget:
+    """The target from `--target` (and for llvm the `--target-llvm-*` refinements).
+
+    `cuda` without `-arch` is the present GPU's arch, else DEFAULT_CUDA_ARCH (sm_90).
+    """
+    words = options.target.split()
+    kind = checked_kind(options.target)
     if kind == "cuda":
         given = [f"--target-llvm-{k}" for k in ("mcpu", "mattr", "mtriple")
                  if getattr(options, k)]  # fmt: skip

@@ -288,6 +288,7 @@ class TuningPlan:
     indices: list[int]
     peak_gflops: float
     peak_source: str
+    cluster: Any = None  # the DaskMeasurer measuring on a cluster: the CLI shows its workers
 
     def settings(self) -> list[tuple[str, str]]:
         """(setting, value) rows, in the order shown."""
