@@ -35,7 +35,6 @@ from tvmc.codegen import CUDATarget, physical_cores, target_kind
 from tvmc.driver.compiler import CompileOptions, optimize, parse_target
 from tvmc.driver.tune_options import (
     DEFAULT_TRIALS,
-    TUNER_NAMES,  # noqa: F401  (the CLI's --tuner choices)
     TuneOptions,
     check_cluster,
     check_trials,
