@@ -27,7 +27,8 @@ import onnx
 
 import tvmc
 from tvmc.autotune.dask_engine import DaskMeasurer
-from tvmc.autotune.measure import LocalMeasurer, MeasureInput, MeasureOptions
+from tvmc.autotune.local import LocalMeasurer
+from tvmc.autotune.measure import MeasureInput, MeasureOptions
 from tvmc.models import randomized_light_model
 
 DEVICE = "bench"

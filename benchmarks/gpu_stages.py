@@ -279,9 +279,10 @@ def stage_tune(stage: Stage) -> None:
     if stage.gpu is None:
         stage.emit("tune", "skip", "no GPU")
         return
-    from tvmc.autotune.measure import LocalMeasurer, MeasureInput, MeasureOptions
+    from tvmc.autotune.local import LocalMeasurer
+    from tvmc.autotune.measure import MeasureInput, MeasureOptions
     from tvmc.autotune.records import Record, append_records
-    from tvmc.autotune.tuner import TUNERS
+    from tvmc.autotune.tuners import TUNERS
 
     model = _load(randomized_light_model("light_resnet50"), "light_resnet50")
     tasks = tvmc.extract_tasks(model, target=stage.target)

@@ -17,8 +17,9 @@ import time
 import onnx
 
 import tvmc
-from tvmc.autotune.measure import LocalMeasurer, MeasureOptions, measure_default
-from tvmc.autotune.tuner import TUNERS
+from tvmc.autotune.local import LocalMeasurer
+from tvmc.autotune.measure import MeasureOptions, measure_default
+from tvmc.autotune.tuners import TUNERS
 from tvmc.driver.tuning_report import peak_gflops
 from tvmc.models import randomized_light_model
 

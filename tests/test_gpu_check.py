@@ -43,8 +43,8 @@ import sys
 sys.modules["xgboost"] = None  # as on the GPU machine
 sys.modules["pytest"] = None
 import numpy as np, onnx, tvmc
-from tvmc.autotune.tuner import TUNERS
-from tvmc.autotune.measure import LocalMeasurer
+from tvmc.autotune.tuners import TUNERS
+from tvmc.autotune.local import LocalMeasurer
 import tvmc.cli.main
 from benchmarks.gpu_cases import OP_CASES
 model, inputs = OP_CASES[0].build()

@@ -3,16 +3,16 @@
 import tvmc
 model = tvmc.load("model.onnx")                                        # TVMCModel
 log = tvmc.tune(model, tuning_records="log.json", trials=200)          # the records path
+# or: tvmc.tune(model, tuning_records="log.json", options=tvmc.TuneOptions(trials=200))
 package = tvmc.compile(model, tuning_records=log, package_path="model.tar")   # TVMCPackage
 result = tvmc.run(package, benchmark=True)                             # TVMCResult
 
 Between tune's stages: tvmc.extract_tasks(model) -> filter -> tvmc.tune_tasks(tasks, "log.json").
 """
 
-__version__ = "0.1.0"
-
-import tvmc.config  # noqa: E402,F401  (sets OMP_WAIT_POLICY before anything loads libgomp)
-from tvmc.driver import (  # noqa: E402
+import tvmc.config  # noqa: F401  (sets OMP_WAIT_POLICY before anything loads libgomp)
+from tvmc.driver import (
+    TuneOptions,
     TVMCModel,
     TVMCPackage,
     TVMCResult,
@@ -22,12 +22,14 @@ from tvmc.driver import (  # noqa: E402
     tune,
     tune_tasks,
 )
-from tvmc.driver import compile_model as compile  # noqa: E402  (TVMC's name; shadows the builtin)
+from tvmc.driver import compile_model as compile  # TVMC's name; shadows the builtin
+from tvmc.version import __version__
 
 __all__ = [
     "TVMCModel",
     "TVMCPackage",
     "TVMCResult",
+    "TuneOptions",
     "__version__",
     "compile",
     "extract_tasks",

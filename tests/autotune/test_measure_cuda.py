@@ -11,13 +11,16 @@ import pytest
 
 from tests.codegen.cuda_examples import bias_rowsum_program
 from tests.runtime.fake_cuda import FakeDriver
-from tvmc.autotune.measure import LocalMeasurer, MeasureInput, MeasureOptions
+from tvmc.autotune import measure_cuda
+from tvmc.autotune.backends import BACKENDS, measure_backend
+from tvmc.autotune.local import LocalMeasurer
+from tvmc.autotune.measure import MeasureInput, MeasureOptions
+from tvmc.autotune.measure_cpu import build
 from tvmc.autotune.measure_cuda import (
     CUDA_MIN_REPEAT_MS,
     CUDABuildResult,
     build_cuda,
     cuda_options,
-    is_cuda,
     ptxas_registers,
     ptxas_report,
     run_cuda,
@@ -184,7 +187,10 @@ def test_local_measurer_records_errors_per_config_without_a_gpu():
 
 
 def test_options_and_targets():
-    assert is_cuda("cuda -arch=sm_90") and is_cuda("cuda") and not is_cuda("llvm")
+    assert measure_backend("cuda -arch=sm_90") is BACKENDS["cuda"] is measure_cuda.BACKEND
+    assert measure_backend("llvm -mcpu=znver4").build is build and BACKENDS["llvm"].exclusive_runs
+    with pytest.raises(UsageError, match="unknown target 'rocm'; valid: llvm, cuda"):
+        measure_backend("rocm")
     assert cuda_options(MeasureOptions()).min_repeat_ms == CUDA_MIN_REPEAT_MS
     assert cuda_options(MeasureOptions(min_repeat_ms=5)).min_repeat_ms == 5
     with pytest.raises(UsageError, match="unknown CUDA architecture"):

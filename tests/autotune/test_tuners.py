@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import math
+import pathlib
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -16,8 +19,8 @@ import numpy as np
 import pytest
 
 from tvmc.autotune.features import LOOP_FEATURES, KnobFeatures, LoopFeatures, lowering_target
+from tvmc.autotune.local import LocalMeasurer
 from tvmc.autotune.measure import (
-    LocalMeasurer,
     MeasureInput,
     MeasureOptions,
     MeasureResult,
@@ -25,7 +28,8 @@ from tvmc.autotune.measure import (
 )
 from tvmc.autotune.records import FAILED_COST, Record
 from tvmc.autotune.task import Task, task_args
-from tvmc.autotune.tuner import TUNERS, GATuner, RandomTuner, Tuner
+from tvmc.autotune.tuner import GATuner, RandomTuner, Tuner
+from tvmc.autotune.tuners import TUNERS
 from tvmc.autotune.xgb import XGBTuner
 from tvmc.config import NUM_THREADS_ENV
 from tvmc.graph import Node, TensorType
@@ -309,3 +313,19 @@ def test_xgb_on_a_real_matmul_task(monkeypatch):
     # (a timed test would flake); speed is for benchmarks/tune.py. The synthetic-landscape tests
     # check that each tuner beats the default.
     assert best_cost > 0 and default_cost > 0
+
+
+def test_xgboost_loads_only_when_the_xgb_tuner_is_made():
+    """The table names xgb without importing it: `import tvmc` and the CLI stay xgboost-free."""
+    code = (
+        "import sys, tvmc, tvmc.cli.main\n"
+        "from tvmc.autotune.tuners import TUNERS\n"
+        "assert list(TUNERS)[0] == 'xgb' and 'xgboost' not in sys.modules\n"
+        "from tests.autotune.test_tuners import big_space, make_task\n"
+        "assert type(TUNERS['xgb'](make_task(big_space()), seed=0)).__name__ == 'XGBTuner'\n"
+        "assert 'xgboost' in sys.modules\n"
+    )
+    root = str(pathlib.Path(__file__).parents[2])
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
+                          timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr

@@ -10,8 +10,9 @@ import click
 import pytest
 
 from tvmc.cli import completion
-from tvmc.cli.completion import FileWithExt, generate, walk_commands
+from tvmc.cli.completion import generate, walk_commands
 from tvmc.cli.main import cli
+from tvmc.cli.types import FileWithExt
 
 COMMITTED = Path(__file__).resolve().parents[2] / "completions"
 SHELLS = {"bash": "tvmc.bash", "zsh": "_tvmc", "fish": "tvmc.fish"}

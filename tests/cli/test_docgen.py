@@ -9,8 +9,9 @@ import pytest
 
 from tvmc import config
 from tvmc.cli import docgen
-from tvmc.cli.completion import FileWithExt, walk_commands
+from tvmc.cli.completion import walk_commands
 from tvmc.cli.main import cli
+from tvmc.cli.types import FileWithExt
 
 COMMITTED = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 

@@ -59,6 +59,24 @@ ERRORS: dict[str, tuple[str, int, list[str]]] = {
         2,
         ["out of range", r"2 task\(s\) \(0-1\)", "--tasks list"],
     ),
+    # numbers that are no numbers: NaN passes every range check, inf never ends a wait
+    "min repeat nan": (
+        "run convs.tar --min-repeat-ms nan",
+        2,
+        ["--min-repeat-ms", "'nan' is not a finite number"],
+    ),
+    "timeout nan": (
+        "tune convs.onnx -o l.json --timeout nan",
+        2,
+        ["--timeout", "'nan' is not a finite"],
+    ),
+    "timeout inf": (
+        "tune convs.onnx -o l.json --timeout inf",
+        2,
+        ["--timeout", "'inf' is not a finite"],
+    ),
+    "tune min repeat inf": ("tune convs.onnx -o l.json --min-repeat-ms inf", 2, ["'inf' is not"]),
+    "worker timeout nan": ("worker --device-key d --connect-timeout nan", 2, ["'nan' is not"]),
     "subcommand": ("cmpile convs.onnx", 2, [hint("compile")]),
     "records subcommand": ("records shwo log.json", 2, [hint("show")]),
     # inputs that do not match the model

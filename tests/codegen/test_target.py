@@ -7,7 +7,7 @@ import struct
 import pytest
 
 from tests.kernel.examples import add_vectorized
-from tvmc.codegen import CPUTarget, emit_cpu
+from tvmc.codegen import CPUTarget, emit_cpu, target_kind
 from tvmc.codegen.loader import load_jit
 from tvmc.errors import UsageError
 
@@ -85,3 +85,11 @@ def test_unknown_cpu_or_feature_is_a_clear_error(target, message):
 )  # fmt: skip
 def test_vector_width_from_features_or_cpu_name(target, bits):
     assert CPUTarget.parse(target).vector_bits == bits
+
+
+@pytest.mark.parametrize(
+    "target, kind",
+    [("llvm", "llvm"), ("llvm -mcpu=znver4", "llvm"), ("  cuda -arch=sm_90", "cuda"), ("", "")],
+)
+def test_target_kind_is_the_first_word(target: str, kind: str):
+    assert target_kind(target) == kind

@@ -18,7 +18,8 @@ import tvmc
 from tvmc.autotune import Record, append_records, read_records
 from tvmc.autotune.measure import MeasureOptions, MeasureResult
 from tvmc.driver.records import summarize_records, write_best_records
-from tvmc.driver.tuning import select_tasks, share_trials
+from tvmc.driver.tune_options import select_tasks
+from tvmc.driver.tuning import share_trials
 from tvmc.driver.tuning_report import TuningInterrupted, TuningProgress
 from tvmc.errors import UsageError
 from tvmc.ops import run_reference
@@ -109,8 +110,8 @@ def test_trials_are_shared_by_weight_and_flops_within_each_space():
 
 
 def test_the_cli_offers_every_tuner():
-    from tvmc.autotune.tuner import TUNERS
-    from tvmc.driver.tuning import TUNER_NAMES
+    from tvmc.autotune.tuners import TUNERS
+    from tvmc.driver.tune_options import TUNER_NAMES
 
     assert sorted(TUNER_NAMES) == sorted(TUNERS) and TUNER_NAMES[0] == "xgb"
 
@@ -141,6 +142,9 @@ class FakeMeasurer:
 
     def close(self) -> None:
         pass
+
+    def check_device(self) -> None:
+        """As LocalMeasurer's: this fake always has its device."""
 
 
 class Events(TuningProgress):

@@ -3,8 +3,9 @@ to compilation.
 
 In: tvmc.graph, tvmc.ops (templates and their spaces), tvmc.lower, tvmc.codegen, tvmc.runtime.
 Out: `extract_tasks`, `Task`, `Record`, `read_records`, `append_records`, `best_records`;
-measurers: `measure.LocalMeasurer` (this machine), `dask_engine.DaskMeasurer` (a Dask cluster,
-the optional extra tvmc[dist]).
+measurers: `local.LocalMeasurer` (this machine), `dask_engine.DaskMeasurer` (a Dask cluster,
+the optional extra tvmc[dist]), both routing a target through its backend (`backends.BACKENDS`:
+`measure_cpu`, `measure_cuda` over the shared `measure`); tuners by name in `tuners.TUNERS`.
 """
 
 from tvmc.autotune.records import (

@@ -24,16 +24,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from tvmc.autotune.backends import BACKENDS, measure_backend
 from tvmc.autotune.measure import (
-    MESSAGE_CHARS,
     BuildResult,
     MeasureInput,
     MeasureOptions,
     MeasureResult,
-    _failed,
-    _imports,
-    build,
-    run,
+    failed_result,
+    task_imports,
 )
 from tvmc.autotune.worker import Worker
 from tvmc.codegen import num_threads
@@ -45,10 +43,11 @@ BUILD = "build"  # the resource build workers advertise, one unit per parallel b
 CONNECT_TIMEOUT = 5.0  # seconds to reach the scheduler before giving up
 DEVICE_WAIT = 30.0  # seconds to wait for a worker with the device key (or a build worker)
 POLL = 0.5  # seconds between checks that the device is still there while results are awaited
-PRELOAD = ("tvmc.autotune.measure",)
 # builds and CPU measurements on one host take turns through this lock file
 HOST_LOCK = os.path.join(tempfile.gettempdir(), f"tvmc-measure-{os.getuid()}.lock")
 INSTALL_HINT = "pip install 'tvmc[dist]'"
+# a worker's children serve every target kind: each imports every backend's modules up front
+PRELOAD = tuple(dict.fromkeys(m for backend in BACKENDS.values() for m in backend.preload))
 
 Span = tuple[str, float, float]  # (device worker address, run start, run end), wall-clock seconds
 
@@ -131,15 +130,19 @@ def build_task(
 
 
 def measure_task(
-    fn: Callable[..., MeasureResult], built: BuildResult, options: MeasureOptions
+    fn: Callable[..., MeasureResult],
+    built: BuildResult,
+    options: MeasureOptions,
+    exclusive: bool = True,
 ) -> tuple[MeasureResult, Span | None]:
-    """`fn` (`run`) in a child of this (device) worker, with when it ran: error 7 past the
-    timeout, 4 on a crash; a failed build passes through untouched."""
+    """`fn` (a backend's `run`) in a child of this (device) worker, with when it ran: error 7
+    past the timeout, 4 on a crash; a failed build passes through untouched. `exclusive`: the
+    run needs the host's cores alone (CPU timing: no compiles beside it)."""
     if built.error_no:
-        return _failed(built.error_no, built.seconds, built.error_msg), None
+        return failed_result(built.error_no, built.seconds, built.error_msg), None
     with _isolated("run") as child:
         child.ensure_ready()  # a fresh child's imports are not run time
-        with _host_turn(exclusive=fn is run):  # CPU timing: no compiles beside it
+        with _host_turn(exclusive=exclusive):
             start = time.time()
             ran = child.call((fn, (built, options), ()), options.timeout)
             end = time.time()
@@ -149,7 +152,7 @@ def measure_task(
         result: MeasureResult = ran.value
         result.all_cost = spent
         return result, span
-    return _failed(7 if ran.status == "timeout" else 4, spent, ran.message), span
+    return failed_result(7 if ran.status == "timeout" else 4, spent, ran.message), span
 
 
 def _worker_address() -> str:
@@ -163,18 +166,6 @@ def _worker_address() -> str:
 
 def _num_threads() -> int:
     return num_threads()
-
-
-def _measure_functions(
-    target: str, options: MeasureOptions | None
-) -> tuple[Callable[..., BuildResult], Callable[..., MeasureResult], MeasureOptions]:
-    """(build, run, options) for the target: the CPU's, or local tuning's CUDA pair."""
-    if target.split()[:1] == ["cuda"]:
-        from tvmc.autotune.measure import _measure_functions as local_functions
-
-        built, ran, options, _ = local_functions(target, options)
-        return built, ran, options
-    return build, run, options or MeasureOptions()
 
 
 # ---- the driver's side ---------------------------------------------------------------------------
@@ -195,7 +186,9 @@ class DaskMeasurer:
         dist = import_distributed()
         if not device_key or device_key == BUILD:
             raise UsageError(f"--device-key must name a device, not {device_key!r}")
-        self._build, self._run, self.options = _measure_functions(target, options)
+        self.backend = measure_backend(target)
+        self.backend.check(target, False)  # measured on the cluster's machines, not here
+        self.options = self.backend.options(options or MeasureOptions())
         self.target, self.device_key, self.priority = target, device_key, priority
         self.device_wait = device_wait
         self.spans: list[Span] = []  # every run, as reported by the device workers
@@ -307,13 +300,14 @@ class DaskMeasurer:
         opts, batch = self.options, uuid.uuid4().hex[:12]
         futures: dict[Any, tuple[int, Any]] = {}
         for i, inp in enumerate(inputs):
-            args = (inp, opts.check_correctness, self.threads, _imports(inp.task))
+            args = (inp, opts.check_correctness, self.threads, task_imports(inp.task))
             built = self.client.submit(
-                build_task, self._build, *args, opts.build_timeout, key=f"tvmc-build-{batch}-{i}",
-                resources={BUILD: 1}, priority=self.priority,
+                build_task, self.backend.build, *args, opts.build_timeout,
+                key=f"tvmc-build-{batch}-{i}", resources={BUILD: 1}, priority=self.priority,
             )  # fmt: skip
             measured = self.client.submit(
-                measure_task, self._run, built, opts, key=f"tvmc-measure-{batch}-{i}",
+                measure_task, self.backend.run, built, opts, self.backend.exclusive_runs,
+                key=f"tvmc-measure-{batch}-{i}",
                 resources={self.device_key: 1}, priority=self.priority,
             )  # fmt: skip
             futures[measured] = (i, built)
@@ -345,7 +339,7 @@ class DaskMeasurer:
                         i, _ = futures.pop(future)
                         message = f"no worker with device key {self.device_key!r} for " \
                                   f"{self.device_wait:g} s"  # fmt: skip
-                        yield i, _failed(4, 0.0, message)
+                        yield i, failed_result(4, 0.0, message)
                     pending = set()
         finally:
             if futures:  # interrupted (Ctrl-C) or given up: drop what is still queued
@@ -362,7 +356,7 @@ class DaskMeasurer:
         except BaseException as err:  # cancelled
             exc = err
         code = 2 if built.status == "error" else 4  # e.g. KilledWorker: it died too often
-        return _failed(code, 0.0, f"{type(exc).__name__}: {exc}"[-MESSAGE_CHARS:])
+        return failed_result(code, 0.0, f"{type(exc).__name__}: {exc}")
 
     def close(self) -> None:
         """Disconnect from the scheduler (the workers keep running)."""

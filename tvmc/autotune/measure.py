@@ -1,23 +1,24 @@
-"""Measuring configs: build each in a worker process, run them one at a time in another.
+"""Measuring configs, the part every backend shares: what goes in and comes out, the options, the
+inputs and the reference a build is checked against, and the `MeasureBackend` a target kind has.
 
-`build(input) -> BuildResult` lowers the task's op alone through its template with the config's
-knobs and compiles it for the task's target; `run(build_result, options) -> MeasureResult`
-loads the object (no linker), fills the inputs from a fixed seed, checks the output against the
-op's numpy reference, and times it as TVM's time_evaluator. Both are plain picklable functions:
-`LocalMeasurer` runs builds in parallel worker processes and runs serialized in one more, and
-another engine (Dask) only changes where they execute.
+A backend is a pair of plain picklable functions: `build(input) -> BuildResult` lowers the task's
+op alone through its template with the config's knobs and compiles it for the task's target;
+`run(build_result, options) -> MeasureResult` loads it, fills the inputs from a fixed seed,
+checks the output against the op's numpy reference and times it. `measure_cpu` and
+`measure_cuda` hold the two backends (each imports only this module), `backends.BACKENDS` maps a
+target kind to its backend, and a measurer (`local.LocalMeasurer` on this machine,
+`dask_engine.DaskMeasurer` on a cluster) only chooses where the functions execute.
 
 Error codes as `records.ERROR_NAMES`: a template rejecting the config 1, a compile failure (or a
-crashed build) 2, a crash or error while running 4, a wrong output 5, build timeout 6, run
-timeout 7. A failed measurement costs `[FAILED_COST]`. Times are seconds.
+crashed build) 2, a compile failure for the device 3, a crash or error while running 4, a wrong
+output 5, build timeout 6, run timeout 7. A failed measurement costs `[FAILED_COST]`. Times are
+seconds.
 """
 
 from __future__ import annotations
 
-import ctypes
 import time
-import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -25,30 +26,18 @@ import numpy as np
 
 from tvmc.autotune.records import FAILED_COST
 from tvmc.autotune.task import Task
-from tvmc.autotune.worker import Job, Outcome, Worker, run_parallel
-from tvmc.codegen import (
-    CPUTarget,
-    KernelSignature,
-    emit_cpu,
-    load_object,
-    num_threads,
-    set_num_threads,
-)
-from tvmc.codegen import physical_cores as _physical_cores
-from tvmc.errors import UsageError
+from tvmc.codegen import KernelSignature
 from tvmc.graph import Node, TensorType
 from tvmc.kernel import Buffer, Kernel
 from tvmc.ops import OPS, evaluate_node
-from tvmc.ops.lowering import LowerContext, LoweringTarget, buffer_shape, ref_of_buffer
+from tvmc.ops.lowering import LowerContext, buffer_shape, ref_of_buffer
 from tvmc.ops.space import ConfigEntity, ConfigSpace
-from tvmc.runtime.executor import aligned_empty, mean_seconds
 
 # Inputs from this position on are constants (weights, bias) in the models these ops come from:
 # the template packs them at build time, as compile does.
 CONSTANTS_FROM = {"Conv": 1, "ConvTranspose": 1, "MatMul": 1, "Gemm": 1}
 SEED = 0  # inputs are the same for every config of a task
 TOLERANCE = {"float16": (1e-2, 1e-2)}  # (rtol, atol) by dtype; others (1e-3, 1e-4)
-FLUSH_BYTES = 64 << 20  # written between repeats with flush_cache: more than the caches
 MESSAGE_CHARS = 1000  # the end of an error text kept in a result
 
 
@@ -86,7 +75,7 @@ class MeasureOptions:
 
 
 class Measurer(Protocol):
-    """Measures configs: `LocalMeasurer` here, `dask_engine.DaskMeasurer` on a Dask cluster."""
+    """Measures configs: `local.LocalMeasurer` here, `dask_engine.DaskMeasurer` on a cluster."""
 
     def measure(self, inputs: list[MeasureInput]) -> list[MeasureResult]: ...
 
@@ -109,7 +98,27 @@ class BuildResult:
     num_threads: int = 0  # threads the code was scheduled for and runs with (0: the default)
 
 
-# ---- build ---------------------------------------------------------------------------------------
+def same_options(options: MeasureOptions) -> MeasureOptions:
+    """A backend's options as given (the CPU's: TVMC's defaults need no change)."""
+    return options
+
+
+@dataclass(frozen=True)
+class MeasureBackend:
+    """How configs for one target kind are built and run; the functions are module-level, so
+    they pickle into worker processes by name."""
+
+    kind: str  # the target kind (`target_kind`) it measures
+    build: Callable[..., BuildResult]  # (input, check_correctness, threads) -> BuildResult
+    run: Callable[[Any, MeasureOptions], MeasureResult]  # (its BuildResult, options)
+    check: Callable[[str, bool], None]  # (target, measured here?): UsageError when it cannot be
+    preload: tuple[str, ...]  # modules a fresh worker process imports for these functions
+    options: Callable[[MeasureOptions], MeasureOptions] = same_options  # the kind's defaults
+    device_problem: Callable[[], str | None] | None = None  # in the runner: why no device
+    exclusive_runs: bool = True  # a run needs the host's cores alone (no builds beside it)
+
+
+# ---- what every backend builds and checks against ------------------------------------------------
 def task_types(task: Task) -> tuple[list[TensorType], dict[str, Any]]:
     """(input types, attributes) of a task's serialised args."""
     types = [TensorType(tuple(a[1]), a[2]) for a in task.args if a[0] == "TENSOR"]
@@ -133,48 +142,9 @@ def random_inputs(types: Sequence[TensorType], seed: int = SEED) -> list[np.ndar
     return arrays
 
 
-def build(
-    inp: MeasureInput, check_correctness: bool = True, threads: int | None = None
-) -> BuildResult:
-    """Lower the task's op alone with the config's knobs and compile it for the task's target.
-
-    `threads`: what the code will run with (default: this process's `num_threads()`).
-    """
-    start = time.perf_counter()
-    threads = threads or num_threads()
-    task = inp.task
-    target = CPUTarget.parse(task.target)
-    op = TaskOp.of(task)
-
-    def failed(error_no: int) -> BuildResult:
-        text = traceback.format_exc()[-MESSAGE_CHARS:]
-        return BuildResult(seconds=time.perf_counter() - start, error_no=error_no, error_msg=text)
-
-    ctx = LowerContext(LoweringTarget("cpu", target.vector_bits, threads), inp.config.values, "k")
-    try:
-        kernels = op.lower(ctx)
-    except Exception:
-        return failed(1)
-    try:
-        if not target.is_native:
-            raise RuntimeError(f"cannot run code for {target.triple} on this machine")
-        artifact = emit_cpu(kernels, target)
-    except Exception:
-        return failed(2)
-    try:
-        reference = _reference(task, op.node, op.arrays) if check_correctness else None
-    except Exception:
-        return failed(8)
-    return BuildResult(
-        artifact.object_code, artifact.kernels, tuple((t.shape, t.dtype) for t in op.types),
-        tuple(t.shape for t in op.out_types), {b.name: v for b, v in ctx.params}, reference,
-        time.perf_counter() - start, num_threads=threads,
-    )  # fmt: skip
-
-
 @dataclass
 class TaskOp:
-    """A task's op alone, as `build` lowers it: its node, types, seeded inputs and buffers
+    """A task's op alone, as a build lowers it: its node, types, seeded inputs and buffers
     (the inputs from CONSTANTS_FROM on are constants, packed at build time as compile does)."""
 
     task: Task
@@ -185,6 +155,7 @@ class TaskOp:
 
     @classmethod
     def of(cls, task: Task) -> TaskOp:
+        """The task's op with its types and seeded inputs."""
         types, attrs = task_types(task)
         node = Node(task.op, [f"in{i}" for i in range(len(types))], [], attrs, task.name)
         out_types = OPS[task.op].infer(node.attrs, types)
@@ -201,72 +172,21 @@ class TaskOp:
                 for i, (t, b) in enumerate(zip(self.types, in_bufs))]  # fmt: skip
         return OPS[self.task.op].build(ctx, self.node.attrs, refs, out_bufs, None)
 
+    def reference(self) -> list[np.ndarray]:
+        """The op's numpy outputs on the task's inputs (the same for every config: cached)."""
+        key = (self.task.op, repr(self.task.args))
+        if key not in _references:
+            if len(_references) >= 4:
+                _references.pop(next(iter(_references)))
+            _references[key] = evaluate_node(self.node, self.arrays)
+        return _references[key]
+
 
 _references: dict[tuple[str, str], list[np.ndarray]] = {}  # per process: the last few tasks'
 
 
-def _reference(task: Task, node: Node, arrays: list[np.ndarray]) -> list[np.ndarray]:
-    """The op's numpy outputs on the task's inputs (the same for every config: cached)."""
-    key = (task.op, repr(task.args))
-    if key not in _references:
-        if len(_references) >= 4:
-            _references.pop(next(iter(_references)))
-        _references[key] = evaluate_node(node, arrays)
-    return _references[key]
-
-
-# ---- run -----------------------------------------------------------------------------------------
-_flush_buffer: np.ndarray | None = None
-
-
-def run(built: BuildResult, options: MeasureOptions) -> MeasureResult:
-    """Load, check and time one build: a warm-up, then `repeat` means of `number`+ runs."""
-    start = time.perf_counter()
-    if built.num_threads:
-        set_num_threads(built.num_threads)
-    module = load_object(built.object_code, built.kernels)
-    arrays = _allocate(built)
-    calls = [(module[k.name], [ctypes.c_void_p(arrays[p[0]].ctypes.data) for p in k.params])
-             for k in built.kernels]  # fmt: skip
-
-    def once() -> None:
-        for fn, pointers in calls:
-            fn(*pointers)
-
-    once()  # warm-up: page in code and buffers, start the thread pool
-    if built.reference is not None:
-        wrong = _mismatch(built, arrays)
-        if wrong:
-            return MeasureResult([FAILED_COST], 5, time.perf_counter() - start, time.time(), wrong)
-    costs = []
-    for _ in range(options.repeat):
-        if options.flush_cache:
-            _flush()
-        costs.append(mean_seconds(once, options.number, options.min_repeat_ms))
-    return MeasureResult(costs, 0, time.perf_counter() - start, time.time())
-
-
-def _allocate(built: BuildResult) -> dict[str, np.ndarray]:
-    """Every buffer the kernels take, by name: inputs, NaN-poisoned outputs and scratch, params."""
-    inputs = random_inputs([TensorType(s, d) for s, d in built.inputs])
-    arrays: dict[str, np.ndarray] = {}
-    for kernel in built.kernels:
-        for name, shape, dtype in kernel.params:
-            if name in arrays:
-                continue
-            a = aligned_empty(shape, dtype)
-            if name in built.params:
-                a[...] = built.params[name].reshape(shape)
-            elif name.startswith("in") and name[2:].isdigit():
-                a[...] = inputs[int(name[2:])].reshape(shape)
-            else:  # outputs and scratch: a value that shows where nothing was written
-                a[...] = np.nan if a.dtype.kind == "f" else 77
-            arrays[name] = a
-    return arrays
-
-
-def _mismatch(built: BuildResult, arrays: dict[str, np.ndarray]) -> str:
-    """'' when every output matches the reference, else what differs."""
+def output_mismatch(built: BuildResult, arrays: dict[str, np.ndarray]) -> str:
+    """'' when every output in `arrays` (by buffer name) matches the reference, else how not."""
     assert built.reference is not None
     for i, (shape, want) in enumerate(zip(built.outputs, built.reference)):
         if want.size == 0:
@@ -291,100 +211,12 @@ def _mismatch(built: BuildResult, arrays: dict[str, np.ndarray]) -> str:
     return ""
 
 
-def _flush() -> None:
-    global _flush_buffer
-    if _flush_buffer is None:
-        _flush_buffer = np.zeros(FLUSH_BYTES // 8)
-    _flush_buffer += 1.0
-
-
-# ---- the local measurer --------------------------------------------------------------------------
-class LocalMeasurer:
-    """Builds in `n_parallel` worker processes, runs one at a time in another (this machine)."""
-
-    def __init__(self, options: MeasureOptions | None = None, target: str = "llvm") -> None:
-        self._build_fn, self._run_fn, options, preload = _measure_functions(target, options)
-        self.options = options
-        self.target = target
-        count = options.n_parallel or _physical_cores()
-        self._builders = [Worker(preload) for _ in range(max(1, count))]
-        self._runner = Worker(preload)
-
-    def measure(self, inputs: list[MeasureInput]) -> list[MeasureResult]:
-        """One result per input, in order; each config alone, on fresh buffers."""
-        if not inputs:
-            return []
-        opts = self.options
-        if self._runner.stale:
-            self._runner.start()  # imports while the builds run
-        threads = num_threads()  # this process's setting (set_num_threads) holds in the workers
-        jobs: list[Job] = [(self._build_fn, (inp, opts.check_correctness, threads),
-                            _imports(inp.task)) for inp in inputs]  # fmt: skip
-        built = run_parallel(self._builders, jobs, opts.build_timeout)
-        return [self._run(b) for b in built]
-
-    def _run(self, outcome: Outcome) -> MeasureResult:
-        if outcome.status == "timeout":
-            return _failed(6, outcome.seconds, outcome.message)
-        if outcome.status != "ok":  # a crashed build worker: LLVM itself died
-            return _failed(2, outcome.seconds, outcome.message)
-        built: BuildResult = outcome.value
-        if built.error_no:
-            return _failed(built.error_no, built.seconds, built.error_msg)
-        ran = self._runner.call((self._run_fn, (built, self.options), ()), self.options.timeout)
-        spent = outcome.seconds + ran.seconds
-        if ran.status == "ok":
-            result: MeasureResult = ran.value
-            result.all_cost = spent
-            return result
-        return _failed(7 if ran.status == "timeout" else 4, spent, ran.message)
-
-    def check_device(self) -> None:
-        """Fail now, with the reason, when the runner cannot run this target's code (a CUDA
-        target without a usable GPU), rather than recording that error for every config."""
-        if self.target.split()[:1] != ["cuda"]:
-            return  # a CPU target was checked to be native in __init__
-        from tvmc.autotune.measure_cuda import gpu_problem
-
-        probe = self._runner.call((gpu_problem, (), ()), self.options.timeout + 60)
-        problem = probe.value if probe.status == "ok" else probe.message
-        if problem:
-            raise UsageError(f"cannot measure {self.target!r} configs here: {problem}")
-
-    def close(self) -> None:
-        """Stop every worker process."""
-        for worker in [*self._builders, self._runner]:
-            worker.close()
-
-    def __enter__(self) -> LocalMeasurer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def _measure_functions(
-    target: str, options: MeasureOptions | None
-) -> tuple[Any, Any, MeasureOptions, tuple[str, ...]]:
-    """(build, run, options, worker preloads) for a target: the CPU's, or the GPU's."""
-    options = options or MeasureOptions()
-    if target.split()[:1] == ["cuda"]:  # PTX built in workers, run on this GPU by the runner
-        from tvmc.autotune import measure_cuda  # imports this module: loaded on demand
-
-        measure_cuda.CUDATarget.parse(target)  # a bad arch fails now, not in every build
-        preload = ("tvmc.autotune.measure", "tvmc.autotune.measure_cuda")
-        return (measure_cuda.build_cuda, measure_cuda.run_cuda,
-                measure_cuda.cuda_options(options), preload)  # fmt: skip
-    if not CPUTarget.parse(target).is_native:
-        raise UsageError(f"cannot measure code for {target!r} on this machine")
-    return build, run, options, ("tvmc.autotune.measure",)
-
-
-def _failed(error_no: int, seconds: float, message: str) -> MeasureResult:
+def failed_result(error_no: int, seconds: float, message: str) -> MeasureResult:
+    """A failed measurement: cost [FAILED_COST], the error code and the end of the message."""
     return MeasureResult([FAILED_COST], error_no, seconds, time.time(), message[-MESSAGE_CHARS:])
 
 
-def _imports(task: Task) -> tuple[str, ...]:
+def task_imports(task: Task) -> tuple[str, ...]:
     """Modules a fresh process imports to know the task's op (tvmc's own are preloaded)."""
     opdef = OPS[task.op]
     functions = [getattr(low, "build", None) for low in opdef.lowerings.values()]
@@ -392,6 +224,7 @@ def _imports(task: Task) -> tuple[str, ...]:
     return tuple(sorted(n for n in names if n and not n.startswith("tvmc.")))
 
 
+# ---- the untuned baseline ------------------------------------------------------------------------
 def default_config(task: Task) -> dict[str, Any]:
     """The knobs of the untuned schedule: none, so the template uses its own defaults."""
     return {}

@@ -1,4 +1,4 @@
-"""Measuring configs on the GPU: the CUDA counterparts of `measure.build` and `measure.run`.
+"""Measuring configs on the GPU: the CUDA counterparts of `measure_cpu.build` and `.run`.
 
 `build_cuda` lowers the task's op with `LoweringTarget(kind="cuda")`, rejects configs no GPU can
 launch before generating code (more than 1024 threads per block, more than 48 KiB of static
@@ -25,12 +25,12 @@ import numpy as np
 from tvmc.autotune.measure import (
     MESSAGE_CHARS,
     BuildResult,
+    MeasureBackend,
     MeasureInput,
     MeasureOptions,
     MeasureResult,
     TaskOp,
-    _mismatch,
-    _reference,
+    output_mismatch,
     random_inputs,
 )
 from tvmc.autotune.records import FAILED_COST
@@ -47,11 +47,6 @@ from tvmc.runtime.executor import ProgramInfo
 CUDA_MIN_REPEAT_MS = 1000.0  # TVMC's default on GPUs: short kernels are timed over >= 1 s
 REGISTERS_PER_BLOCK = 65536  # every arch since sm_50
 PTXAS_TIMEOUT = 60.0
-
-
-def is_cuda(target: str) -> bool:
-    """Whether a target string is a CUDA one (`cuda`, `cuda -arch=sm_90`)."""
-    return target.split()[:1] == ["cuda"]
 
 
 def cuda_options(options: MeasureOptions) -> MeasureOptions:
@@ -197,7 +192,7 @@ def build_cuda(
                              f"registers x {threads_per_block} threads, more than a block's "
                              f"{REGISTERS_PER_BLOCK}")  # fmt: skip
     try:
-        reference = _reference(task, op.node, op.arrays) if check_correctness else None
+        reference = op.reference() if check_correctness else None
     except Exception:
         return failed(8)
     params = {b.name: v for b, v in ctx.params}
@@ -228,7 +223,7 @@ def run_cuda(built: CUDABuildResult, options: MeasureOptions) -> MeasureResult:
                              for name in info.inputs])  # fmt: skip
         outputs = dict(zip(info.outputs, executor.run()))
         if built.reference is not None:
-            wrong = _mismatch(built, outputs)
+            wrong = output_mismatch(built, outputs)
             if wrong:
                 return MeasureResult([FAILED_COST], 5, time.perf_counter() - start, time.time(),
                                      wrong)  # fmt: skip
@@ -247,3 +242,17 @@ def gpu_problem() -> str | None:
     except (CUDAError, UsageError) as exc:
         return str(exc)
     return None
+
+
+def check_target(target: str, here: bool) -> None:
+    """A UsageError when `target` is no CUDA target or names an unknown arch (a bad arch fails
+    now, not in every build); whether a GPU is here, the runner finds out (`gpu_problem`)."""
+    CUDATarget.parse(target)
+
+
+# PTX is built in the build workers and run on this machine's GPU by the runner, which checks
+# there is one first; GPU kernels are timed by events, so builds may share the host beside them
+BACKEND = MeasureBackend(
+    "cuda", build_cuda, run_cuda, check_target, ("tvmc.autotune.measure_cuda",), cuda_options,
+    gpu_problem, exclusive_runs=False,
+)  # fmt: skip

@@ -21,8 +21,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tvmc import __version__
+from tvmc.codegen.target import target_kind
 from tvmc.errors import UsageError
+from tvmc.version import __version__
 
 logger = logging.getLogger("tvmc.autotune")
 
@@ -129,12 +130,11 @@ def read_records(path: str, must_exist: bool = True) -> Iterator[Record]:
                 )
 
 
-def best_records(records: Iterable[Record], target_kind: str) -> dict[tuple[str, str], Record]:
+def best_records(records: Iterable[Record], kind: str) -> dict[tuple[str, str], Record]:
     """Per workload, the error-free record with the lowest mean cost, for targets of this kind."""
     best: dict[tuple[str, str], Record] = {}
     for record in records:
-        kind = record.target.split()[0] if record.target.split() else ""
-        if record.error_no != 0 or kind != target_kind:
+        if record.error_no != 0 or target_kind(record.target) != kind:
             continue
         current = best.get(record.workload)
         if current is None or record.mean_cost < current.mean_cost:

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from tvmc.codegen.target import target_kind
 from tvmc.graph import Graph, Node, TensorType
 from tvmc.ops import OPS
 from tvmc.ops.lowering import LoweringTarget
@@ -62,7 +63,7 @@ def extract_tasks(
 ) -> list[Task]:
     """Tasks of every node whose template declares a knob space for this target, heaviest
     first (a space of None says the op is not tunable on this target kind)."""
-    kind = target.split()[0] if target.split() else "llvm"
+    kind = target_kind(target) or "llvm"
     tasks: dict[tuple[str, str], Task | None] = {}
     for node in graph.nodes:
         opdef = OPS[node.op]

@@ -17,6 +17,7 @@ import numpy as np
 from tvmc.autotune.measure import MeasureInput, Measurer, MeasureResult
 from tvmc.autotune.records import Record
 from tvmc.autotune.task import Task
+from tvmc.codegen.target import target_kind
 from tvmc.ops.space import ConfigEntity
 
 Callback = Callable[["Tuner", list[MeasureInput], list[MeasureResult]], None]
@@ -88,11 +89,11 @@ class Tuner:
     ) -> None:
         """Resume: this task's records count as visited and seed the model; others transfer."""
         workload = self.task.workload
-        kind = _kind(self.task.target)
+        kind = target_kind(self.task.target)
         code_hash = self.space.code_hash()
         configs, costs, others = [], [], list(other_task_records)
         for record in records:
-            same = record.workload == workload and _kind(record.target) == kind
+            same = record.workload == workload and target_kind(record.target) == kind
             if not same or record.config.get("code_hash") not in (None, code_hash):
                 others.append(record)
                 continue
@@ -196,11 +197,6 @@ def measured_cost(error_no: int, costs: Sequence[float]) -> float:
     return sum(costs) / len(costs) if error_no == 0 and costs else FAILED
 
 
-def _kind(target: str) -> str:
-    words = target.split()
-    return words[0] if words else ""
-
-
 class RandomTuner(Tuner):
     """Uniformly random configs, without replacement."""
 
@@ -274,31 +270,3 @@ class GATuner(Tuner):
                 children.append(config)
         short = self.pop_size - len(children)  # inbred population: fresh blood
         return children + (self._random_unvisited(short, seen) if short else [])
-
-
-TUNERS: dict[str, type[Tuner]] = {
-    "ga": GATuner,
-    "random": RandomTuner,
-    "gridsearch": GridSearchTuner,
-}
-"""Tuners by the name `tvmc tune --tuner` takes; xgb.py puts "xgb", the default, first."""
-
-try:
-    import tvmc.autotune.xgb  # noqa: E402, F401  (registers XGBTuner, a Tuner subclass, in TUNERS)
-except ImportError as _missing:  # no xgboost (e.g. a GPU box): the other tuners still work
-    from tvmc.errors import UsageError
-
-    _XGB_MISSING = str(_missing)
-
-    class _MissingXGBTuner(Tuner):
-        """Stands in for "xgb" without xgboost: choosing it says how to get it."""
-
-        def __init__(self, task: Task, seed: int | None = None, **kwargs: object) -> None:
-            raise UsageError(
-                f"the xgb tuner needs xgboost ({_XGB_MISSING}): pip install xgboost-cpu, "
-                "or choose --tuner ga, random or gridsearch"
-            )
-
-    _others = dict(TUNERS)
-    TUNERS.clear()
-    TUNERS.update(xgb=_MissingXGBTuner, **_others)  # the default first, as xgb.py does

@@ -25,7 +25,7 @@ import xgboost
 from tvmc.autotune.features import LOOP_FEATURES, KnobFeatures, LoopFeatures
 from tvmc.autotune.records import Record
 from tvmc.autotune.task import Task
-from tvmc.autotune.tuner import FAILED, TUNERS, Tuner, measured_cost
+from tvmc.autotune.tuner import FAILED, Tuner, measured_cost
 from tvmc.ops.space import ConfigEntity
 
 LOSSES = {"rank": "rank:pairwise", "reg": "reg:squarederror"}
@@ -323,8 +323,3 @@ class XGBTuner(Tuner):
         candidates = np.flatnonzero(unvisited)
         order = candidates[np.argsort(-scores[candidates], kind="stable")]
         return self._all[order[:k]]
-
-
-_others = dict(TUNERS)
-TUNERS.clear()
-TUNERS.update(xgb=XGBTuner, **_others)  # the default first

@@ -2,40 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
-from tvmc.cli.common import err, format_option, model_options, out, print_json, wants_json
-from tvmc.cli.completion import FileWithExt
+from tvmc.cli.common import err, out, print_json, wants_json
+from tvmc.cli.types import ChoiceList, FileWithExt, TargetType, format_option, model_options
 from tvmc.driver import DEFAULT_PACKAGE, DUMP_FORMATS, TARGET_KINDS, compile_model
-from tvmc.errors import did_you_mean
-
-
-class TargetType(click.Choice):
-    """A target string (`llvm -mcpu=znver4`); shells complete the target kinds."""
-
-    name = "target"
-
-    def convert(self, value: Any, param: Any, ctx: Any) -> str:
-        return " ".join(str(value).split())  # the driver names what is wrong with it
-
-
-class ChoiceList(click.Choice):
-    """Comma-separated choices (`ll,asm`); shells complete and docs list each choice."""
-
-    name = "choices"
-
-    def convert(self, value: Any, param: Any, ctx: Any) -> tuple[str, ...]:
-        if isinstance(value, tuple):
-            return value
-        items = tuple(v.strip() for v in str(value).split(",") if v.strip())
-        for item in items:
-            if item not in self.choices:
-                valid = ", ".join(repr(c) for c in self.choices)
-                self.fail(f"{item!r} is not one of {valid}.{did_you_mean(item, self.choices)}",
-                          param, ctx)  # fmt: skip
-        return items
 
 
 def size(nbytes: int | None) -> str:

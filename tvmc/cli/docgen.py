@@ -18,7 +18,7 @@ from types import ModuleType
 
 import click
 
-from tvmc import config
+import tvmc.config as config
 from tvmc.cli.completion import CommandNode, walk_commands
 from tvmc.cli.main import cli
 

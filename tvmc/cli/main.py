@@ -11,7 +11,6 @@ import click
 from click.core import ParameterSource
 from rich.logging import RichHandler
 
-from tvmc import __version__
 from tvmc.cli.common import err
 from tvmc.cli.compile import compile_command
 from tvmc.cli.load import load_command
@@ -20,6 +19,7 @@ from tvmc.cli.run import run_command
 from tvmc.cli.tune import tune_command
 from tvmc.cli.worker import worker_command
 from tvmc.errors import INTERNAL_ERROR_EXIT_CODE, TVMCError, UsageError, did_you_mean
+from tvmc.version import __version__
 
 logger = logging.getLogger("tvmc")
 CONFIG_KEY = "tvmc.config"  # ctx.meta: the --config file, named in errors about its values

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from tvmc.cli.common import err, format_option, out, print_json, wants_json
-from tvmc.cli.completion import FileWithExt
+from tvmc.cli.common import err, out, print_json, wants_json
+from tvmc.cli.types import FileWithExt, format_option
 from tvmc.driver.records import summarize_records, write_best_records
 from tvmc.driver.tuning_report import args_summary, task_op
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from tvmc.cli.common import SuggestChoice, err, format_option, out, print_json, wants_json
-from tvmc.cli.completion import FileWithExt
+from tvmc.cli.common import err, out, print_json, wants_json
+from tvmc.cli.types import FileWithExt, FiniteFloatRange, SuggestChoice, format_option
 from tvmc.driver import DEVICES, FILL_MODES, TVMCResult, run
 
 
@@ -61,7 +61,7 @@ from tvmc.driver import DEVICES, FILL_MODES, TVMCResult, run
 )
 @click.option(
     "--min-repeat-ms",
-    type=click.FloatRange(min=0),
+    type=FiniteFloatRange(min=0),
     default=0.0,
     show_default=True,
     help="Raise --number until one measurement lasts this long.",

@@ -10,27 +10,17 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tvmc.cli.common import (
+from tvmc.cli.common import err, out, print_json, wants_json
+from tvmc.cli.types import (
+    FileWithExt,
+    FiniteFloatRange,
     SuggestChoice,
-    err,
+    TargetType,
     format_option,
     model_options,
-    out,
-    print_json,
-    wants_json,
 )
-from tvmc.cli.compile import TargetType
-from tvmc.cli.completion import FileWithExt
-from tvmc.driver import TARGET_KINDS
-from tvmc.driver.tuning import (
-    DEFAULT_TRIALS,
-    TUNER_NAMES,
-    MeasureOptions,
-    connect,
-    extract_tasks,
-    select_tasks,
-    tune_tasks,
-)
+from tvmc.driver import TARGET_KINDS, TuneOptions, extract_tasks, load, tune
+from tvmc.driver.tune_options import TUNER_NAMES, select_tasks
 from tvmc.driver.tuning_report import (
     TaskStats,
     TuningInterrupted,
@@ -42,7 +32,7 @@ from tvmc.driver.tuning_report import (
 )
 from tvmc.errors import UsageError
 
-DEFAULTS = MeasureOptions()
+DEFAULTS = TuneOptions()
 IN_FLIGHT_SECONDS = 1.0  # at most one question to the Dask scheduler this often
 PLAIN_UPDATE_SECONDS = 5.0  # at most one progress line per task this often when not a terminal
 
@@ -62,9 +52,10 @@ def _rates(stats: TaskStats) -> str:
 class RichTuningProgress(TuningProgress):
     """Settings and summary tables on stdout; a progress bar per task on stderr (a terminal)."""
 
-    def __init__(self, show_tables: bool = True, engine: Any = None):
+    def __init__(self, show_tables: bool = True):
         self.show_tables = show_tables
-        self.engine = engine  # a DaskMeasurer: its rows in the table, measurements in flight
+        self.engine: Any = None  # a DaskMeasurer: its rows in the table, measurements in flight
+        self.cluster: dict[str, Any] | None = None  # the cluster as the table showed it
         self.in_flight_row: Any = None
         self.in_flight_at = 0.0
         self.bars: Progress | None = None
@@ -72,7 +63,8 @@ class RichTuningProgress(TuningProgress):
         self.summary: TuningSummary | None = None
 
     def start(self, plan: TuningPlan) -> None:
-        if self.show_tables:
+        self.engine, self.cluster = plan.cluster, cluster_json(plan)
+        if self.show_tables and plan.tasks:
             out.print(settings_table(plan, self.engine))
         self.bars = Progress(
             TextColumn("{task.description}"),
@@ -116,21 +108,23 @@ class RichTuningProgress(TuningProgress):
         self.summary = summary
         if self.bars is not None and self.bars.live.is_started:
             self.bars.stop()
-        if self.show_tables:
+        if self.show_tables and summary.tasks:
             print_summary(summary, out)
 
 
 class PlainTuningProgress(TuningProgress):
     """Parseable log lines on stderr (not a terminal, or --format json)."""
 
-    def __init__(self, show_tables: bool = True, engine: Any = None):
+    def __init__(self, show_tables: bool = True):
         self.show_tables = show_tables
-        self.engine = engine
+        self.engine: Any = None
+        self.cluster: dict[str, Any] | None = None
         self.last = 0.0
         self.summary: TuningSummary | None = None
 
     def start(self, plan: TuningPlan) -> None:
-        if self.show_tables:
+        self.engine, self.cluster = plan.cluster, cluster_json(plan)
+        if self.show_tables and plan.tasks:
             out.print(settings_table(plan, self.engine))
 
     def task_start(self, stats: TaskStats) -> None:
@@ -151,8 +145,13 @@ class PlainTuningProgress(TuningProgress):
 
     def finish(self, summary: TuningSummary) -> None:
         self.summary = summary
-        if self.show_tables:
+        if self.show_tables and summary.tasks:
             print_summary(summary, out)
+
+
+def cluster_json(plan: TuningPlan) -> dict[str, Any] | None:
+    """The Dask cluster measuring, as the settings table shows it (None: this machine)."""
+    return plan.cluster.to_json() if plan.cluster is not None else None
 
 
 def in_flight_text(engine: Any) -> str:
@@ -259,7 +258,7 @@ def print_task_list(rows: list[dict[str, Any]], model_file: str) -> None:
 @click.option(
     "--trials",
     type=click.IntRange(min=0),
-    default=DEFAULT_TRIALS,
+    default=DEFAULTS.trials,
     show_default=True,
     help="Configs to measure in total, shared among the tasks by weight x FLOPs "
     "(resumed records count toward it).",
@@ -293,14 +292,14 @@ def print_task_list(rows: list[dict[str, Any]], model_file: str) -> None:
 )
 @click.option(
     "--min-repeat-ms",
-    type=click.FloatRange(min=0),
+    type=FiniteFloatRange(min=0),
     default=DEFAULTS.min_repeat_ms,
     show_default=True,
     help="Raise --number until one measurement lasts this long.",
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloatRange(min=0, min_open=True),
     default=DEFAULTS.timeout,
     show_default=True,
     help="Seconds one config may run before it counts as a run timeout.",
@@ -367,26 +366,47 @@ def tune_command(
 ) -> None:
     """Tune the kernels of MODEL_FILE (ONNX or .tvmc), appending records for `tvmc compile`."""
     as_json = wants_json(output_format, json_flag)
-    tasks = extract_tasks(
-        model_file,
-        target,
+    model = load(model_file, input_shapes, model_format, input_dtypes)
+    options = TuneOptions(
+        target=target,
         target_llvm_mcpu=target_llvm_mcpu,
         target_llvm_mattr=target_llvm_mattr,
-        shape_dict=input_shapes,
-        dtype_dict=input_dtypes,
-        model_format=model_format,
+        trials=trials,
+        tuner=tuner,
+        early_stopping=early_stopping,
+        number=number,
+        repeat=repeat,
+        min_repeat_ms=min_repeat_ms,
+        timeout=timeout,
+        parallel=parallel,
+        flush_cache=flush_cache,
+        tasks=tasks_spec,
+        scheduler=scheduler,
+        device_key=device_key,
+        priority=priority,
     )
-    chosen, do_list = select_tasks(tasks_spec, len(tasks))
-    if do_list:
-        rows = task_rows([tasks[i] for i in chosen], chosen)
-        if as_json:
-            print_json({"model": model_file, "target": target, "tasks": rows})
-        else:
-            print_task_list(rows, model_file)
+    if options.lists_tasks:
+        print_tasks(model, model_file, options, as_json)
         return
     if tuning_records is None:
         raise UsageError("tvmc tune needs --tuning-records PATH: the file records are appended to")
-    if not chosen:
+    show_tables = not as_json
+    progress = (
+        RichTuningProgress(show_tables) if err.is_terminal else PlainTuningProgress(show_tables)
+    )
+    try:
+        tune(model, tuning_records=tuning_records, options=options, progress=progress)
+    except TuningInterrupted as stop:
+        if as_json:
+            print_json({"model": model_file, **stop.summary.to_json(), "cluster": progress.cluster})
+        click.echo(
+            f"Interrupted: {stop.summary.new_records} record(s) of this run are in "
+            f"{tuning_records}; run the same command again to resume.",
+            err=True,
+        )
+        click.get_current_context().exit(130)
+    summary = progress.summary
+    if summary is None or not summary.tasks:
         if as_json:
             empty = dict(settings=None, tasks=[], new_records=0, seconds=0.0, interrupted=False,
                          cluster=None)  # fmt: skip
@@ -394,54 +414,26 @@ def tune_command(
         err.print(
             f"{model_file} has no tunable kernels for {target}: nothing to tune", markup=False
         )
-        return
-    options = MeasureOptions(
-        number=number,
-        repeat=repeat,
-        min_repeat_ms=min_repeat_ms,
-        timeout=timeout,
-        n_parallel=parallel,
-        flush_cache=flush_cache,
-    )
-    show_tables = not as_json
-    if device_key is not None and scheduler is None:
-        raise UsageError("--device-key needs --scheduler ADDRESS: the Dask scheduler to measure on")
-    engine = connect(scheduler, device_key, priority, options, target) if scheduler else None
-    cluster = engine.to_json() if engine is not None else None  # as the settings table shows it
-    progress = (
-        RichTuningProgress(show_tables, engine)
-        if err.is_terminal
-        else PlainTuningProgress(show_tables, engine)
-    )
-    try:
-        tune_tasks(
-            [tasks[i] for i in chosen],
-            tuning_records,
-            tuner,
-            trials,
-            early_stopping,
-            options,
-            progress,
-            task_indices=chosen,
-            measurer=engine,
-        )
-    except TuningInterrupted as stop:
-        if as_json:
-            print_json({"model": model_file, **stop.summary.to_json(), "cluster": cluster})
-        click.echo(
-            f"Interrupted: {stop.summary.new_records} record(s) of this run are in "
-            f"{tuning_records}; run the same command again to resume.",
-            err=True,
-        )
-        click.get_current_context().exit(130)
-    finally:
-        if engine is not None:
-            engine.close()
-    summary = progress.summary
-    if as_json and summary is not None:
-        print_json({"model": model_file, **summary.to_json(), "cluster": cluster})
-    elif summary is not None and summary.new_records:
+    elif as_json:
+        print_json({"model": model_file, **summary.to_json(), "cluster": progress.cluster})
+    elif summary.new_records:
         err.print(
             f"next: tvmc compile {model_file} --tuning-records {tuning_records} -o model.tar",
             markup=False,
         )
+
+
+def print_tasks(model: Any, model_file: str, options: TuneOptions, as_json: bool) -> None:
+    """`--tasks list`: the selected tasks of the model, as a table or JSON; nothing is tuned."""
+    tasks = extract_tasks(
+        model,
+        options.target,
+        target_llvm_mcpu=options.target_llvm_mcpu,
+        target_llvm_mattr=options.target_llvm_mattr,
+    )
+    chosen, _ = select_tasks(options.tasks, len(tasks))
+    rows = task_rows([tasks[i] for i in chosen], chosen)
+    if as_json:
+        print_json({"model": model_file, "target": options.target, "tasks": rows})
+    else:
+        print_task_list(rows, model_file)

@@ -7,6 +7,7 @@ import logging
 import click
 
 from tvmc.cli.common import err
+from tvmc.cli.types import FiniteFloatRange
 from tvmc.driver.tuning import serve_worker
 from tvmc.errors import UsageError
 
@@ -38,7 +39,7 @@ from tvmc.errors import UsageError
 @click.option("--name", metavar="NAME", help="Worker name shown by `tvmc tune` (default: address).")
 @click.option(
     "--connect-timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloatRange(min=0, min_open=True),
     default=10.0,
     show_default=True,
     help="Seconds to reach the scheduler before giving up.",

@@ -25,7 +25,7 @@ from tvmc.codegen.loader import (
     load_shared,
 )
 from tvmc.codegen.nvptx import LaunchDims, PTXArtifact, emit_ptx
-from tvmc.codegen.target import CPUTarget, CUDATarget
+from tvmc.codegen.target import CPUTarget, CUDATarget, target_kind
 from tvmc.codegen.threads import num_threads, physical_cores, set_num_threads
 
 __all__ = [
@@ -52,4 +52,5 @@ __all__ = [
     "num_threads",
     "physical_cores",
     "set_num_threads",
+    "target_kind",
 ]

@@ -31,6 +31,12 @@ def host_triple() -> str:
     return llvm.get_process_triple()
 
 
+def target_kind(target: str) -> str:
+    """The kind a target string names, its first word: `llvm`, `cuda` ('' for an empty one)."""
+    words = target.split()
+    return words[0] if words else ""
+
+
 def _arch(triple: str) -> str:
     return triple.split("-", 1)[0].replace("amd64", "x86_64")
 

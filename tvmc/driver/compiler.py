@@ -13,7 +13,7 @@ from tvmc.autotune import best_records, extract_tasks
 from tvmc.codegen import CodegenOptions, CPUArtifact, CPUTarget, num_threads
 from tvmc.codegen.cuda_program import CUDAArtifact, emit_cuda_program
 from tvmc.codegen.program import emit_program
-from tvmc.codegen.target import CUDATarget
+from tvmc.codegen.target import CUDATarget, target_kind
 from tvmc.driver.records import check_target_kind, load_records
 from tvmc.errors import UsageError, did_you_mean
 from tvmc.graph import Graph, graph_from_json, graph_to_json
@@ -75,19 +75,25 @@ class BuildResult:
     tuning: AppliedTuning | None = None  # set when compiled with tuning records
 
 
-def parse_target(options: CompileOptions) -> CPUTarget | CUDATarget:
-    """The target from `--target` (and for llvm the `--target-llvm-*` refinements).
-
-    `cuda` without `-arch` is the present GPU's arch, else DEFAULT_CUDA_ARCH (sm_90).
-    """
-    words = options.target.split()
-    kind = words[0] if words else ""
+def checked_kind(target: str) -> str:
+    """The target's kind (`llvm`, `cuda`); a UsageError naming the valid targets otherwise."""
+    kind = target_kind(target)
     if kind not in TARGET_KINDS:
         hint = did_you_mean(kind, TARGET_KINDS)
         raise UsageError(
             f"unknown target {kind!r}; valid: 'llvm', 'llvm -mcpu=CPU', 'cuda', "
             f"'cuda -arch=sm_XX'.{hint}"
         )
+    return kind
+
+
+def parse_target(options: CompileOptions) -> CPUTarget | CUDATarget:
+    """The target from `--target` (and for llvm the `--target-llvm-*` refinements).
+
+    `cuda` without `-arch` is the present GPU's arch, else DEFAULT_CUDA_ARCH (sm_90).
+    """
+    words = options.target.split()
+    kind = checked_kind(options.target)
     if kind == "cuda":
         given = [f"--target-llvm-{k}" for k in ("mcpu", "mattr", "mtriple")
                  if getattr(options, k)]  # fmt: skip
@@ -171,7 +177,7 @@ def apply_records(
         usable.append(record)
     configs: dict[str, dict[str, Any]] = {}
     tuned = 0
-    for workload, record in best_records(usable, target.split()[0]).items():
+    for workload, record in best_records(usable, target_kind(target)).items():
         try:
             values = tasks[workload].space.from_entity(record.config["entity"]).values
         except (ValueError, TypeError):

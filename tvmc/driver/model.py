@@ -1,4 +1,8 @@
-"""`TVMCModel` (a graph with its params) and `load`, the first of the four steps."""
+"""Loading, the first step: a model file (ONNX, or a saved `.tvmc`) into a graph with its
+params, constants folded; and the saved-model format `TVMCModel.save` writes.
+
+Works on graphs (`tvmc.driver.objects.TVMCModel` wraps them); never prints.
+"""
 
 from __future__ import annotations
 
@@ -9,18 +13,15 @@ import os
 import tarfile
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from tvmc import __version__
 from tvmc.errors import ModelError, UsageError, unknown_choice
 from tvmc.frontend import load_onnx
-from tvmc.graph import Graph, TensorType, graph_from_json, graph_to_json
+from tvmc.graph import Graph, graph_from_json, graph_to_json
 from tvmc.passes import IMPORT_PIPELINE, run_passes
-
-if TYPE_CHECKING:
-    from tvmc.driver.package import TVMCPackage
+from tvmc.version import __version__
 
 logger = logging.getLogger("tvmc")
 
@@ -29,119 +30,67 @@ SAVED_MODEL_FORMAT_VERSION = 1
 _EXTENSIONS = {".onnx": "onnx", ".tvmc": "tvmc"}
 
 
-class TVMCModel:
-    """A loaded model: the graph IR (static shapes) and its constant params."""
+def save_graph(graph: Graph, path: str) -> str:
+    """Write a graph and its params as a saved model (graph.json, params.npz, metadata.json)."""
+    buffer = io.BytesIO()
+    np.savez(buffer, **graph.params)
 
-    def __init__(self, graph: Graph, source: str | None = None, load_seconds: float = 0.0):
-        self.graph = graph
-        self.source = source
-        self.load_seconds = load_seconds
+    def described(names: list[str]) -> dict[str, Any]:
+        return {n: {"shape": list(graph.types[n].shape), "dtype": graph.types[n].dtype}
+                for n in names}  # fmt: skip
 
-    @property
-    def params(self) -> dict[str, np.ndarray]:
-        return self.graph.params
+    metadata = {
+        "format": "tvmc.model",
+        "format_version": SAVED_MODEL_FORMAT_VERSION,
+        "tvmc_version": __version__,
+        "inputs": described(graph.inputs),
+        "outputs": described(graph.outputs),
+    }
+    members = {
+        "metadata.json": json.dumps(metadata, indent=1).encode(),
+        "graph.json": graph_to_json(graph).encode(),
+        "params.npz": buffer.getvalue(),
+    }
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with tarfile.open(tmp, "w") as tar:
+            for name, data in members.items():
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                info.mtime = int(time.time())
+                tar.addfile(info, io.BytesIO(data))
+        os.replace(tmp, path)  # a crash mid-write never leaves half a model behind
+    except OSError as exc:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise UsageError(
+            f"cannot write the model to {path!r}: {exc.strerror or exc}; "
+            "give -o a path in a writable directory"
+        ) from None
+    return path
 
-    @property
-    def inputs(self) -> dict[str, TensorType]:
-        """Runtime inputs by name, in the model's order."""
-        return {name: self.graph.types[name] for name in self.graph.inputs}
 
-    @property
-    def outputs(self) -> dict[str, TensorType]:
-        """Outputs by the model's own names."""
-        return {name: self.graph.types[name] for name in self.graph.outputs}
-
-    def summary(self) -> str:
-        """Inputs, outputs, op counts and the graph listing, as text."""
-        lines = [f"model {self.graph.name}" + (f" (from {self.source})" if self.source else "")]
-        lines += [f"  input  {name}: {typ}" for name, typ in self.inputs.items()]
-        lines += [f"  output {name}: {typ}" for name, typ in self.outputs.items()]
-        counts = ", ".join(f"{op} x{n}" for op, n in self.graph.op_counts().items())
-        lines.append(f"  {len(self.graph.nodes)} nodes: {counts}")
-        lines.append(f"  {len(self.params)} params, {self.graph.param_bytes() / 1e6:.2f} MB")
-        return "\n".join(lines) + "\n\n" + self.graph.dump()
-
-    def save(self, path: str) -> str:
-        """Write the model as a tar (graph.json, params.npz, metadata.json); returns the path."""
-        buffer = io.BytesIO()
-        np.savez(buffer, **self.params)
-        metadata = {
-            "format": "tvmc.model",
-            "format_version": SAVED_MODEL_FORMAT_VERSION,
-            "tvmc_version": __version__,
-            "inputs": {
-                k: {"shape": list(t.shape), "dtype": t.dtype} for k, t in self.inputs.items()
-            },
-            "outputs": {
-                k: {"shape": list(t.shape), "dtype": t.dtype} for k, t in self.outputs.items()
-            },
-        }
-        members = {
-            "metadata.json": json.dumps(metadata, indent=1).encode(),
-            "graph.json": graph_to_json(self.graph).encode(),
-            "params.npz": buffer.getvalue(),
-        }
-        tmp = f"{path}.tmp{os.getpid()}"
-        try:
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            with tarfile.open(tmp, "w") as tar:
-                for name, data in members.items():
-                    info = tarfile.TarInfo(name)
-                    info.size = len(data)
-                    info.mtime = int(time.time())
-                    tar.addfile(info, io.BytesIO(data))
-            os.replace(tmp, path)  # a crash mid-write never leaves half a model behind
-        except OSError as exc:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise UsageError(
-                f"cannot write the model to {path!r}: {exc.strerror or exc}; "
-                "give -o a path in a writable directory"
-            ) from None
-        return path
-
-    @classmethod
-    def load(cls, path: str) -> TVMCModel:
-        """Read a model written by `save`."""
-        start = time.perf_counter()
-        members = read_tar_members(
-            path, ("metadata.json", "graph.json", "params.npz"), "saved model"
+def read_saved_graph(path: str) -> Graph:
+    """The graph of a model written by `save_graph`."""
+    members = read_tar_members(path, ("metadata.json", "graph.json", "params.npz"), "saved model")
+    try:
+        metadata = json.loads(members["metadata.json"])
+    except ValueError as exc:
+        raise ModelError(f"{path!r}: corrupt metadata.json: {exc}") from None
+    if metadata.get("format") != "tvmc.model":
+        raise ModelError(f"{path!r} is not a saved tvmc model")
+    if metadata.get("format_version") != SAVED_MODEL_FORMAT_VERSION:
+        raise ModelError(
+            f"{path!r} has saved-model format {metadata.get('format_version')}; "
+            f"this tvmc reads {SAVED_MODEL_FORMAT_VERSION}: load the original model again"
         )
-        try:
-            metadata = json.loads(members["metadata.json"])
-        except ValueError as exc:
-            raise ModelError(f"{path!r}: corrupt metadata.json: {exc}") from None
-        if metadata.get("format") != "tvmc.model":
-            raise ModelError(f"{path!r} is not a saved tvmc model")
-        if metadata.get("format_version") != SAVED_MODEL_FORMAT_VERSION:
-            raise ModelError(
-                f"{path!r} has saved-model format {metadata.get('format_version')}; "
-                f"this tvmc reads {SAVED_MODEL_FORMAT_VERSION}: load the original model again"
-            )
-        try:
-            with np.load(io.BytesIO(members["params.npz"]), allow_pickle=False) as npz:
-                params = {name: npz[name] for name in npz.files}
-        except (ValueError, OSError) as exc:
-            raise ModelError(f"{path!r}: corrupt params.npz: {exc}") from None
-        graph = graph_from_json(members["graph.json"].decode(), params)
-        return cls(graph, source=path, load_seconds=time.perf_counter() - start)
-
-    def compile(
-        self, target: str = "llvm", package_path: str | None = None, **options: Any
-    ) -> TVMCPackage:
-        """`tvmc.compile(self, target, package_path, **options)`: a TVMCPackage."""
-        from tvmc.driver.package import compile_model  # package.py imports this module
-
-        return compile_model(self, target, package_path, **options)
-
-    def tune(self, target: str = "llvm", tuning_records: str | None = None, **options: Any) -> str:
-        """`tvmc.tune(self, target, tuning_records, **options)`: the records path."""
-        from tvmc.driver.tuning import tune  # tuning.py imports this module
-
-        return tune(self, target, tuning_records, **options)
-
-    def __repr__(self) -> str:
-        return f"TVMCModel({self.graph.name!r}, {len(self.graph.nodes)} nodes)"
+    try:
+        with np.load(io.BytesIO(members["params.npz"]), allow_pickle=False) as npz:
+            params = {name: npz[name] for name in npz.files}
+    except (ValueError, OSError) as exc:
+        raise ModelError(f"{path!r}: corrupt params.npz: {exc}") from None
+    return graph_from_json(members["graph.json"].decode(), params)
 
 
 def read_tar_members(path: str, names: tuple[str, ...], what: str) -> dict[str, bytes]:
@@ -186,13 +135,13 @@ def guess_format(path: str, model_format: str | None) -> str:
     )
 
 
-def load(
+def load_graph(
     path: str,
     shape_dict: Mapping[str, tuple[int, ...]] | None = None,
     model_format: str | None = None,
     dtype_dict: Mapping[str, str] | None = None,
-) -> TVMCModel:
-    """Load an ONNX model (or a saved `.tvmc` model) into a `TVMCModel`, constants folded."""
+) -> Graph:
+    """The graph of an ONNX model (constants folded) or a saved `.tvmc` model."""
     fmt = guess_format(path, model_format)
     start = time.perf_counter()
     if fmt == "tvmc":
@@ -200,9 +149,8 @@ def load(
             raise UsageError(
                 "a saved .tvmc model has fixed input shapes; load the .onnx to change them"
             )
-        return TVMCModel.load(path)
-    graph = load_onnx(path, shape_dict, dtype_dict)
-    graph = run_passes(graph, IMPORT_PIPELINE)
-    seconds = time.perf_counter() - start
-    logger.info("loaded %s in %.2f s: %d nodes", path, seconds, len(graph.nodes))
-    return TVMCModel(graph, source=path, load_seconds=seconds)
+        return read_saved_graph(path)
+    graph = run_passes(load_onnx(path, shape_dict, dtype_dict), IMPORT_PIPELINE)
+    logger.info("loaded %s in %.2f s: %d nodes", path, time.perf_counter() - start,
+                len(graph.nodes))  # fmt: skip
+    return graph

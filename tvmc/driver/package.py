@@ -1,4 +1,9 @@
-"""`compile_model` (the third step) and `TVMCPackage`, the compiled model it writes."""
+"""Compiling, the third step: a graph into a package (.tar) of native code, its plan, params and
+metadata, and the --dump-code files beside it.
+
+Works on graphs and package contents (`tvmc.driver.objects.TVMCPackage` wraps what this
+writes); never prints.
+"""
 
 from __future__ import annotations
 
@@ -7,32 +12,24 @@ import os
 import shutil
 import tempfile
 import time
-import weakref
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
 
-from tvmc import __version__
 from tvmc.codegen.cuda_program import CUDAArtifact
-from tvmc.codegen.target import NVPTX_TRIPLE, CPUTarget, CUDATarget
+from tvmc.codegen.target import NVPTX_TRIPLE, CPUTarget, CUDATarget, target_kind
 from tvmc.driver.compiler import TARGET_KINDS, BuildResult, CompileOptions, build
-from tvmc.driver.model import TVMCModel, load
 from tvmc.errors import UsageError, did_you_mean
-from tvmc.graph import TensorType
-from tvmc.runtime import Executor, ProgramInfo
-from tvmc.runtime.cuda import CUDAExecutor
+from tvmc.graph import Graph
+from tvmc.runtime import ProgramInfo
 from tvmc.runtime.package import (
     PACKAGE_FORMAT,
     PACKAGE_FORMAT_VERSION,
     PackageContents,
     link_shared_library,
-    load_cuda,
-    load_module,
-    read_package,
     write_package,
 )
-
-if TYPE_CHECKING:
-    from tvmc.driver.runner import TVMCResult
+from tvmc.version import __version__
 
 logger = logging.getLogger("tvmc")
 
@@ -41,102 +38,15 @@ DUMP_FORMATS = ("kernel", "ll", "asm", "ptx", "graph")
 DEFAULT_PACKAGE = "module.tar"  # TVMC's default output name
 
 
-class TVMCPackage:
-    """A compiled model package (a .tar): its metadata, and its code loaded once to run."""
+@dataclass
+class CompiledPackage:
+    """What `compile_graph` wrote: the package, its members, the dump files by format, and the
+    temporary directory to remove with it (when no path was given)."""
 
-    def __init__(self, package_path: str | os.PathLike[str], use_shared_library: bool = True):
-        self.package_path = os.fspath(package_path)
-        self.use_shared_library = use_shared_library  # False: load mod.o without a linker
-        self.dumps: dict[str, str] = {}  # --dump-code files written by compile_model
-        self._contents = read_package(self.package_path)
-        self._executor: Executor | CUDAExecutor | None = None
-
-    @classmethod
-    def _written(cls, path: str, contents: PackageContents) -> TVMCPackage:
-        """The package compile_model just wrote, without reading it back."""
-        package = cls.__new__(cls)
-        package.package_path, package.use_shared_library = path, True
-        package.dumps, package._contents, package._executor = {}, contents, None
-        return package
-
-    @property
-    def metadata(self) -> dict[str, Any]:
-        """The parsed metadata.json."""
-        return self._contents.metadata
-
-    @property
-    def inputs(self) -> dict[str, TensorType]:
-        """Runtime inputs by the model's names, in order."""
-        return _types(self.metadata["inputs"])
-
-    @property
-    def outputs(self) -> dict[str, TensorType]:
-        """Outputs by the model's names, in order."""
-        return _types(self.metadata["outputs"])
-
-    @property
-    def device(self) -> str:
-        """Where the package's code runs: "cpu" or "cuda"."""
-        return self._contents.device
-
-    @property
-    def program(self) -> ProgramInfo:
-        """The entry function's plan (mod.json)."""
-        return self._contents.program
-
-    def executor(self) -> Executor | CUDAExecutor:
-        """The loaded code with its params bound (loaded on first use, then reused).
-
-        A CUDA package loads on the GPU: device memory, kernels and the CUDA graph, once.
-        """
-        if self._executor is None:
-            contents = self._contents
-            if contents.device == "cuda":
-                self._executor = load_cuda(self.package_path, contents)
-            else:
-                module = load_module(self.package_path, contents, self.use_shared_library)
-                self._executor = Executor(module, contents.program, contents.params)
-        return self._executor
-
-    def run(self, **options: Any) -> TVMCResult:
-        """`tvmc.run(self, **options)`: a TVMCResult."""
-        from tvmc.driver.runner import run  # runner imports this module
-
-        return run(self, **options)
-
-    def summary(self) -> dict[str, Any]:
-        """What `tvmc compile --format json` prints: the package at a glance."""
-        meta = self.metadata
-        return {
-            "package": self.package_path,
-            "device": self.device,
-            "target": meta["target"],
-            "triple": meta["triple"],
-            "cpu": meta["cpu"],
-            "inputs": {
-                e["name"]: {"shape": e["shape"], "dtype": e["dtype"]} for e in meta["inputs"]
-            },
-            "outputs": {
-                e["name"]: {"shape": e["shape"], "dtype": e["dtype"]} for e in meta["outputs"]
-            },
-            "nodes": meta.get("nodes"),
-            "kernels": meta.get("kernels"),
-            "calls": meta.get("calls"),
-            "workspace_bytes": meta["workspace_bytes"],
-            "naive_bytes": meta["naive_bytes"],
-            "param_bytes": meta.get("param_bytes"),
-            "shared_library": self._contents.shared_library is not None,
-            "compile_seconds": meta.get("compile_seconds", {}),
-            "tuning": meta.get("tuning"),
-            "dumps": dict(self.dumps),
-        }
-
-    def __repr__(self) -> str:
-        return f"TVMCPackage({self.package_path!r}, target={self.metadata['target']!r})"
-
-
-def _types(entries: list[dict[str, Any]]) -> dict[str, TensorType]:
-    return {e["name"]: TensorType(tuple(e["shape"]), e["dtype"]) for e in entries}
+    path: str
+    contents: PackageContents
+    dumps: dict[str, str] = field(default_factory=dict)
+    temp_dir: str | None = None
 
 
 def _names(value: str | Iterable[str]) -> tuple[str, ...]:
@@ -145,8 +55,22 @@ def _names(value: str | Iterable[str]) -> tuple[str, ...]:
     return tuple(n.strip() for item in items for n in str(item).split(",") if n.strip())
 
 
-def compile_model(
-    model: TVMCModel | str | os.PathLike[str],
+def dump_formats(dump_code: str | Iterable[str], target: str) -> tuple[str, ...]:
+    """The --dump-code formats, checked: each known, and ptx for cuda targets only."""
+    dumps = _names(dump_code)
+    for fmt in dumps:
+        if fmt not in DUMP_FORMATS:
+            valid = ", ".join(DUMP_FORMATS)
+            hint = did_you_mean(fmt, DUMP_FORMATS)
+            raise UsageError(f"unknown --dump-code format {fmt!r}; valid: {valid}.{hint}")
+    if "ptx" in dumps and target_kind(target) != "cuda":
+        raise UsageError("--dump-code ptx needs a cuda target; for llvm targets dump asm")
+    return dumps
+
+
+def compile_graph(
+    graph: Graph,
+    source: str | None = None,
     target: str = "llvm",
     package_path: str | os.PathLike[str] | None = None,
     opt_level: int = 3,
@@ -156,34 +80,17 @@ def compile_model(
     target_llvm_mattr: str | None = None,
     target_llvm_mtriple: str | None = None,
     *,
-    shape_dict: Mapping[str, tuple[int, ...]] | None = None,
-    dtype_dict: Mapping[str, str] | None = None,
-    model_format: str | None = None,
     tuning_records: str | os.PathLike[str] | None = None,
-) -> TVMCPackage:
-    """Compile a model (a TVMCModel or a model file) into a package; None path: a temp file.
+    load_seconds: float | None = None,
+) -> CompiledPackage:
+    """Compile a graph (from `source`, a model file) into a package; None path: a temp file.
 
     `tuning_records`: a records file (`tvmc tune`) whose best config per workload is applied;
-    tasks without one keep the default schedule (one warning says how many).
+    tasks without one keep the default schedule (one warning says how many). `load_seconds`:
+    the time loading the model took, when it was loaded to be compiled (metadata records it).
     """
-    dumps = _names(dump_code)
-    for fmt in dumps:
-        if fmt not in DUMP_FORMATS:
-            valid = ", ".join(DUMP_FORMATS)
-            hint = did_you_mean(fmt, DUMP_FORMATS)
-            raise UsageError(f"unknown --dump-code format {fmt!r}; valid: {valid}.{hint}")
-    if "ptx" in dumps and target.split()[:1] != ["cuda"]:
-        raise UsageError("--dump-code ptx needs a cuda target; for llvm targets dump asm")
-    seconds: dict[str, float] = {}
-    if not isinstance(model, TVMCModel):
-        start = time.perf_counter()
-        model = load(os.fspath(model), shape_dict, model_format, dtype_dict)
-        seconds["load"] = time.perf_counter() - start
-    elif shape_dict or dtype_dict or model_format:
-        raise UsageError(
-            "shape_dict, dtype_dict and model_format apply to model files; "
-            "this model is loaded already"
-        )
+    dumps = dump_formats(dump_code, target)
+    seconds: dict[str, float] = {} if load_seconds is None else {"load": load_seconds}
     options = CompileOptions(
         target=target,
         mcpu=target_llvm_mcpu,
@@ -194,7 +101,7 @@ def compile_model(
         codegen_jobs=1 if "asm" in dumps else None,  # assembly needs the one in-process module
         tuning_records=os.fspath(tuning_records) if tuning_records is not None else None,
     )
-    result = build(model.graph, options)
+    result = build(graph, options)
     seconds.update(result.seconds)
 
     start = time.perf_counter()
@@ -209,26 +116,28 @@ def compile_model(
         temp_dir = tempfile.mkdtemp(prefix="tvmc-compile-")
         package_path = os.path.join(temp_dir, DEFAULT_PACKAGE)
     path = os.fspath(package_path)
-    contents = _contents(model, result, options, library, seconds)
+    compiled = CompiledPackage(path, _contents(source, result, options, library, seconds), {},
+                               temp_dir)  # fmt: skip
     try:
-        write_package(path, contents)
+        write_package(path, compiled.contents)
+        for fmt in dumps:
+            text = result.graph.dump() if fmt == "graph" else result.artifact.dump(fmt)
+            compiled.dumps[fmt] = _write_dump(f"{path}.{fmt}", text)
     except BaseException:
-        if temp_dir is not None:
+        if temp_dir is not None:  # no package object owns it yet
             shutil.rmtree(temp_dir, ignore_errors=True)
         raise
-    package = TVMCPackage._written(path, contents)
-    if temp_dir is not None:  # the temporary package lives as long as the object
-        weakref.finalize(package, shutil.rmtree, temp_dir, True)
-    for fmt in dumps:
-        text = result.graph.dump() if fmt == "graph" else result.artifact.dump(fmt)
-        dump_path = package.dumps[fmt] = f"{path}.{fmt}"
-        try:
-            with open(dump_path, "w", encoding="utf-8") as f:
-                f.write(text if text.endswith("\n") else text + "\n")
-        except OSError as exc:
-            raise UsageError(f"cannot write {dump_path!r}: {exc.strerror or exc}") from None
     logger.info("wrote %s (%s)", path, ", ".join(f"{k} {v:.2f} s" for k, v in seconds.items()))
-    return package
+    return compiled
+
+
+def _write_dump(path: str, text: str) -> str:
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text if text.endswith("\n") else text + "\n")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path!r}: {exc.strerror or exc}") from None
+    return path
 
 
 def _target_string(options: CompileOptions) -> str:
@@ -250,7 +159,7 @@ def _code_metadata(result: BuildResult) -> dict[str, Any]:
 
 
 def _contents(
-    model: TVMCModel,
+    source: str | None,
     result: BuildResult,
     options: CompileOptions,
     library: bytes | None,
@@ -285,7 +194,7 @@ def _contents(
         "format": PACKAGE_FORMAT,
         "format_version": PACKAGE_FORMAT_VERSION,
         "tvmc_version": __version__,
-        "model": model.source or graph.name,
+        "model": source or graph.name,
         "target": _target_string(options),
         **_code_metadata(result),
         "opt_level": options.opt_level,
@@ -334,4 +243,4 @@ def _plain(value: Any) -> Any:
     return value
 
 
-__all__ = ["DEFAULT_PACKAGE", "DUMP_FORMATS", "TARGET_KINDS", "TVMCPackage", "compile_model"]
+__all__ = ["DEFAULT_PACKAGE", "DUMP_FORMATS", "TARGET_KINDS", "CompiledPackage", "compile_graph"]

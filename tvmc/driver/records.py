@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tvmc.autotune import ERROR_NAMES, Record, append_records, best_records, read_records
+from tvmc.codegen.target import target_kind
 from tvmc.driver.tuning_report import args_summary, gflops, task_op, workload_flops
 from tvmc.errors import UsageError
 
@@ -68,8 +69,8 @@ def load_records(path: str | os.PathLike[str]) -> list[Record]:
 
 def check_target_kind(records: list[Record], target: str, path: str) -> None:
     """An error when `records` are all for another kind of target (cuda records for llvm)."""
-    kind = target.split()[0] if target.split() else ""
-    kinds = sorted({r.target.split()[0] for r in records if r.target.split()})
+    kind = target_kind(target)
+    kinds = sorted({target_kind(r.target) for r in records} - {""})
     if kinds and kind not in kinds:
         raise UsageError(
             f"{path!r} holds records for {', '.join(kinds)}, none for {kind!r}: tune for this "
@@ -98,7 +99,7 @@ def write_best_records(
 ) -> tuple[int, int]:
     """Keep only the best error-free record per workload and target kind: (kept, read)."""
     records = load_records(path)
-    kinds = dict.fromkeys(r.target.split()[0] for r in records if r.target.split())
+    kinds = [k for k in dict.fromkeys(target_kind(r.target) for r in records) if k]
     best = [r for kind in kinds for r in best_records(records, kind).values()]
     output = os.fspath(output)
     tmp = f"{output}.tmp{os.getpid()}"

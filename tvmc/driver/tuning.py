@@ -1,31 +1,46 @@
-"""Tuning, the second step: the tasks of a model, trials shared among them, one tuner per task,
+"""Tuning, the second step: the tasks of a graph, trials shared among them, one tuner per task,
 every result appended to the records file as it arrives, and a summary per task.
 
 In: tvmc.autotune (tasks, records, measurement, tuners), tvmc.driver.compiler (tasks come from
-the same optimized graph that `compile` applies records to), tvmc.driver.tuning_report (what
-tuning reports, and the `TuningProgress` callbacks the CLI draws with). Out: `extract_tasks`,
-`tune_tasks`, `tune`, `select_tasks` (TVMC's `--tasks` grammar), `share_trials`, `connect` and
-`serve_worker` (a Dask cluster's measurer and workers). Never prints.
+the same optimized graph that `compile` applies records to), tvmc.driver.tune_options (the
+options, checked), tvmc.driver.tuning_report (what tuning reports, and the `TuningProgress`
+callbacks the CLI draws with). Out: `graph_tasks`, `tune_graph` (what `tvmc.tune` and
+`TVMCModel.tune` run), `tune_tasks`, `share_trials`, `connect` and `serve_worker` (a Dask
+cluster's measurer and workers). Works on graphs, never on the driver's objects; never prints.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 from tvmc.autotune import Record, Task, append_records, read_records
 from tvmc.autotune import extract_tasks as extract_graph_tasks
+from tvmc.autotune.backends import measure_backend
 from tvmc.autotune.dask_engine import DaskMeasurer, serve_worker  # noqa: F401  (for `tvmc worker`)
-from tvmc.autotune.measure import LocalMeasurer, MeasureOptions, measure_default
-from tvmc.autotune.tuner import FAILED
-from tvmc.codegen import CPUTarget, CUDATarget, physical_cores
+from tvmc.autotune.local import LocalMeasurer
+from tvmc.autotune.measure import (
+    MeasureInput,
+    MeasureOptions,
+    Measurer,
+    MeasureResult,
+    measure_default,
+)
+from tvmc.autotune.tuner import FAILED, Tuner
+from tvmc.autotune.tuners import TUNERS
+from tvmc.codegen import CUDATarget, physical_cores, target_kind
 from tvmc.driver.compiler import CompileOptions, optimize, parse_target
-from tvmc.driver.model import TVMCModel, load
+from tvmc.driver.tune_options import (
+    DEFAULT_TRIALS,
+    TuneOptions,
+    check_cluster,
+    check_trials,
+    check_tuner,
+    select_tasks,
+)
 from tvmc.driver.tuning_report import (
     LogProgress,
     TaskStats,
@@ -35,36 +50,25 @@ from tvmc.driver.tuning_report import (
     TuningSummary,
     peak_gflops,
 )
-from tvmc.errors import UsageError, did_you_mean, unknown_choice
+from tvmc.errors import UsageError
+from tvmc.graph import Graph
 from tvmc.lower.lower import node_flops
-
-if TYPE_CHECKING:  # the tuners load xgboost, which `import tvmc` should not: imported when used
-    from tvmc.autotune.measure import MeasureInput, Measurer, MeasureResult
-    from tvmc.autotune.tuner import Tuner
 
 logger = logging.getLogger("tvmc")
 
-DEFAULT_TRIALS = 1000  # in total over the tasks, as TVMC's --trials
-TUNER_NAMES = ("xgb", "ga", "random", "gridsearch")  # tvmc.autotune.tuner.TUNERS
 CHUNK_PER_BUILDER = 2  # configs measured (then recorded) at a time, per parallel build
 MIN_TASK_TRIALS = 16  # every task gets this many (or its whole space) before the rest is shared
 
 
-def extract_tasks(
-    model: TVMCModel | str | os.PathLike[str],
+def graph_tasks(
+    graph: Graph,
     target: str = "llvm",
-    *,
     target_llvm_mcpu: str | None = None,
     target_llvm_mattr: str | None = None,
     opt_level: int = 3,
     disabled_passes: Sequence[str] = (),
-    shape_dict: dict[str, tuple[int, ...]] | None = None,
-    dtype_dict: dict[str, str] | None = None,
-    model_format: str | None = None,
 ) -> list[Task]:
-    """The tunable kernels of a model for a target, deduplicated and heaviest first."""
-    if not isinstance(model, TVMCModel):
-        model = load(os.fspath(model), shape_dict, model_format, dtype_dict)
+    """The tunable kernels of a graph for a target, deduplicated and heaviest first."""
     options = CompileOptions(
         target=target,
         mcpu=target_llvm_mcpu,
@@ -72,7 +76,7 @@ def extract_tasks(
         opt_level=opt_level,
         disabled_passes=tuple(disabled_passes),
     )
-    graph, _, lowering_target = optimize(model.graph, options)
+    graph, _, lowering_target = optimize(graph, options)
     parsed = parse_target(options)
     if isinstance(parsed, CUDATarget):  # records name the arch: `cuda -arch=sm_90`
         target_string = str(parsed)
@@ -80,52 +84,6 @@ def extract_tasks(
         refinements = [(target_llvm_mcpu, "mcpu"), (target_llvm_mattr, "mattr")]
         target_string = " ".join([target.strip(), *(f"-{k}={v}" for v, k in refinements if v)])
     return extract_graph_tasks(graph, target_string, lowering_target, node_flops)
-
-
-def select_tasks(spec: str | Sequence[int] | None, count: int) -> tuple[list[int], bool]:
-    """TVMC's `--tasks`: (selected indices, whether to list them) from `0,2`, `3-5`, `-5`, `6-`,
-    `all` and `list` (ranges are inclusive); None or `all` selects every task."""
-    if spec is None:
-        return list(range(count)), False
-    if not isinstance(spec, str):
-        items = [str(i) for i in spec]
-    else:
-        items = [item.strip() for item in spec.split(",")]
-    do_list, selected, filtered = False, set(), False
-    last = f"0-{count - 1}" if count else "none"
-
-    def index(text: str, item: str) -> int:
-        if not text.isdigit():
-            raise UsageError(
-                f"--tasks: {item!r} is not a task number, a range (3-5, -5, 6-), 'all' or 'list'."
-                + did_you_mean(item, ("all", "list"))
-            )
-        if int(text) >= count:
-            raise UsageError(
-                f"--tasks: task {text} out of range: the model has {count} "
-                f"task(s) ({last}); see --tasks list"
-            )
-        return int(text)
-
-    for item in items:
-        if item in ("list", "help"):
-            do_list = True
-        elif item == "all":
-            selected.update(range(count))
-        elif item.count("-") == 1 and item != "-":
-            lhs, rhs = item.split("-")
-            first = index(lhs, item) if lhs else 0
-            end = index(rhs, item) if rhs else count - 1
-            if first > end:
-                raise UsageError(f"--tasks: empty range {item!r}")
-            selected.update(range(first, end + 1))
-            filtered = True
-        else:
-            selected.add(index(item, item))
-            filtered = True
-    if not filtered and not selected:
-        selected.update(range(count))  # "list" alone lists every task
-    return sorted(selected), do_list
 
 
 def share_trials(tasks: Sequence[Task], total: int) -> list[int]:
@@ -211,12 +169,9 @@ def _record(inp: MeasureInput, res: MeasureResult) -> Record:
 
 
 def _tuner_factory(tuner: str | Callable[..., Tuner]) -> tuple[str, Callable[..., Tuner]]:
+    check_tuner(tuner)
     if not isinstance(tuner, str):
         return getattr(tuner, "__name__", "custom"), tuner
-    from tvmc.autotune.tuner import TUNERS  # loads xgboost: only when tuning
-
-    if tuner not in TUNERS:
-        raise UsageError(unknown_choice("tuner", tuner, TUNERS))
     return tuner, TUNERS[tuner]
 
 
@@ -225,11 +180,7 @@ def _check_target(tasks: Sequence[Task], local: bool = True) -> str:
     if len(targets) > 1:
         raise UsageError(f"tasks of one tuning run share a target; got {sorted(targets)}")
     target = targets.pop() if targets else "llvm"
-    if local and target.split()[0] != "cuda" and not CPUTarget.parse(target).is_native:
-        raise UsageError(
-            f"tuning measures kernels on this machine, and target {target!r} "
-            "cannot run here; tune on a machine of that architecture"
-        )
+    measure_backend(target).check(target, local)
     return target
 
 
@@ -272,12 +223,12 @@ def tune_tasks(
     remote = scheduler is not None or isinstance(measurer, DaskMeasurer)
     target = _check_target(tasks, local=not remote)
     shares = _shares(tasks, trials)
-    kind = target.split()[0]
-    known = [r for r in read_records(path, must_exist=False) if r.target.split()[:1] == [kind]]
+    kind = target_kind(target)
+    known = [r for r in read_records(path, must_exist=False) if target_kind(r.target) == kind]
     _check_writable(path)
-    if device_key is not None and scheduler is None and measurer is None:
-        raise UsageError("--device-key needs --scheduler ADDRESS: the Dask scheduler to measure on")
-    owned = measurer is None and scheduler is not None
+    if measurer is None:
+        check_cluster(scheduler, device_key)
+    owned = measurer is None and scheduler is not None and bool(tasks)  # nothing to measure: stay
     if owned:
         measurer = connect(scheduler, device_key, priority, options, target)
     mine = [_resumable(known, task) for task in tasks]
@@ -299,6 +250,7 @@ def tune_tasks(
         indices,
         peak,
         peak_source,
+        measurer if isinstance(measurer, DaskMeasurer) else None,
     )
     progress.start(plan)
     stats = [
@@ -317,8 +269,7 @@ def tune_tasks(
                 continue
             if inner is None:
                 inner = LocalMeasurer(options, target)
-                if kind == "cuda":  # no GPU here: one clear error, not one per config
-                    inner.check_device()
+                inner.check_device()  # e.g. no GPU here: one clear error, not one per config
             s.state, s.started = "running", time.perf_counter()
             progress.task_start(s)
             session = make_tuner(task, seed=seed)
@@ -366,11 +317,7 @@ def connect(
 ) -> DaskMeasurer:
     """A DaskMeasurer on `scheduler` for the workers advertising `device_key` (UsageError when
     the scheduler is unreachable, the key missing, or no such worker turns up)."""
-    if not device_key:
-        raise UsageError(
-            "--scheduler needs --device-key KEY: the resource the device workers advertise "
-            "(tvmc worker --device-key KEY)"
-        )
+    check_cluster(scheduler, device_key)
     return DaskMeasurer(options, target, scheduler=scheduler, device_key=device_key,
                         priority=priority)  # fmt: skip
 
@@ -378,8 +325,7 @@ def connect(
 def _shares(tasks: Sequence[Task], trials: int | Sequence[int]) -> list[int]:
     """Trials per task (resumed configs included) from a total or one count per task."""
     if isinstance(trials, int):
-        if trials < 0:
-            raise UsageError(f"--trials must be at least 0, got {trials}")
+        check_trials(trials)
         return share_trials(tasks, trials)
     if len(trials) != len(tasks):
         raise UsageError(f"{len(trials)} trial counts for {len(tasks)} tasks")
@@ -403,75 +349,34 @@ def _resumable(known: Sequence[Record], task: Task) -> list[Record]:
     return fits
 
 
-def tune(
-    model: TVMCModel | str | os.PathLike[str],
-    target: str = "llvm",
-    tuning_records: str | os.PathLike[str] | None = None,
-    trials: int = DEFAULT_TRIALS,
-    *,
-    tasks: str | Sequence[int] | None = None,
-    tuner: str = "xgb",
-    early_stopping: int | None = None,
-    number: int | None = None,
-    repeat: int | None = None,
-    min_repeat_ms: float | None = None,
-    timeout: float | None = None,
-    parallel: int | None = None,
-    flush_cache: bool | None = None,
-    target_llvm_mcpu: str | None = None,
-    target_llvm_mattr: str | None = None,
+def tune_graph(
+    graph: Graph,
+    tuning_records: str | os.PathLike[str] | None,
+    options: TuneOptions,
     progress: TuningProgress | None = None,
-    seed: int | None = None,
-    shape_dict: dict[str, tuple[int, ...]] | None = None,
-    dtype_dict: dict[str, str] | None = None,
-    model_format: str | None = None,
-    scheduler: str | None = None,
-    device_key: str | None = None,
-    priority: int = 0,
+    measurer: Measurer | None = None,
 ) -> str:
-    """Tune a model's kernels and return the records path (`tvmc tune`); compile with it.
-
-    `tuning_records`: appended to, and resumed from when it exists (None: a temporary file).
-    `tasks`: TVMC's `--tasks` grammar or a list of task numbers. The measurement keywords left
-    None keep MeasureOptions' defaults. `scheduler`, `device_key`, `priority`: measure on a Dask
-    cluster (see `tune_tasks`).
-    """
-    all_tasks = extract_tasks(
-        model,
-        target,
-        target_llvm_mcpu=target_llvm_mcpu,
-        target_llvm_mattr=target_llvm_mattr,
-        shape_dict=shape_dict,
-        dtype_dict=dtype_dict,
-        model_format=model_format,
-    )
-    chosen, _ = select_tasks(tasks, len(all_tasks))
-    given = {
-        "number": number,
-        "repeat": repeat,
-        "min_repeat_ms": min_repeat_ms,
-        "timeout": timeout,
-        "n_parallel": parallel,
-        "flush_cache": flush_cache,
-    }
-    options = dataclasses.replace(
-        MeasureOptions(), **{k: v for k, v in given.items() if v is not None}
-    )
+    """Tune a graph's kernels as `options` say and return the records path (None: a new
+    temporary file); `measurer` replaces the one the options name (local or a Dask cluster)."""
+    all_tasks = graph_tasks(graph, options.target, options.target_llvm_mcpu,
+                            options.target_llvm_mattr)  # fmt: skip
+    chosen, _ = select_tasks(options.tasks, len(all_tasks))
     if tuning_records is None:
         tuning_records = os.path.join(tempfile.mkdtemp(prefix="tvmc-tune-"), "tuning.json")
     return tune_tasks(
         [all_tasks[i] for i in chosen],
         tuning_records,
-        tuner,
-        trials,
-        early_stopping,
-        options,
+        options.tuner,
+        options.trials,
+        options.early_stopping,
+        options.measure_options(),
         progress,
-        seed=seed,
+        measurer=measurer,
+        seed=options.seed,
         task_indices=chosen,
-        scheduler=scheduler,
-        device_key=device_key,
-        priority=priority,
+        scheduler=options.scheduler,
+        device_key=options.device_key,
+        priority=options.priority,
     )
 
 

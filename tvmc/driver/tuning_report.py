@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tvmc.autotune import ERROR_NAMES, Record, Task
-from tvmc.codegen import num_threads, physical_cores
+from tvmc.codegen import num_threads, physical_cores, target_kind
 from tvmc.config import PEAK_GFLOPS_ENV
 from tvmc.errors import UsageError
 from tvmc.graph import Graph, Node, TensorType
@@ -104,7 +104,7 @@ def peak_gflops(target: str = "llvm") -> tuple[float, str]:
             return float(value), f"${PEAK_GFLOPS_ENV}"
         except ValueError:
             raise UsageError(f"${PEAK_GFLOPS_ENV} must be a number, got {value!r}") from None
-    if target.split()[:1] == ["cuda"]:
+    if target_kind(target) == "cuda":
         return 0.0, f"unknown for GPUs: set ${PEAK_GFLOPS_ENV}"
     threads = num_threads()
     return PEAK_GFLOPS_PER_CORE * threads, f"{PEAK_GFLOPS_PER_CORE:g} x {threads} threads"
@@ -288,6 +288,7 @@ class TuningPlan:
     indices: list[int]
     peak_gflops: float
     peak_source: str
+    cluster: Any = None  # the DaskMeasurer measuring on a cluster: the CLI shows its workers
 
     def settings(self) -> list[tuple[str, str]]:
         """(setting, value) rows, in the order shown."""

@@ -6,8 +6,9 @@ Python starts on TAB (importing tvmc takes about a second). They know subcommand
 help), options (long and short; flags apart from options taking a value), arguments, and values:
 `click.Choice` values, directories for `click.Path(file_okay=False)`, files for other paths.
 
-Declaring file extensions: give a path parameter the type `FileWithExt`, and shells complete only
-files with those extensions (and directories, to walk into); docs/cli.md lists them too:
+Declaring file extensions: give a path parameter the type `tvmc.cli.types.FileWithExt`, and shells
+complete only files with those extensions (and directories, to walk into); docs/cli.md lists them
+too:
 
     @click.argument("model_file", type=FileWithExt((".onnx", ".tvmc")))
     @click.option("--tuning-records", type=FileWithExt((".json",), dir_okay=False))
@@ -29,17 +30,16 @@ from tvmc.cli.completion.fish import fish_script
 from tvmc.cli.completion.model import (
     SCRIPT_NAMES,
     CommandNode,
-    FileWithExt,
     Values,
     value_completion,
     walk_commands,
 )
 from tvmc.cli.completion.zsh import zsh_script
+from tvmc.cli.main import cli
 
 __all__ = [
     "SCRIPT_NAMES",
     "CommandNode",
-    "FileWithExt",
     "Values",
     "bash_script",
     "fish_script",
@@ -83,8 +83,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("directory", help="where tvmc.bash, _tvmc and tvmc.fish go")
     parser.add_argument("--check", action="store_true", help="fail if the files are out of date")
     args = parser.parse_args(argv)
-    from tvmc.cli.main import cli  # not at the top: main imports this module (for FileWithExt)
-
     scripts = generate(cli)
     if args.check:
         stale = stale_files(args.directory, scripts)

@@ -3,27 +3,12 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import click
 
 SCRIPT_NAMES = {"bash": "tvmc.bash", "zsh": "_tvmc", "fish": "tvmc.fish"}
 HEADER = "tvmc {shell} completion, generated from the Click app by `make completions`; do not edit."
-
-
-class FileWithExt(click.Path):
-    """A `click.Path` whose completions (and docs) offer only files with the given extensions."""
-
-    def __init__(self, extensions: Sequence[str], **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        normalized = ["." + ext.lstrip(".").lower() for ext in extensions]
-        self.extensions: tuple[str, ...] = tuple(dict.fromkeys(normalized))
-
-    def to_info_dict(self) -> dict[str, Any]:
-        """Click's info dict plus the extensions."""
-        return {**super().to_info_dict(), "extensions": self.extensions}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,138 @@
+"""Measuring configs on this machine's CPU: `build` compiles a config to an object file (no
+linker), `run` loads it, checks the outputs against the reference and times it as TVM's
+time_evaluator does (a warm-up, then `repeat` means of `number`+ runs)."""
+
+from __future__ import annotations
+
+import ctypes
+import time
+import traceback
+
+import numpy as np
+
+from tvmc.autotune.measure import (
+    MESSAGE_CHARS,
+    BuildResult,
+    MeasureBackend,
+    MeasureInput,
+    MeasureOptions,
+    MeasureResult,
+    TaskOp,
+    output_mismatch,
+    random_inputs,
+)
+from tvmc.autotune.records import FAILED_COST
+from tvmc.codegen import CPUTarget, emit_cpu, load_object, num_threads, set_num_threads
+from tvmc.errors import UsageError
+from tvmc.graph import TensorType
+from tvmc.ops.lowering import LowerContext, LoweringTarget
+from tvmc.runtime.executor import aligned_empty, mean_seconds
+
+FLUSH_BYTES = 64 << 20  # written between repeats with flush_cache: more than the caches
+
+
+def build(
+    inp: MeasureInput, check_correctness: bool = True, threads: int | None = None
+) -> BuildResult:
+    """Lower the task's op alone with the config's knobs and compile it for the task's target.
+
+    `threads`: what the code will run with (default: this process's `num_threads()`).
+    """
+    start = time.perf_counter()
+    threads = threads or num_threads()
+    task = inp.task
+    target = CPUTarget.parse(task.target)
+    op = TaskOp.of(task)
+
+    def failed(error_no: int) -> BuildResult:
+        text = traceback.format_exc()[-MESSAGE_CHARS:]
+        return BuildResult(seconds=time.perf_counter() - start, error_no=error_no, error_msg=text)
+
+    ctx = LowerContext(LoweringTarget("cpu", target.vector_bits, threads), inp.config.values, "k")
+    try:
+        kernels = op.lower(ctx)
+    except Exception:
+        return failed(1)
+    try:
+        if not target.is_native:
+            raise RuntimeError(f"cannot run code for {target.triple} on this machine")
+        artifact = emit_cpu(kernels, target)
+    except Exception:
+        return failed(2)
+    try:
+        reference = op.reference() if check_correctness else None
+    except Exception:
+        return failed(8)
+    return BuildResult(
+        artifact.object_code, artifact.kernels, tuple((t.shape, t.dtype) for t in op.types),
+        tuple(t.shape for t in op.out_types), {b.name: v for b, v in ctx.params}, reference,
+        time.perf_counter() - start, num_threads=threads,
+    )  # fmt: skip
+
+
+_flush_buffer: np.ndarray | None = None
+
+
+def run(built: BuildResult, options: MeasureOptions) -> MeasureResult:
+    """Load, check and time one build: a warm-up, then `repeat` means of `number`+ runs."""
+    start = time.perf_counter()
+    if built.num_threads:
+        set_num_threads(built.num_threads)
+    module = load_object(built.object_code, built.kernels)
+    arrays = _allocate(built)
+    calls = [(module[k.name], [ctypes.c_void_p(arrays[p[0]].ctypes.data) for p in k.params])
+             for k in built.kernels]  # fmt: skip
+
+    def once() -> None:
+        for fn, pointers in calls:
+            fn(*pointers)
+
+    once()  # warm-up: page in code and buffers, start the thread pool
+    if built.reference is not None:
+        wrong = output_mismatch(built, arrays)
+        if wrong:
+            return MeasureResult([FAILED_COST], 5, time.perf_counter() - start, time.time(), wrong)
+    costs = []
+    for _ in range(options.repeat):
+        if options.flush_cache:
+            _flush()
+        costs.append(mean_seconds(once, options.number, options.min_repeat_ms))
+    return MeasureResult(costs, 0, time.perf_counter() - start, time.time())
+
+
+def _allocate(built: BuildResult) -> dict[str, np.ndarray]:
+    """Every buffer the kernels take, by name: inputs, NaN-poisoned outputs and scratch, params."""
+    inputs = random_inputs([TensorType(s, d) for s, d in built.inputs])
+    arrays: dict[str, np.ndarray] = {}
+    for kernel in built.kernels:
+        for name, shape, dtype in kernel.params:
+            if name in arrays:
+                continue
+            a = aligned_empty(shape, dtype)
+            if name in built.params:
+                a[...] = built.params[name].reshape(shape)
+            elif name.startswith("in") and name[2:].isdigit():
+                a[...] = inputs[int(name[2:])].reshape(shape)
+            else:  # outputs and scratch: a value that shows where nothing was written
+                a[...] = np.nan if a.dtype.kind == "f" else 77
+            arrays[name] = a
+    return arrays
+
+
+def _flush() -> None:
+    global _flush_buffer
+    if _flush_buffer is None:
+        _flush_buffer = np.zeros(FLUSH_BYTES // 8)
+    _flush_buffer += 1.0
+
+
+def check_target(target: str, here: bool) -> None:
+    """A UsageError when `target` is no CPU target, or (measured here) not this machine's."""
+    if not CPUTarget.parse(target).is_native and here:
+        raise UsageError(
+            f"tuning measures kernels on this machine, and target {target!r} "
+            "cannot run here; tune on a machine of that architecture"
+        )
+
+
+BACKEND = MeasureBackend("llvm", build, run, check_target, ("tvmc.autotune.measure_cpu",))
