@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from tvmc.autotune.measure import CONSTANTS_FROM, task_types
+from tvmc.autotune.measure import task_types
 from tvmc.autotune.task import Task
 from tvmc.codegen import num_threads
 from tvmc.codegen.target import CPUTarget
@@ -190,11 +190,10 @@ def task_kernels(task: Task, config: Mapping[str, Any]) -> list[Kernel]:
     node = Node(task.op, [f"in{i}" for i in range(len(types))], ["out"], attrs)
     opdef = OPS[task.op]
     out_types = opdef.infer(node.attrs, types)
-    first_constant = CONSTANTS_FROM.get(task.op, len(types))
     ctx = LowerContext(lowering_target(task.target), dict(config))
     refs = [
         ref_of_buffer(f"in{i}", t, Buffer(f"in{i}", buffer_shape(t.shape), t.dtype),
-                      np.zeros(t.shape, t.dtype) if i >= first_constant else None)
+                      np.zeros(t.shape, t.dtype) if i in opdef.weights else None)
         for i, t in enumerate(types)
     ]  # fmt: skip
     outs = [Buffer(f"out{i}", buffer_shape(t.shape), t.dtype) for i, t in enumerate(out_types)]

@@ -35,7 +35,6 @@ from tvmc.ops.space import ConfigEntity, ConfigSpace
 
 # Inputs from this position on are constants (weights, bias) in the models these ops come from:
 # the template packs them at build time, as compile does.
-CONSTANTS_FROM = {"Conv": 1, "ConvTranspose": 1, "MatMul": 1, "Gemm": 1}
 SEED = 0  # inputs are the same for every config of a task
 TOLERANCE = {"float16": (1e-2, 1e-2)}  # (rtol, atol) by dtype; others (1e-3, 1e-4)
 MESSAGE_CHARS = 1000  # the end of an error text kept in a result
@@ -145,7 +144,7 @@ def random_inputs(types: Sequence[TensorType], seed: int = SEED) -> list[np.ndar
 @dataclass
 class TaskOp:
     """A task's op alone, as a build lowers it: its node, types, seeded inputs and buffers
-    (the inputs from CONSTANTS_FROM on are constants, packed at build time as compile does)."""
+    (the op's weight inputs are constants, packed at build time as compile does)."""
 
     task: Task
     node: Node
@@ -163,12 +162,12 @@ class TaskOp:
 
     def lower(self, ctx: LowerContext) -> list[Kernel]:
         """The op's template with `ctx`'s target and config (raises when it rejects them)."""
-        first_constant = CONSTANTS_FROM.get(self.task.op, len(self.types))
+        weights = OPS[self.task.op].weights
         in_bufs = [Buffer(f"in{i}", buffer_shape(t.shape), t.dtype)
                    for i, t in enumerate(self.types)]  # fmt: skip
         out_bufs = [Buffer(f"out{i}", buffer_shape(t.shape), t.dtype)
                     for i, t in enumerate(self.out_types)]  # fmt: skip
-        refs = [ref_of_buffer(f"in{i}", t, b, self.arrays[i] if i >= first_constant else None)
+        refs = [ref_of_buffer(f"in{i}", t, b, self.arrays[i] if i in weights else None)
                 for i, (t, b) in enumerate(zip(self.types, in_bufs))]  # fmt: skip
         return OPS[self.task.op].build(ctx, self.node.attrs, refs, out_bufs, None)
 

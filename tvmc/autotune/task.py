@@ -58,9 +58,7 @@ def task_name(op: str, target_kind: str) -> str:
     return f"{op.lower()}.{target_kind}"
 
 
-def extract_tasks(
-    graph: Graph, target: str, lowering_target: LoweringTarget, flops_of=None
-) -> list[Task]:
+def extract_tasks(graph: Graph, target: str, lowering_target: LoweringTarget) -> list[Task]:
     """Tasks of every node whose template declares a knob space for this target, heaviest
     first (a space of None says the op is not tunable on this target kind)."""
     kind = target_kind(target) or "llvm"
@@ -75,7 +73,7 @@ def extract_tasks(
         key = (name, json.dumps(args, separators=(",", ":")))
         if key not in tasks:
             space = opdef.space(node.attrs, types, lowering_target)
-            flops = flops_of(graph, node) if flops_of else 0
+            flops = opdef.count_flops(node.attrs, types, [graph.types[n] for n in node.outputs])
             moved = sum(t.nbytes for t in types) + sum(
                 graph.types[n].nbytes for n in node.outputs if n
             )

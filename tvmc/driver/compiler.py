@@ -18,7 +18,6 @@ from tvmc.driver.records import check_target_kind, load_records
 from tvmc.errors import UsageError, did_you_mean
 from tvmc.graph import Graph, graph_from_json, graph_to_json
 from tvmc.lower import LoweredModel, lower_graph
-from tvmc.lower.lower import node_flops
 from tvmc.ops import infer_node
 from tvmc.ops.lowering import LoweringTarget
 from tvmc.passes import ALL_PASSES, OPTIMIZE_PIPELINE, run_passes
@@ -163,7 +162,7 @@ def apply_records(
 ) -> AppliedTuning:
     """Per task of the optimized `graph`, the config of its best error-free record in `path`."""
     path = os.fspath(path)
-    tasks = {t.workload: t for t in extract_tasks(graph, target, lowering_target, node_flops)}
+    tasks = {t.workload: t for t in extract_tasks(graph, target, lowering_target)}
     usable, stale = [], set()
     records = load_records(path)  # a missing file, or one without a record, is an error
     check_target_kind(records, target, path)

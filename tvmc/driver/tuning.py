@@ -52,7 +52,6 @@ from tvmc.driver.tuning_report import (
 )
 from tvmc.errors import UsageError
 from tvmc.graph import Graph
-from tvmc.lower.lower import node_flops
 
 logger = logging.getLogger("tvmc")
 
@@ -83,7 +82,7 @@ def graph_tasks(
     else:
         refinements = [(target_llvm_mcpu, "mcpu"), (target_llvm_mattr, "mattr")]
         target_string = " ".join([target.strip(), *(f"-{k}={v}" for v, k in refinements if v)])
-    return extract_graph_tasks(graph, target_string, lowering_target, node_flops)
+    return extract_graph_tasks(graph, target_string, lowering_target)
 
 
 def share_trials(tasks: Sequence[Task], total: int) -> list[int]:

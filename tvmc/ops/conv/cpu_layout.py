@@ -131,9 +131,7 @@ def fill_planes(
 
 def _phase_values_are_indices(geo: ConvGeometry) -> bool:
     """Phases 0, 1, ... of every axis (no dilation gaps) in an input without stuffed zeros."""
-    return all(u == 1 for u in geo.upsample) and all(
-        p == tuple(range(len(p))) for p in geo.phases
-    )
+    return all(u == 1 for u in geo.upsample) and all(p == tuple(range(len(p))) for p in geo.phases)
 
 
 def _fill_planes_looped(
