@@ -33,9 +33,9 @@ from tvmc.ops.schedule.gemm_gpu import (
     gemm_space,
     span,
     tile_candidates,
-    tiled_gemm,
     vector_width,
 )
+from tvmc.ops.schedule.gemm_gpu_kernel import tiled_gemm
 from tvmc.ops.schedule.gpu_launch import (
     BLOCKS,
     DEFAULT_BLOCK,

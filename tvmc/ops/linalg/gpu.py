@@ -14,7 +14,8 @@ from tvmc.ops.common import broadcast_shape
 from tvmc.ops.linalg.cpu import batch_index
 from tvmc.ops.lowering import Epilogue, LowerContext, Template, TensorRef, broadcast_read
 from tvmc.ops.registry import Attrs
-from tvmc.ops.schedule.gemm_gpu import gemm_gpu_space, problem, span, tiled_gemm
+from tvmc.ops.schedule.gemm_gpu import gemm_gpu_space, problem, span
+from tvmc.ops.schedule.gemm_gpu_kernel import tiled_gemm
 from tvmc.ops.schedule.microkernel import accumulator_dtype, finalize, unflatten
 
 
