@@ -35,7 +35,7 @@ from tvmc.ops.schedule.gemm_gpu import (
     tile_candidates,
     vector_width,
 )
-from tvmc.ops.schedule.gemm_gpu_kernel import tiled_gemm
+from tvmc.ops.schedule.gemm_gpu_kernel import GemmProblem, tiled_gemm
 from tvmc.ops.schedule.gpu_launch import (
     BLOCKS,
     DEFAULT_BLOCK,
@@ -125,21 +125,21 @@ def conv_implicit_gemm(
         and not any(geo.pad_begin)
         and all(s == 1 for s in (*geo.strides, *geo.dilations))
     )
-    return tiled_gemm(
-        ctx,
-        "conv",
-        geo.group,
-        geo.ocg,
-        math.prod(pixels),
-        math.prod(taps),
-        acc,
-        lambda g, i, kk, lanes: weight(g * geo.ocg + i, span(kk, lanes)),
-        pixel_run if pointwise else lambda g, kk, j, lanes: x.read(gather(g, kk, j)[0]),
-        lambda g, i, j, v: store(g * geo.ocg + i, unflatten(j, pixels), v),
-        None if pointwise else lambda g, kk, j: gather(g, kk, j)[1],
+    gemm = GemmProblem(
+        name="conv",
+        groups=geo.group,
+        m=geo.ocg,
+        n=math.prod(pixels),
+        k=math.prod(taps),
+        dtype=acc,
+        a_read=lambda g, i, kk, lanes: weight(g * geo.ocg + i, span(kk, lanes)),
+        b_read=pixel_run if pointwise else lambda g, kk, j, lanes: x.read(gather(g, kk, j)[0]),
+        store=lambda g, i, j, v: store(g * geo.ocg + i, unflatten(j, pixels), v),
+        b_valid=None if pointwise else lambda g, kk, j: gather(g, kk, j)[1],
         a_vector=4 if packed else 1,
         b_vector=vector_width(4, geo.out_shape[-1]) if pointwise else 1,
     )
+    return tiled_gemm(ctx, gemm)
 
 
 def conv_direct(

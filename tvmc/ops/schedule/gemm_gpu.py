@@ -16,20 +16,12 @@ shared memory, raise GPUConfigError (error 1 when tuning).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tvmc.graph import TensorType
-from tvmc.kernel import (
-    Buffer,
-    Expr,
-    Stmt,
-    const,
-    if_then_else,
-    loop,
-    ramp,
-)
+from tvmc.kernel import Buffer, Expr, Stmt, allocate, const, if_then_else, loop, ramp
 from tvmc.ops.common import broadcast_shape
 from tvmc.ops.lowering import LoweringTarget
 from tvmc.ops.registry import Attrs
@@ -199,6 +191,16 @@ def unstage_item(stage: Buffer, buf: Buffer, half: Expr) -> ItemFn:
         return buf.store((half, *item[0]), stage[span(rnd * lanes, lanes)])
 
     return body
+
+
+def registers(sizes: Sequence[tuple[str, int]], dtype: str, body: Callable[..., Stmt]) -> Stmt:
+    """body(*buffers) inside one thread-local allocation per (name, size), nested in order."""
+    if not sizes:
+        return body()
+    (name, size), rest = sizes[0], sizes[1:]
+    return allocate(
+        name, (size,), lambda buf: registers(rest, dtype, lambda *bufs: body(buf, *bufs)), dtype
+    )
 
 
 # ---- the knob space ------------------------------------------------------------------------------

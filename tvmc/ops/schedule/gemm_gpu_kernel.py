@@ -1,21 +1,29 @@
 """The kernels of the shared-memory tiled GEMM (MatMul, Gemm and the implicit-GEMM conv).
 
-`tiled_gemm` computes, for each of `groups` independent products, out[i, j] = sum_k A[i, k] *
-B[k, j] with A and B given as read functions (so a conv's implicit im2col is just another B).
-One block computes a BM x BN tile of the output: per step of BK along k the block's threads
-load the A and B tiles into shared memory (consecutive threads, consecutive chunks of k of A
-and j of B: coalesced for row-major operands; a chunk is 4 or 2 elements, one 128- or 64-bit
-load, where the operand is contiguous along it and the sizes divide), a barrier, then each
-thread multiplies its TM x TN register tile from the shared tiles (an outer product per k, each
-operand row first copied into registers, which LLVM merges into one vector load), a barrier.
-Edges are guarded only where the sizes do not divide: loads out of range store zeros.
+`tiled_gemm(ctx, GemmProblem(...))` computes, for each of `groups` independent products,
+out[i, j] = sum_k A[i, k] * B[k, j] with A and B given as read functions (so a conv's implicit
+im2col is just another B). One block computes a BM x BN tile of the output: per step of BK
+along k the block's threads load the A and B tiles into shared memory (consecutive threads,
+consecutive chunks of k of A and j of B: coalesced for row-major operands; a chunk is 4 or 2
+elements, one 128- or 64-bit load, where the operand is contiguous along it and the sizes
+divide), a barrier, then each thread multiplies its TM x TN register tile from the shared tiles
+(an outer product per k, each operand row first copied into registers, which LLVM merges into
+one vector load), a barrier. Edges are guarded only where the sizes do not divide: loads out of
+range store zeros.
+
+`_TiledGemm` emits it top-down: `kernels` -> `block` (the tile's coordinates) -> `shared_tiles`
+-> `thread` (its registers and place) -> `thread_body`: the accumulators zeroed, `k_loop` or
+`double_buffered_k_loop` (tiles loaded by `load_a` / `load_b`, multiplied by `products`), then
+`store_tile`; with split-K, `split_sum` is the second kernel.
 
 Tile configuration, knobs and defaults: tvmc.ops.schedule.gemm_gpu.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from tvmc.kernel import (
     Barrier,
@@ -27,13 +35,16 @@ from tvmc.kernel import (
     const,
     if_then_else,
     loop,
+    nest,
     seq,
 )
 from tvmc.ops.lowering import LowerContext
 from tvmc.ops.schedule.gemm_gpu import (
     BANK_PAD,
+    GemmTile,
     ItemFn,
     gemm_tile,
+    registers,
     span,
     split_k,
     stage_item,
@@ -51,26 +62,32 @@ Valid = Callable[[Expr, Expr, Expr], Expr | None]  # extra in-range condition (c
 Store = Callable[[Expr, Expr, Expr, Expr], Stmt]  # (group, i, j, value) -> statement
 
 
-def tiled_gemm(
-    ctx: LowerContext,
-    name: str,
-    groups: int,
-    m: int,
-    n: int,
-    k: int,
-    dtype: str,
-    a_read: Read,
-    b_read: Read,
-    store: Store,
-    b_valid: Valid | None = None,
-    a_vector: int = 1,
-    b_vector: int = 1,
-) -> list[Kernel]:
-    """Kernels computing `groups` products of M x K by K x N, accumulating in `dtype`.
+@dataclass(frozen=True)
+class GemmProblem:
+    """`groups` products of M x K by K x N accumulated in `dtype`: how to read and store them.
 
     `a_read(g, i, k, lanes)` may be asked for `lanes` consecutive elements along k (up to
     `a_vector`, only from a k that is a multiple of lanes), `b_read(g, k, j, lanes)` along j (up
     to `b_vector`): the tile loaders then move 2 or 4 elements per load (`b_valid` needs lanes 1).
+    """
+
+    name: str  # the kernel's; split-K's second kernel is `<name>_sum`
+    groups: int
+    m: int
+    n: int
+    k: int
+    dtype: str
+    a_read: Read
+    b_read: Read
+    store: Store
+    b_valid: Valid | None = None
+    a_vector: int = 1
+    b_vector: int = 1
+
+
+def tiled_gemm(ctx: LowerContext, gemm: GemmProblem) -> list[Kernel]:
+    """Kernels computing `gemm` with the tiles `ctx.config` asks for.
+
     With split-K, each block sums one slice of K into a workspace temp and a second kernel adds
     the slices and stores (late conv layers: few output tiles, long K). With `double_buffer`,
     the next k step's tiles are fetched into registers before the current step's products and
@@ -78,200 +95,289 @@ def tiled_gemm(
     hides behind the arithmetic, and one barrier per step suffices. Index expressions are bound
     once with `let` (codegen lowers each use of an expression again, and the implicit im2col's
     indices are long)."""
-    tile = gemm_tile(ctx.config, groups, m, n, k, 4 if dtype != "float64" else 8)
-    bm, bn, bk, tm, tn, threads = tile.bm, tile.bn, tile.bk, tile.tm, tile.tn, tile.threads
-    mb, nb, steps = ceil_div(m, bm), ceil_div(n, bn), ceil_div(k, bk)
-    split = split_k(ctx.config, groups * mb * nb, steps)
-    per = steps // split
-    double = tile.double_buffer and per > 1
-    va = vector_width(a_vector, k, bk) if dtype == "float32" else 1
-    vb = vector_width(b_vector, n, bn) if dtype == "float32" and b_valid is None else 1
-    partial = ctx.temp((split, groups, m, n), dtype, f"{name}_split") if split > 1 else None
-    cols = bn // tn  # threads along a tile row
-    zero = const(0, dtype)
-    halves = (2,) if double else ()
+    return _TiledGemm.plan(ctx, gemm).kernels()
 
-    def block(bid: Expr) -> Stmt:
-        return let_all("b", unflatten(bid, (split, groups, mb, nb)), lambda sgmn: tiles(*sgmn))
 
-    def tiles(sk: Expr, g: Expr, mi: Expr, ni: Expr) -> Stmt:
-        m0, n0 = mi * bm, ni * bn
+@dataclass(frozen=True)
+class _Block:
+    """One block's output tile: its K slice, group, first row and first column."""
 
-        def a_value(i: Expr, kk: Expr, k0: Expr) -> tuple[Expr | None, Expr]:
-            gi, gk = m0 + i, k0 + kk
-            cond = all_of((gi < m if m % bm else None, gk < k if k % bk else None))
-            return cond, a_read(g, gi, gk, va).astype(dtype)
+    sk: Expr
+    g: Expr
+    m0: Expr
+    n0: Expr
 
-        def b_value(kk: Expr, j: Expr, k0: Expr) -> tuple[Expr | None, Expr]:
-            gk, gj = k0 + kk, n0 + j
-            cond = all_of((gk < k if k % bk else None, gj < n if n % bn else None))
-            cond = all_of((cond, b_valid(g, gk, gj) if b_valid else None))
-            return cond, b_read(g, gk, gj, vb).astype(dtype)
 
-        # (rows, width, vector, value, where in the shared tile): A is kept k-major, as B, so
-        # the inner loop reads both along a row
-        a_tile = (bm, bk, va, a_value, lambda i, kk: (span(kk, va), i))
-        b_tile = (bk, bn, vb, b_value, lambda kk, j: (kk, span(j, vb)))
+@dataclass(frozen=True)
+class _Thread:
+    """What one thread's statements use: its block, the shared tiles, its index and row and
+    column of register tiles, and its registers."""
 
-        def k_start(ks: Expr) -> Expr:
-            return (sk * per + ks) * bk if split > 1 else ks * bk
+    block: _Block
+    a_s: Buffer  # [(2,) BK, BM + BANK_PAD]: A k-major, as B, so the products read both by row
+    b_s: Buffer  # [(2,) BK, BN]
+    t: Expr
+    ty: Expr
+    tx: Expr
+    acc: Buffer  # TM x TN accumulators
+    ar: Buffer  # the TM values of A at one k
+    br: Buffer  # the TN values of B at one k
+    a_stage: Buffer | None = None  # the next step's share of the tiles (double buffering)
+    b_stage: Buffer | None = None
 
-        def items(t: Expr, k0: Expr, spec: tuple, body: ItemFn) -> Stmt:
-            """body(round, lanes, item) for this thread's share of one tile at k step `k0`."""
-            rows, width, vec, value, where = spec
 
-            def item(rnd: Expr, r: Expr, c: Expr) -> Stmt:
-                return body(rnd, vec, (where(r, c), *value(r, c, k0)))
+@dataclass(frozen=True)
+class _TiledGemm:
+    """One GEMM's plan; each method emits one step of its kernels."""
 
-            return thread_chunks(rows, width, vec, threads, t, item)
+    ctx: LowerContext
+    gemm: GemmProblem
+    tile: GemmTile
+    split: int  # K slices (blocks along the grid's first axis)
+    per: int  # BK steps per slice
+    va: int  # A elements per load, along k
+    vb: int  # B elements per load, along j
+    partial: Buffer | None  # split-K's slice sums [split, groups, M, N]
 
-        def thread(a_s: Buffer, b_s: Buffer, t: Expr) -> Stmt:
-            rowcol = (t // cols, t % cols) if cols > 1 else (t, const(0))
-            regs = [("acc", tm * tn), ("ar", tm), ("br", tn)]
-            if double:
-                regs += [("a_stage", ceil_div(bm * bk // va, threads) * va)]
-                regs += [("b_stage", ceil_div(bk * bn // vb, threads) * vb)]
+    @classmethod
+    def plan(cls, ctx: LowerContext, gemm: GemmProblem) -> _TiledGemm:
+        """The tiles and split `ctx.config` asks for, checked, and split-K's workspace temp."""
+        g = gemm
+        f32 = g.dtype == "float32"
+        tile = gemm_tile(ctx.config, g.groups, g.m, g.n, g.k, 4 if g.dtype != "float64" else 8)
+        blocks = g.groups * ceil_div(g.m, tile.bm) * ceil_div(g.n, tile.bn)
+        steps = ceil_div(g.k, tile.bk)
+        split = split_k(ctx.config, blocks, steps)
+        va = vector_width(g.a_vector, g.k, tile.bk) if f32 else 1
+        vb = vector_width(g.b_vector, g.n, tile.bn) if f32 and g.b_valid is None else 1
+        partial = (
+            ctx.temp((split, g.groups, g.m, g.n), g.dtype, f"{g.name}_split") if split > 1 else None
+        )
+        return cls(ctx, gemm, tile, split, steps // split, va, vb, partial)
 
-            def with_bufs(i: int, bufs: list[Buffer]) -> Stmt:
-                if i == len(regs):
-                    return let_all("t", rowcol, lambda tyx: with_regs(a_s, b_s, t, *tyx, *bufs))
-                name_, size = regs[i]
-                return allocate(name_, (size,), lambda b: with_bufs(i + 1, [*bufs, b]), dtype)
+    @property
+    def grid(self) -> tuple[int, int, int, int]:
+        """Blocks along K slices, groups, tile rows and tile columns."""
+        g, t = self.gemm, self.tile
+        return self.split, g.groups, ceil_div(g.m, t.bm), ceil_div(g.n, t.bn)
 
-            return with_bufs(0, [])
+    @property
+    def double(self) -> bool:
+        """Double buffering: asked for, and a next step to fetch while one multiplies."""
+        return self.tile.double_buffer and self.per > 1
 
-        def with_regs(
-            a_s: Buffer,
-            b_s: Buffer,
-            t: Expr,
-            ty: Expr,
-            tx: Expr,
-            acc: Buffer,
-            ar: Buffer,
-            br: Buffer,
-            a_stage: Buffer | None = None,
-            b_stage: Buffer | None = None,
-        ) -> Stmt:
-            def products(half: Expr | None) -> Stmt:
-                def inner(kk: Expr) -> Stmt:
-                    at = (half,) if half is not None else ()
-                    return seq(
-                        # scalar reads that LLVM's load-store vectorizer merges (ld.shared.v4
-                        # for 4-wide tiles: rows are 16-byte aligned); an explicit vector copy
-                        # into the register array made LLVM hoist whole unrolled k loops (a
-                        # pointwise conv took 255 registers and spilled)
-                        loop("i", tm, lambda i: ar.store(i, a_s[(*at, kk, ty * tm + i)]),
-                             kind="unrolled"),
-                        loop("j", tn, lambda j: br.store(j, b_s[(*at, kk, tx * tn + j)]),
-                             kind="unrolled"),
-                        loop(
-                            "i",
-                            tm,
-                            lambda i: loop(
-                                "j",
-                                tn,
-                                lambda j: acc.store(i * tn + j, mac(ar[i], br[j], acc[i * tn + j])),
-                                kind="unrolled",
-                            ),
-                            kind="unrolled",
-                        ),
-                    )  # fmt: skip
+    @property
+    def zero(self) -> Expr:
+        """Zero in the accumulator type."""
+        return const(0, self.gemm.dtype)
 
-                return loop("kk", bk, inner, kind="unrolled" if tile.unroll_k else "serial")
+    def kernels(self) -> list[Kernel]:
+        """The GEMM kernel, then with split-K the kernel summing the slices."""
+        body = loop("bx", math.prod(self.grid), self.block, kind="blockIdx.x")
+        main = make_kernel(self.ctx.name(self.gemm.name), body)
+        return [main] if self.partial is None else [main, self.split_sum()]
 
-            def step(ks: Expr) -> Stmt:
-                k0 = k_start(ks)
-                return seq(
-                    items(t, k0, a_tile, store_item(a_s, (), zero)),
-                    items(t, k0, b_tile, store_item(b_s, (), zero)),
-                    Barrier(),
-                    products(None),
-                    Barrier(),
-                )
+    def block(self, bid: Expr) -> Stmt:
+        """Block `bid`'s K slice, group and tile row and column, bound once, around its tiles."""
+        bm, bn = self.tile.bm, self.tile.bn
+        return let_all(
+            "b",
+            unflatten(bid, self.grid),
+            lambda c: self.shared_tiles(_Block(c[0], c[1], c[2] * bm, c[3] * bn)),
+        )
 
-            def double_step(ks: Expr) -> Stmt:
-                assert a_stage is not None and b_stage is not None
-                more = ks + 1 < per  # the same on every thread: no barrier sits under it
+    def shared_tiles(self, blk: _Block) -> Stmt:
+        """The block's shared A and B tiles (two of each when double buffered), its threads."""
+        t, dtype = self.tile, self.gemm.dtype
+        halves = (2,) if self.double else ()
+        a_shape, b_shape = (*halves, t.bk, t.bm + BANK_PAD), (*halves, t.bk, t.bn)
 
-                def with_halves(cur: Expr, nxt: Expr) -> Stmt:
-                    k1 = k_start(ks + 1)
-                    fetch = seq(
-                        items(t, k1, a_tile, stage_item(a_stage, zero)),
-                        items(t, k1, b_tile, stage_item(b_stage, zero)),
-                    )
-                    unstage = seq(
-                        items(t, k1, a_tile, unstage_item(a_stage, a_s, nxt)),
-                        items(t, k1, b_tile, unstage_item(b_stage, b_s, nxt)),
-                    )
-                    return seq(
-                        if_then_else(more, fetch),
-                        products(cur),
-                        if_then_else(more, unstage),
-                        Barrier(),
-                    )
-
-                return let_all("h", (ks % 2, (ks + 1) % 2), lambda h: with_halves(*h))
-
-            def out(i: Expr, j: Expr) -> Stmt:
-                def at(gi: Expr, gj: Expr) -> Stmt:
-                    v = acc[i * tn + j]
-                    st = (
-                        store(g, gi, gj, v)
-                        if partial is None
-                        else partial.store((sk, g, gi, gj), v)
-                    )
-                    cond = all_of((gi < m if m % bm else None, gj < n if n % bn else None))
-                    return if_then_else(cond, st) if cond is not None else st
-
-                return let_all("o", (m0 + ty * tm + i, n0 + tx * tn + j), lambda ij: at(*ij))
-
-            if double:
-                k0 = k_start(const(0))
-                steps_ = seq(
-                    items(t, k0, a_tile, store_item(a_s, (const(0),), zero)),
-                    items(t, k0, b_tile, store_item(b_s, (const(0),), zero)),
-                    Barrier(),
-                    loop("ks", per, double_step),
-                )
-            else:
-                steps_ = loop("ks", per, step) if per > 1 else step(const(0))
-            return seq(
-                loop("z", tm * tn, lambda z: acc.store(z, zero), kind="unrolled"),
-                steps_,
-                loop(
-                    "i",
-                    tm,
-                    lambda i: loop("j", tn, lambda j: out(i, j), kind="unrolled"),
-                    kind="unrolled",
-                ),
+        def threads(a_s: Buffer, b_s: Buffer) -> Stmt:
+            return loop(
+                "tx", t.threads, lambda i: self.thread(blk, a_s, b_s, i), kind="threadIdx.x"
             )
 
         return allocate(
             "a_tile",
-            (*halves, bk, bm + BANK_PAD),
-            lambda a_s: allocate(
-                "b_tile",
-                (*halves, bk, bn),
-                lambda b_s: loop("tx", threads, lambda t: thread(a_s, b_s, t), kind="threadIdx.x"),
-                dtype,
-                "shared",
-            ),
+            a_shape,
+            lambda a_s: allocate("b_tile", b_shape, lambda b_s: threads(a_s, b_s), dtype, "shared"),
             dtype,
             "shared",
         )
 
-    body = loop("bx", split * groups * mb * nb, block, kind="blockIdx.x")
-    kernels = [make_kernel(ctx.name(name), body)]
-    if partial is not None:
+    def thread(self, blk: _Block, a_s: Buffer, b_s: Buffer, t: Expr) -> Stmt:
+        """Thread `t`'s registers, then its row and column among the register tiles."""
+        tile = self.tile
+        cols = tile.bn // tile.tn  # threads along a tile row
+        rowcol = (t // cols, t % cols) if cols > 1 else (t, const(0))
+        regs = [("acc", tile.tm * tile.tn), ("ar", tile.tm), ("br", tile.tn)]
+        if self.double:
+            regs += [("a_stage", ceil_div(tile.bm * tile.bk // self.va, tile.threads) * self.va)]
+            regs += [("b_stage", ceil_div(tile.bk * tile.bn // self.vb, tile.threads) * self.vb)]
 
-        def add(flat: Expr) -> Stmt:
-            def at(g: Expr, i: Expr, j: Expr) -> Stmt:
-                total = partial[0, g, i, j]
-                for s_ in range(1, split):
-                    total = total + partial[s_, g, i, j]
-                return store(g, i, j, total)
+        def placed(*bufs: Buffer) -> Stmt:
+            return let_all(
+                "t", rowcol, lambda yx: self.thread_body(_Thread(blk, a_s, b_s, t, *yx, *bufs))
+            )
 
-            return let_all("s", unflatten(flat, (groups, m, n)), lambda gij: at(*gij))
+        return registers(regs, self.gemm.dtype, placed)
 
-        kernels.append(make_kernel(ctx.name(f"{name}_sum"), grid_loop(groups * m * n, add)))
-    return kernels
+    def thread_body(self, th: _Thread) -> Stmt:
+        """The accumulators zeroed, the steps along k, the register tile stored."""
+        return seq(
+            loop("z", self.tile.tm * self.tile.tn, lambda z: th.acc.store(z, self.zero),
+                 kind="unrolled"),
+            self.double_buffered_k_loop(th) if self.double else self.k_loop(th),
+            self.store_tile(th),
+        )  # fmt: skip
+
+    # ---- loading the tiles of one k step ------------------------------------------------------
+    def first_k(self, blk: _Block, ks: Expr) -> Expr:
+        """The first k of step `ks` of the block's K slice."""
+        bk = self.tile.bk
+        return (blk.sk * self.per + ks) * bk if self.split > 1 else ks * bk
+
+    def load_a(self, th: _Thread, k0: Expr, put: ItemFn) -> Stmt:
+        """put(round, lanes, item) for the thread's share of the A tile from k `k0`."""
+        g, t, blk, va = self.gemm, self.tile, th.block, self.va
+
+        def item(rnd: Expr, i: Expr, kk: Expr) -> Stmt:
+            gi, gk = blk.m0 + i, k0 + kk
+            cond = all_of((gi < g.m if g.m % t.bm else None, gk < g.k if g.k % t.bk else None))
+            value = g.a_read(blk.g, gi, gk, va).astype(g.dtype)
+            return put(rnd, va, ((span(kk, va), i), cond, value))
+
+        return thread_chunks(t.bm, t.bk, va, t.threads, th.t, item)
+
+    def load_b(self, th: _Thread, k0: Expr, put: ItemFn) -> Stmt:
+        """put(round, lanes, item) for the thread's share of the B tile from k `k0`."""
+        g, t, blk, vb = self.gemm, self.tile, th.block, self.vb
+
+        def item(rnd: Expr, kk: Expr, j: Expr) -> Stmt:
+            gk, gj = k0 + kk, blk.n0 + j
+            cond = all_of((gk < g.k if g.k % t.bk else None, gj < g.n if g.n % t.bn else None))
+            cond = all_of((cond, g.b_valid(blk.g, gk, gj) if g.b_valid else None))
+            value = g.b_read(blk.g, gk, gj, vb).astype(g.dtype)
+            return put(rnd, vb, ((kk, span(j, vb)), cond, value))
+
+        return thread_chunks(t.bk, t.bn, vb, t.threads, th.t, item)
+
+    def store_tiles(self, th: _Thread, ks: Expr, half: tuple[Expr, ...]) -> Stmt:
+        """Step `ks`'s A and B tiles straight into shared buffer `half`, zeros out of range."""
+        k0 = self.first_k(th.block, ks)
+        return seq(
+            self.load_a(th, k0, store_item(th.a_s, half, self.zero)),
+            self.load_b(th, k0, store_item(th.b_s, half, self.zero)),
+        )
+
+    def fetch_tiles(self, th: _Thread, ks: Expr) -> Stmt:
+        """The thread's share of step `ks`'s tiles into its stage registers."""
+        assert th.a_stage is not None and th.b_stage is not None
+        k0 = self.first_k(th.block, ks)
+        return seq(
+            self.load_a(th, k0, stage_item(th.a_stage, self.zero)),
+            self.load_b(th, k0, stage_item(th.b_stage, self.zero)),
+        )
+
+    def unstage_tiles(self, th: _Thread, ks: Expr, half: Expr) -> Stmt:
+        """The stage registers `fetch_tiles` filled for step `ks`, into shared buffer `half`."""
+        assert th.a_stage is not None and th.b_stage is not None
+        k0 = self.first_k(th.block, ks)
+        return seq(
+            self.load_a(th, k0, unstage_item(th.a_stage, th.a_s, half)),
+            self.load_b(th, k0, unstage_item(th.b_stage, th.b_s, half)),
+        )
+
+    # ---- the products and the k loops ---------------------------------------------------------
+    def products(self, th: _Thread, half: tuple[Expr, ...]) -> Stmt:
+        """The register tile's multiply-adds over one BK step of shared buffer `half`."""
+        kind = "unrolled" if self.tile.unroll_k else "serial"
+        return loop("kk", self.tile.bk, lambda kk: self.outer_product(th, half, kk), kind=kind)
+
+    def outer_product(self, th: _Thread, half: tuple[Expr, ...], kk: Expr) -> Stmt:
+        """Row `kk` of both shared tiles into registers, then TM x TN multiply-adds."""
+        tm, tn, acc, ar, br = self.tile.tm, self.tile.tn, th.acc, th.ar, th.br
+        return seq(
+            # scalar reads that LLVM's load-store vectorizer merges (ld.shared.v4 for 4-wide
+            # tiles: rows are 16-byte aligned); an explicit vector copy into the register array
+            # made LLVM hoist whole unrolled k loops (a pointwise conv took 255 registers and
+            # spilled)
+            loop("i", tm, lambda i: ar.store(i, th.a_s[(*half, kk, th.ty * tm + i)]),
+                 kind="unrolled"),
+            loop("j", tn, lambda j: br.store(j, th.b_s[(*half, kk, th.tx * tn + j)]),
+                 kind="unrolled"),
+            nest([("i", tm, "unrolled"), ("j", tn, "unrolled")],
+                 lambda i, j: acc.store(i * tn + j, mac(ar[i], br[j], acc[i * tn + j]))),
+        )  # fmt: skip
+
+    def k_loop(self, th: _Thread) -> Stmt:
+        """Per step: the tiles into shared memory, a barrier, the products, a barrier."""
+
+        def step(ks: Expr) -> Stmt:
+            return seq(self.store_tiles(th, ks, ()), Barrier(), self.products(th, ()), Barrier())
+
+        return loop("ks", self.per, step) if self.per > 1 else step(const(0))
+
+    def double_buffered_k_loop(self, th: _Thread) -> Stmt:
+        """The first step's tiles into shared buffer 0, a barrier, then the double steps."""
+        return seq(
+            self.store_tiles(th, const(0), (const(0),)),
+            Barrier(),
+            loop("ks", self.per, lambda ks: self.double_step(th, ks)),
+        )
+
+    def double_step(self, th: _Thread, ks: Expr) -> Stmt:
+        """The next step's tiles fetched into registers, this step's products from buffer
+        ks % 2, the registers stored into the other buffer, one barrier."""
+        more = ks + 1 < self.per  # the same on every thread: no barrier sits under it
+
+        def with_halves(cur: Expr, nxt: Expr) -> Stmt:
+            return seq(
+                if_then_else(more, self.fetch_tiles(th, ks + 1)),
+                self.products(th, (cur,)),
+                if_then_else(more, self.unstage_tiles(th, ks + 1, nxt)),
+                Barrier(),
+            )
+
+        return let_all("h", (ks % 2, (ks + 1) % 2), lambda h: with_halves(*h))
+
+    # ---- the results ----------------------------------------------------------------------------
+    def store_tile(self, th: _Thread) -> Stmt:
+        """The register tile, one output (or split-K slice sum) per accumulator."""
+        tiles = [("i", self.tile.tm, "unrolled"), ("j", self.tile.tn, "unrolled")]
+        return nest(tiles, lambda i, j: self.store_accumulator(th, i, j))
+
+    def store_accumulator(self, th: _Thread, i: Expr, j: Expr) -> Stmt:
+        """Accumulator (i, j) to its output, guarded where the tiles overhang M or N."""
+        g, t, blk = self.gemm, self.tile, th.block
+
+        def at(gi: Expr, gj: Expr) -> Stmt:
+            v = th.acc[i * t.tn + j]
+            if self.partial is None:
+                st = g.store(blk.g, gi, gj, v)
+            else:
+                st = self.partial.store((blk.sk, blk.g, gi, gj), v)
+            cond = all_of((gi < g.m if g.m % t.bm else None, gj < g.n if g.n % t.bn else None))
+            return if_then_else(cond, st) if cond is not None else st
+
+        where = (blk.m0 + th.ty * t.tm + i, blk.n0 + th.tx * t.tn + j)
+        return let_all("o", where, lambda ij: at(*ij))
+
+    def split_sum(self) -> Kernel:
+        """Split-K's second kernel: per output, the slices summed and stored."""
+        g = self.gemm
+
+        def output(flat: Expr) -> Stmt:
+            return let_all(
+                "s", unflatten(flat, (g.groups, g.m, g.n)), lambda c: self.sum_slices(*c)
+            )
+
+        return make_kernel(self.ctx.name(f"{g.name}_sum"), grid_loop(g.groups * g.m * g.n, output))
+
+    def sum_slices(self, g: Expr, i: Expr, j: Expr) -> Stmt:
+        """Output (g, i, j): the split-K slices added in order, stored."""
+        assert self.partial is not None
+        total = self.partial[0, g, i, j]
+        for s in range(1, self.split):
+            total = total + self.partial[s, g, i, j]
+        return self.gemm.store(g, i, j, total)
