@@ -9,7 +9,7 @@ Conv has three schedules (knob `schedule`):
   gathers the input behind the padding test (a pointwise conv's B is the input itself, loaded in
   runs of pixels); constant weights are packed at compile time as an [OC, K] matrix.
 - "tiled" (2-D convs): direct, with the input patch of a block's output tile and its weights
-  staged in shared memory (`conv_tiled.py`; it reads the GEMM's tile knobs).
+  staged in shared memory (`gpu_tiled.py`; it reads the GEMM's tile knobs).
 - "direct" (default for depthwise): one thread per output, a loop over its channels and taps
   (`block` threads per block).
 
