@@ -11,7 +11,7 @@ from tests.ops.gpu.test_gpu_ptx import CONV, CUDA, T, assemble, kernels_of
 from tvmc.kernel import kernel_str
 from tvmc.ops import OPS
 from tvmc.ops.conv.geometry import ConvGeometry
-from tvmc.ops.conv.gpu_tiled import tiled_plan
+from tvmc.ops.conv.gpu_tiled_plan import tiled_plan
 from tvmc.ops.schedule.gpu_launch import GPUConfigError
 
 TILED = {"schedule": "tiled"}

@@ -9,7 +9,7 @@ Conv has three schedules (knob `schedule`):
   gathers the input behind the padding test (a pointwise conv's B is the input itself, loaded in
   runs of pixels); constant weights are packed at compile time as an [OC, K] matrix.
 - "tiled" (2-D convs): direct, with the input patch of a block's output tile and its weights
-  staged in shared memory (`conv_tiled.py`; it reads the GEMM's tile knobs).
+  staged in shared memory (`gpu_tiled.py`; it reads the GEMM's tile knobs).
 - "direct" (default for depthwise): one thread per output, a loop over its channels and taps
   (`block` threads per block).
 
@@ -33,9 +33,9 @@ from tvmc.ops.schedule.gemm_gpu import (
     gemm_space,
     span,
     tile_candidates,
-    tiled_gemm,
     vector_width,
 )
+from tvmc.ops.schedule.gemm_gpu_kernel import GemmProblem, tiled_gemm
 from tvmc.ops.schedule.gpu_launch import (
     BLOCKS,
     DEFAULT_BLOCK,
@@ -125,21 +125,21 @@ def conv_implicit_gemm(
         and not any(geo.pad_begin)
         and all(s == 1 for s in (*geo.strides, *geo.dilations))
     )
-    return tiled_gemm(
-        ctx,
-        "conv",
-        geo.group,
-        geo.ocg,
-        math.prod(pixels),
-        math.prod(taps),
-        acc,
-        lambda g, i, kk, lanes: weight(g * geo.ocg + i, span(kk, lanes)),
-        pixel_run if pointwise else lambda g, kk, j, lanes: x.read(gather(g, kk, j)[0]),
-        lambda g, i, j, v: store(g * geo.ocg + i, unflatten(j, pixels), v),
-        None if pointwise else lambda g, kk, j: gather(g, kk, j)[1],
+    gemm = GemmProblem(
+        name="conv",
+        groups=geo.group,
+        m=geo.ocg,
+        n=math.prod(pixels),
+        k=math.prod(taps),
+        dtype=acc,
+        a_read=lambda g, i, kk, lanes: weight(g * geo.ocg + i, span(kk, lanes)),
+        b_read=pixel_run if pointwise else lambda g, kk, j, lanes: x.read(gather(g, kk, j)[0]),
+        store=lambda g, i, j, v: store(g * geo.ocg + i, unflatten(j, pixels), v),
+        b_valid=None if pointwise else lambda g, kk, j: gather(g, kk, j)[1],
         a_vector=4 if packed else 1,
         b_vector=vector_width(4, geo.out_shape[-1]) if pointwise else 1,
     )
+    return tiled_gemm(ctx, gemm)
 
 
 def conv_direct(

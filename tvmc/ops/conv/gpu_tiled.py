@@ -11,21 +11,19 @@ per block and step, where the implicit GEMM reads it once per tap.
 A thread's PXt pixels are interleaved along the row (pixel tx + p * OWb / PXt): neighbouring
 threads read neighbouring patch columns.
 
-Knobs: the implicit GEMM's (one space, `schedule` "tiled" picks this form), read as `tile_m`
-[OCb, OCt], `tile_n` [pixels per block, PXt] (OWb: that many pixels, at most the row rounded up
-to a power of two; OHb: the rest), `tile_k` ICb (clamped to the group's input channels),
-`unroll_k` (unroll the taps), `split_k` (the channel steps cut across blocks, summed by a second
-kernel: late layers with few output tiles), `double_buffer` (the next step's patch and weights
-fetched into registers while this step multiplies, stored into the other half of two shared
-buffers after it, as the GEMM does). Defaults: the implicit GEMM's tiles, 8 channels per step,
-split-K as the GEMM picks it, no double buffering.
+`_TiledConv` emits it top-down, with the GEMM's step names (`gemm_gpu_kernel`) and tile movers:
+`kernels` -> `block` (the tile's coordinates) -> `shared_tiles` -> `thread` (its place and
+registers) -> `thread_body`: the accumulators zeroed, `k_loop` or `double_buffered_k_loop` over
+the channel steps (patch and weights loaded by `load_patch` / `load_weights`, multiplied by
+`products`, one `tap` at a time), then `store_outputs`; with split-K, `split_sum` is the second
+kernel. The plan and the knobs: `gpu_tiled_plan`.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -44,129 +42,24 @@ from tvmc.kernel import (
 )
 from tvmc.ops.conv.geometry import ConvGeometry
 from tvmc.ops.conv.gpu_operands import output_store, weight_read
+from tvmc.ops.conv.gpu_tiled_plan import TiledPlan, tiled_plan
 from tvmc.ops.lowering import Epilogue, LowerContext, TensorRef
 from tvmc.ops.schedule.gemm_gpu import (
-    BANK_PAD,
-    MAX_STAGED,
+    Item,
     ItemFn,
-    default_tiles,
+    registers,
     span,
     split_k,
     stage_item,
     store_item,
     thread_chunks,
     unstage_item,
-    vector_width,
 )
-from tvmc.ops.schedule.gpu_launch import (
-    MAX_SHARED_BYTES,
-    MAX_THREADS,
-    GPUConfigError,
-    all_of,
-    grid_loop,
-    pow2_at_least,
-)
+from tvmc.ops.schedule.gpu_launch import all_of, grid_loop
 from tvmc.ops.schedule.injective import make_kernel
 from tvmc.ops.schedule.microkernel import accumulator_dtype, ceil_div, let_all, mac, unflatten
 
-DEFAULT_CHANNELS = 8  # input channels per step unless tile_k says otherwise
 UNROLL_TAPS = 32  # windows up to this many taps are unrolled unless unroll_k says so
-WARP, BANKS = 32, 32
-
-
-@dataclass(frozen=True)
-class TiledPlan:
-    """OCb x (OHb x OWb) outputs per block, OCt x PXt per thread, ICb channels per step."""
-
-    ocb: int
-    oct: int
-    ohb: int
-    owb: int
-    pxt: int
-    icb: int
-    unroll: bool
-    patch: tuple[int, int]  # rows and columns of input the block's pixel tile reads
-    pitch: int  # the patch's row pitch in shared memory (>= its columns: see patch_pitch)
-    packed: bool  # constant weights, packed [K, OC]: a warp loads consecutive channels
-    double_buffer: bool = False
-    wvec: int = 1  # weights per load: packed ones move in float4 (or float2) runs of channels
-
-    @property
-    def threads(self) -> int:
-        return (self.ocb // self.oct) * self.ohb * (self.owb // self.pxt)
-
-    def staged(self, taps: int) -> tuple[int, int]:
-        """Values per thread double buffering holds in registers: patch, weights."""
-        patch = ceil_div(self.icb * self.patch[0] * self.pitch, self.threads)
-        chunks = self.icb * taps * self.ocb // self.wvec
-        return patch, ceil_div(chunks, self.threads) * self.wvec
-
-    @property
-    def pad(self) -> int:
-        """Unpacked weights load with consecutive threads on consecutive taps, so a warp's
-        stores run down a column of the [taps, OCb] tile: padded rows spread them over banks
-        (4 keeps rows 16-byte aligned for the vector reads where OCb allows)."""
-        if self.packed:
-            return 0
-        return BANK_PAD if self.ocb % BANK_PAD == 0 else 1
-
-    def shared_bytes(self, taps: int, itemsize: int) -> int:
-        weights = taps * (self.ocb + self.pad)
-        per_step = self.icb * (self.patch[0] * self.pitch + weights) * itemsize
-        return per_step * (2 if self.double_buffer else 1)
-
-
-def patch_pitch(ohb: int, cols: int, per_oc: int, columns: int, strides: tuple[int, ...]) -> int:
-    """The patch row pitch (from `columns` up) with the fewest bank conflicts when a warp reads
-    the patch: thread (row ty, column tx) reads word ty * sh * pitch + tx * sw (every tap and
-    pixel shifts all threads alike, so one pattern decides), e.g. 20 instead of 17 for a
-    stride-2 tile of 4 x 4 threads."""
-    sh, sw = strides
-    lanes = [(t % per_oc // cols, t % cols) for t in range(min(WARP, per_oc * 32))]
-
-    def conflicts(pitch: int) -> int:
-        words = {ty * sh * pitch + tx * sw for ty, tx in lanes}
-        banks = [sum(1 for w in words if w % BANKS == b) for b in range(BANKS)]
-        return max(banks)
-
-    return min(range(columns, columns + BANKS), key=lambda p: (conflicts(p), p))
-
-
-def tiled_plan(config: Any, geo: ConvGeometry, packed: bool = True) -> TiledPlan:
-    """The plan a config asks for (defaults sized to the conv), checked against the limits;
-    `packed`: the weights are constants (packed [K, OC] at compile time)."""
-    if len(geo.kernel) != 2:
-        raise GPUConfigError("the tiled direct conv is for 2-D convs")
-    oh, ow = geo.out_shape
-    (ocb, oct), (pixels, pxt) = default_tiles(geo.batch * geo.group, geo.ocg, oh * ow)
-    ocb, oct = (int(v) for v in config.get("tile_m", (ocb, oct)))
-    pixels, pxt = (int(v) for v in config.get("tile_n", (pixels, pxt)))
-    icb = min(int(config.get("tile_k", DEFAULT_CHANNELS)), geo.icg)
-    if ocb % oct or pixels % pxt:
-        raise GPUConfigError(f"thread tile {oct}x{pxt} does not divide block tile {ocb}x{pixels}")
-    owb = min(pixels, pow2_at_least(ow))
-    ohb, pxt = pixels // owb, min(pxt, owb)
-    ph, pw = (
-        (t - 1) * s + (k - 1) * d + 1
-        for t, s, k, d in zip((ohb, owb), geo.strides, geo.kernel, geo.dilations)
-    )
-    cols = owb // pxt
-    pitch = patch_pitch(ohb, cols, ohb * cols, pw, geo.strides)  # type: ignore[arg-type]
-    unroll, double = bool(config.get("unroll_k", False)), bool(config.get("double_buffer", False))
-    wvec = vector_width(4, ocb, geo.ocg, geo.out_channels) if packed else 1
-    plan = TiledPlan(ocb, oct, ohb, owb, pxt, icb, unroll, (ph, pw), pitch, packed, double, wvec)
-    staged = sum(plan.staged(math.prod(geo.kernel)))
-    if double and staged > MAX_STAGED:
-        raise GPUConfigError(
-            f"double buffering would stage {staged} values per thread (at most {MAX_STAGED})"
-        )
-    if plan.threads > MAX_THREADS:
-        raise GPUConfigError(f"{plan.threads} threads per block (at most {MAX_THREADS})")
-    need = plan.shared_bytes(math.prod(geo.kernel), 4)
-    if need > MAX_SHARED_BYTES:
-        raise GPUConfigError(f"the patch and weights need {need} bytes of shared memory "
-                             f"(at most {MAX_SHARED_BYTES})")  # fmt: skip
-    return plan
 
 
 def conv_tiled(
@@ -179,229 +72,374 @@ def conv_tiled(
     epilogue: Epilogue | None,
 ) -> list[Kernel]:
     """A 2-D conv as blocks of output tiles over shared-memory input patches."""
-    plan = tiled_plan(ctx.config, geo, packed=w.value is not None)
-    acc_t = accumulator_dtype(out.dtype)
-    weight = weight_read(ctx, w, geo)
-    k = geo.icg * math.prod(geo.kernel)
-    packed = (
-        ctx.param(np.ascontiguousarray(w.value.reshape(geo.out_channels, k).T), "w_t")
-        if w.value is not None
-        else None
-    )  # [K, OC]: a warp loads consecutive channels of one tap (coalesced, no bank conflicts)
-    store = output_store(geo, bias, out, epilogue, acc_t)
-    (h, wd), (oh, ow), (kh, kw) = geo.in_shape, geo.out_shape, geo.kernel
-    (sh, sw), (dh, dw), (pad_h, pad_w) = geo.strides, geo.dilations, geo.pad_begin
-    ocb, oct, ohb, owb, pxt, icb = plan.ocb, plan.oct, plan.ohb, plan.owb, plan.pxt, plan.icb
-    ph, pw = plan.patch
-    taps, threads, cols = kh * kw, plan.threads, owb // pxt
-    tiles = (geo.batch, geo.group, ceil_div(geo.ocg, ocb), ceil_div(oh, ohb), ceil_div(ow, owb))
-    steps = ceil_div(geo.icg, icb)
-    split = split_k(ctx.config, math.prod(tiles), steps)  # input channels cut across blocks
-    per = steps // split
-    grid = (split, *tiles)
-    partial = (
-        ctx.temp((split, geo.batch, geo.out_channels, oh, ow), acc_t, "conv_split")
-        if split > 1
-        else None
-    )
-    zero = const(0, acc_t)
-    wvec = plan.wvec
-    double = plan.double_buffer and per > 1
-    staged = plan.staged(taps)  # registers per thread: patch, weights
+    return _TiledConv.of(ctx, geo, x, w, bias, out, epilogue).kernels()
 
-    def reach(tiles: int, tile: int, patch: int, stride: int, pad: int, size: int) -> bool:
-        """Whether the last tile's patch runs past the input's end."""
-        return (tiles - 1) * tile * stride - pad + patch > size
 
-    past_h = reach(tiles[3], ohb, ph, sh, pad_h, h)
-    past_w = reach(tiles[4], owb, pw, sw, pad_w, wd)
+@dataclass(frozen=True)
+class _Block:
+    """One block's outputs: its slice of channel steps, image, group, first output channel (of
+    the group), first row and first column."""
 
-    def tile(sk: Expr, n: Expr, g: Expr, oi: Expr, yi: Expr, xi: Expr) -> Stmt:
-        oc0, y0, x0 = oi * ocb, yi * ohb, xi * owb
+    sk: Expr
+    n: Expr
+    g: Expr
+    oc0: Expr
+    y0: Expr
+    x0: Expr
 
-        def patch_items(t: Expr, ic0: Expr, body: ItemFn) -> Stmt:
-            """body(round, 1, item) for this thread's share of the step's input patch."""
 
-            def put(rnd: Expr, r: Expr, px: Expr) -> Stmt:
-                def at(c: Expr, py: Expr, iy: Expr, ix: Expr) -> Stmt:
-                    ic = ic0 + c
-                    tests = [ic < geo.icg] if geo.icg % icb else []
-                    tests += [iy >= 0] if pad_h else []
-                    tests += [iy < h] if past_h else []
-                    tests += [ix >= 0] if pad_w else []
-                    tests += [ix < wd] if past_w else []
-                    value = x.read((n, g * geo.icg + ic, iy, ix)).astype(acc_t)
-                    return body(rnd, 1, ((c, py, px), all_of(tests), value))
+@dataclass(frozen=True)
+class _Thread:
+    """What one thread's statements use: its block, the shared patch and weights, its index,
+    channels, row and pixels within the tile, and its registers."""
 
-                c, py = r // ph, r % ph
-                where = (c, py, y0 * sh - pad_h + py, x0 * sw - pad_w + px)
-                return let_all("p", where, lambda v: at(*v))
+    block: _Block
+    patch: Buffer  # [(2,) ICb, patch rows, pitch]
+    wts: Buffer  # [(2,) ICb * taps, OCb + pad]
+    t: Expr
+    to: Expr  # its OCt channels start at to * OCt
+    ty: Expr  # its output row in the tile
+    tx: Expr  # its first pixel along the row; the next are OWb / PXt apart
+    acc: Buffer  # OCt x PXt accumulators
+    wr: Buffer  # the OCt weights of one channel and tap
+    xr: Buffer  # the PXt inputs of one channel and tap
+    p_stage: Buffer | None = None  # double buffering: the next step's share of the patch
+    w_stage: Buffer | None = None  # and of the weights
 
-            if plan.pitch == pw:
-                return thread_chunks(icb * ph, pw, 1, threads, t, put)
 
-            def row(rnd: Expr, r: Expr, px: Expr) -> Stmt:  # the pitch's extra columns idle
-                return if_then_else(px < pw, put(rnd, r, px))
+@dataclass(frozen=True)
+class _TiledConv:
+    """One conv's plan and operands; each method emits one step of its kernels."""
 
-            # whole pitches per thread run: a warp's stores then hit consecutive words
-            return thread_chunks(icb * ph, plan.pitch, 1, threads, t, row)
+    ctx: LowerContext
+    geo: ConvGeometry
+    x: TensorRef
+    plan: TiledPlan
+    acc_t: str
+    weight: Callable[[Expr, Expr], Expr]  # W[oc, kk] where it lies (runtime weights)
+    packed: Buffer | None  # constant weights packed [K, OC]
+    store: Callable[[Expr, tuple[Expr, ...], Expr], Stmt]  # bias, epilogue, output
+    split: int  # slices of the channel steps, cut across blocks
+    per: int  # channel steps per slice
+    partial: Buffer | None  # split-K's slice sums [split, N, OC, OH, OW]
 
-        def weight_items(t: Expr, ic0: Expr, body: ItemFn) -> Stmt:
-            """body(round, lanes, item) for this thread's share of the step's weights."""
+    @classmethod
+    def of(
+        cls,
+        ctx: LowerContext,
+        geo: ConvGeometry,
+        x: TensorRef,
+        w: TensorRef,
+        bias: TensorRef | None,
+        out: Buffer,
+        epilogue: Epilogue | None,
+    ) -> _TiledConv:
+        """The plan `ctx.config` asks for, checked, with the packed weights and split-K's temp."""
+        plan = tiled_plan(ctx.config, geo, packed=w.value is not None)
+        acc_t = accumulator_dtype(out.dtype)
+        weight = weight_read(ctx, w, geo)
+        # constant weights packed [K, OC]: a warp loads consecutive channels of one tap
+        # (coalesced, no bank conflicts)
+        packed = None
+        if w.value is not None:
+            k = geo.icg * math.prod(geo.kernel)
+            packed = ctx.param(np.ascontiguousarray(w.value.reshape(geo.out_channels, k).T), "w_t")
+        store = output_store(geo, bias, out, epilogue, acc_t)
+        steps = ceil_div(geo.icg, plan.icb)
+        split = split_k(ctx.config, math.prod(plan.output_tiles(geo)), steps)
+        shape = (split, geo.batch, geo.out_channels, *geo.out_shape)
+        partial = ctx.temp(shape, acc_t, "conv_split") if split > 1 else None
+        return cls(ctx, geo, x, plan, acc_t, weight, packed, store, split, steps // split, partial)
 
-            def put(rnd: Expr, o: Expr, j: Expr, lanes: int) -> Stmt:
-                tests = [oc0 + o < geo.ocg] if geo.ocg % ocb else []
-                tests += [ic0 * taps + j < geo.icg * taps] if geo.icg % icb else []
-                oc, kk = g * geo.ocg + oc0 + o, ic0 * taps + j
-                if packed is None:
-                    value = weight(oc, kk).astype(acc_t)
-                else:
-                    value = packed[kk, span(oc, lanes)].astype(acc_t)
-                return body(rnd, lanes, ((j, span(o, lanes)), all_of(tests), value))
+    @property
+    def grid(self) -> tuple[int, ...]:
+        """Blocks along slices, images, groups, channel tiles, tile rows and tile columns."""
+        return (self.split, *self.plan.output_tiles(self.geo))
 
-            if packed is None:  # consecutive threads, consecutive taps of one channel
-                return thread_chunks(ocb, icb * taps, 1, threads, t,
-                                     lambda rnd, o, j: put(rnd, o, j, 1))  # fmt: skip
-            return thread_chunks(icb * taps, ocb, wvec, threads, t,
-                                 lambda rnd, j, o: put(rnd, j=j, o=o, lanes=wvec))  # fmt: skip
+    @property
+    def taps(self) -> int:
+        """Positions in the kernel window."""
+        return math.prod(self.geo.kernel)
 
-        def thread(patch: Buffer, wts: Buffer, t: Expr) -> Stmt:
-            per_oc = ohb * cols
-            where = (t // per_oc, t % per_oc // cols, t % cols)
-            return let_all("t", where, lambda v: with_regs(patch, wts, t, *v))
+    @property
+    def cols(self) -> int:
+        """Threads along a tile row."""
+        return self.plan.owb // self.plan.pxt
 
-        def with_regs(patch: Buffer, wts: Buffer, t: Expr, to: Expr, ty: Expr, tx: Expr) -> Stmt:
-            def body(acc: Buffer, wr: Buffer, xr: Buffer, *stages: Buffer) -> Stmt:
-                def products(half: tuple[Expr, ...]) -> Stmt:
-                    def tap(c: Expr, ry: Expr, rx: Expr) -> Stmt:
-                        row = ty * sh + ry * dh
-                        j = c * taps + ry * kw + rx
-                        return seq(
-                            wr.store(span(const(0), oct), wts[(*half, j, span(to * oct, oct))]),
-                            loop("p", pxt, lambda p: xr.store(
-                                p, patch[(*half, c, row, (tx + p * cols) * sw + rx * dw)]),
-                                kind="unrolled"),
-                            nest([("i", oct, "unrolled"), ("p", pxt, "unrolled")],
-                                 lambda i, p: acc.store(i * pxt + p,
-                                                        mac(wr[i], xr[p], acc[i * pxt + p]))),
-                        )  # fmt: skip
+    @property
+    def double(self) -> bool:
+        """Double buffering: asked for, and a next step to fetch while one multiplies."""
+        return self.plan.double_buffer and self.per > 1
 
-                    unroll = "unrolled" if plan.unroll or taps <= UNROLL_TAPS else "serial"
-                    window = [("ry", kh, unroll), ("rx", kw, unroll)]
-                    return loop("c", icb, lambda c: nest(window, lambda ry, rx: tap(c, ry, rx)))
+    @property
+    def zero(self) -> Expr:
+        """Zero in the accumulator type."""
+        return const(0, self.acc_t)
 
-                def first_channel(ks: Expr) -> Expr:
-                    return (sk * per + ks) * icb if split > 1 else ks * icb
+    def overhangs(self, axis: int) -> bool:
+        """Whether the last tile's patch along `axis` (0: rows, 1: columns) runs past the
+        input's end."""
+        plan, geo = self.plan, self.geo
+        tiles, tile = plan.output_tiles(geo)[3 + axis], (plan.ohb, plan.owb)[axis]
+        reach = (tiles - 1) * tile * geo.strides[axis] - geo.pad_begin[axis] + plan.patch[axis]
+        return reach > geo.in_shape[axis]
 
-                def step(ks: Expr) -> Stmt:
-                    ic0 = first_channel(ks)
-                    return seq(
-                        patch_items(t, ic0, store_item(patch, (), zero)),
-                        weight_items(t, ic0, store_item(wts, (), zero)),
-                        Barrier(),
-                        products(()),
-                        Barrier(),
-                    )
+    def kernels(self) -> list[Kernel]:
+        """The conv kernel, then with split-K the kernel summing the slices."""
+        body = loop("bx", math.prod(self.grid), self.block, kind="blockIdx.x")
+        main = make_kernel(self.ctx.name("conv_tiled"), body)
+        return [main] if self.partial is None else [main, self.split_sum()]
 
-                def double_step(ks: Expr) -> Stmt:
-                    p_stage, w_stage = stages
-                    more = ks + 1 < per  # the same on every thread: no barrier sits under it
+    def block(self, bid: Expr) -> Stmt:
+        """Block `bid`'s slice, image, group and tile, bound once, around its shared tiles."""
+        plan = self.plan
 
-                    def with_halves(cur: Expr, nxt: Expr) -> Stmt:
-                        ic1 = first_channel(ks + 1)
-                        fetch = seq(
-                            patch_items(t, ic1, stage_item(p_stage, zero)),
-                            weight_items(t, ic1, stage_item(w_stage, zero)),
-                        )
-                        unstage = seq(
-                            patch_items(t, ic1, unstage_item(p_stage, patch, nxt)),
-                            weight_items(t, ic1, unstage_item(w_stage, wts, nxt)),
-                        )
-                        return seq(
-                            if_then_else(more, fetch),
-                            products((cur,)),
-                            if_then_else(more, unstage),
-                            Barrier(),
-                        )
+        def tile(sk: Expr, n: Expr, g: Expr, oi: Expr, yi: Expr, xi: Expr) -> Stmt:
+            return self.shared_tiles(_Block(sk, n, g, oi * plan.ocb, yi * plan.ohb, xi * plan.owb))
 
-                    return let_all("h", (ks % 2, (ks + 1) % 2), lambda hs: with_halves(*hs))
+        return let_all("b", unflatten(bid, self.grid), lambda v: tile(*v))
 
-                def out_one(i: Expr, p: Expr) -> Stmt:
-                    oc, oy, ox = oc0 + to * oct + i, y0 + ty, x0 + tx + p * cols
-                    tests = [oc < geo.ocg] if geo.ocg % ocb else []
-                    tests += [oy < oh] if oh % ohb else []
-                    tests += [ox < ow] if ow % owb else []
-                    v = acc[i * pxt + p]
-                    st = (
-                        store(g * geo.ocg + oc, (n, oy, ox), v)
-                        if partial is None
-                        else partial.store((sk, n, g * geo.ocg + oc, oy, ox), v)
-                    )
-                    cond = all_of(tests)
-                    return if_then_else(cond, st) if cond is not None else st
+    def shared_tiles(self, blk: _Block) -> Stmt:
+        """The block's shared input patch and weights (two of each when double buffered), its
+        threads."""
+        plan, acc_t = self.plan, self.acc_t
+        halves = (2,) if self.double else ()
+        patch_shape = (*halves, plan.icb, plan.patch[0], plan.pitch)
+        wts_shape = (*halves, plan.icb * self.taps, plan.ocb + plan.pad)
 
-                if double:
-                    ic0 = first_channel(const(0))
-                    steps_ = seq(
-                        patch_items(t, ic0, store_item(patch, (const(0),), zero)),
-                        weight_items(t, ic0, store_item(wts, (const(0),), zero)),
-                        Barrier(),
-                        loop("ks", per, double_step),
-                    )
-                else:
-                    steps_ = loop("ks", per, step) if per > 1 else step(const(0))
-                return seq(
-                    loop("z", oct * pxt, lambda z: acc.store(z, zero), kind="unrolled"),
-                    steps_,
-                    nest([("i", oct, "unrolled"), ("p", pxt, "unrolled")], out_one),
-                )
+        def threads(patch: Buffer, wts: Buffer) -> Stmt:
+            return loop(
+                "tx", plan.threads, lambda t: self.thread(blk, patch, wts, t), kind="threadIdx.x"
+            )
 
-            regs = [("acc", oct * pxt), ("wr", oct), ("xr", pxt)]
-            if double:
-                regs += [("p_stage", staged[0]), ("w_stage", staged[1])]
-
-            def with_bufs(k: int, bufs: list[Buffer]) -> Stmt:
-                if k == len(regs):
-                    return body(*bufs)
-                name_, size = regs[k]
-                return allocate(name_, (size,), lambda b: with_bufs(k + 1, [*bufs, b]), acc_t)
-
-            return with_bufs(0, [])
-
-        halves = (2,) if double else ()
         return allocate(
             "patch",
-            (*halves, icb, ph, plan.pitch),
+            patch_shape,
             lambda patch: allocate(
-                "wts",
-                (*halves, icb * taps, ocb + plan.pad),
-                lambda wts: loop(
-                    "tx", threads, lambda t: thread(patch, wts, t), kind="threadIdx.x"
-                ),
-                acc_t,
-                "shared",
+                "wts", wts_shape, lambda wts: threads(patch, wts), acc_t, "shared"
             ),
             acc_t,
             "shared",
         )
 
-    def block(bid: Expr) -> Stmt:
-        return let_all("b", unflatten(bid, grid), lambda v: tile(*v))
+    def thread(self, blk: _Block, patch: Buffer, wts: Buffer, t: Expr) -> Stmt:
+        """Thread `t`'s channels, row and pixels in the tile, bound once, then its registers."""
+        plan, cols = self.plan, self.cols
+        per_oc = plan.ohb * cols
+        regs = [("acc", plan.oct * plan.pxt), ("wr", plan.oct), ("xr", plan.pxt)]
+        if self.double:
+            staged = plan.staged(self.taps)  # registers per thread: patch, weights
+            regs += [("p_stage", staged[0]), ("w_stage", staged[1])]
 
-    body = loop("bx", math.prod(grid), block, kind="blockIdx.x")
-    kernels = [make_kernel(ctx.name("conv_tiled"), body)]
-    if partial is not None:  # the slices summed, then bias and epilogue, as the GEMM's split-K
+        def placed(to: Expr, ty: Expr, tx: Expr) -> Stmt:
+            return registers(
+                regs,
+                self.acc_t,
+                lambda *bufs: self.thread_body(_Thread(blk, patch, wts, t, to, ty, tx, *bufs)),
+            )
 
-        def add(flat: Expr) -> Stmt:
-            def at(n: Expr, oc: Expr, y: Expr, x_: Expr) -> Stmt:
-                total = partial[0, n, oc, y, x_]
-                for s_ in range(1, split):
-                    total = total + partial[s_, n, oc, y, x_]
-                return store(oc, (n, y, x_), total)
+        return let_all("t", (t // per_oc, t % per_oc // cols, t % cols), lambda v: placed(*v))
 
-            shape = (geo.batch, geo.out_channels, oh, ow)
-            return let_all("s", unflatten(flat, shape), lambda v: at(*v))
+    def thread_body(self, th: _Thread) -> Stmt:
+        """The accumulators zeroed, the channel steps, the register tile stored."""
+        return seq(
+            loop("z", self.plan.oct * self.plan.pxt, lambda z: th.acc.store(z, self.zero),
+                 kind="unrolled"),
+            self.double_buffered_k_loop(th) if self.double else self.k_loop(th),
+            self.store_outputs(th),
+        )  # fmt: skip
 
-        size = geo.batch * geo.out_channels * oh * ow
-        kernels.append(make_kernel(ctx.name("conv_tiled_sum"), grid_loop(size, add)))
-    return kernels
+    # ---- loading the patch and weights of one channel step -----------------------------------
+    def first_channel(self, blk: _Block, ks: Expr) -> Expr:
+        """The first input channel (of the group) of step `ks` of the block's slice."""
+        icb = self.plan.icb
+        return (blk.sk * self.per + ks) * icb if self.split > 1 else ks * icb
+
+    def load_patch(self, th: _Thread, ic0: Expr, put: ItemFn) -> Stmt:
+        """put(round, 1, item) for the thread's share of the input patch from channel `ic0`."""
+        plan, geo, blk = self.plan, self.geo, th.block
+        (ph, pw), (sh, sw), (pad_h, pad_w) = plan.patch, geo.strides, geo.pad_begin
+
+        def element(rnd: Expr, r: Expr, px: Expr) -> Stmt:
+            c, py = r // ph, r % ph
+            where = (c, py, blk.y0 * sh - pad_h + py, blk.x0 * sw - pad_w + px)
+            return let_all("p", where, lambda v: put(rnd, 1, self.patch_item(blk, ic0, px, *v)))
+
+        if plan.pitch == pw:
+            return thread_chunks(plan.icb * ph, pw, 1, plan.threads, th.t, element)
+
+        def pitch_element(rnd: Expr, r: Expr, px: Expr) -> Stmt:  # the extra columns idle
+            return if_then_else(px < pw, element(rnd, r, px))
+
+        # whole pitches per thread run: a warp's stores then hit consecutive words
+        return thread_chunks(plan.icb * ph, plan.pitch, 1, plan.threads, th.t, pitch_element)
+
+    def patch_item(
+        self, blk: _Block, ic0: Expr, px: Expr, c: Expr, py: Expr, iy: Expr, ix: Expr
+    ) -> Item:
+        """Patch element (c, py, px): input (ic0 + c, iy, ix), zero where the channels run out
+        or in the padding (tested only where they can)."""
+        geo, (h, wd), (pad_h, pad_w) = self.geo, self.geo.in_shape, self.geo.pad_begin
+        ic = ic0 + c
+        tests = [ic < geo.icg] if geo.icg % self.plan.icb else []
+        tests += [iy >= 0] if pad_h else []
+        tests += [iy < h] if self.overhangs(0) else []
+        tests += [ix >= 0] if pad_w else []
+        tests += [ix < wd] if self.overhangs(1) else []
+        value = self.x.read((blk.n, blk.g * geo.icg + ic, iy, ix)).astype(self.acc_t)
+        return (c, py, px), all_of(tests), value
+
+    def load_weights(self, th: _Thread, ic0: Expr, put: ItemFn) -> Stmt:
+        """put(round, lanes, item) for the thread's share of the weights from channel `ic0`:
+        packed ones in runs of `wvec` channels, others with consecutive threads on consecutive
+        taps of one channel."""
+        plan, blk, rows = self.plan, th.block, self.plan.icb * self.taps
+        if self.packed is None:
+
+            def taps_of(rnd: Expr, o: Expr, j: Expr) -> Stmt:
+                return put(rnd, 1, self.weight_item(blk, ic0, o, j, 1))
+
+            return thread_chunks(plan.ocb, rows, 1, plan.threads, th.t, taps_of)
+
+        def channels_of(rnd: Expr, j: Expr, o: Expr) -> Stmt:
+            return put(rnd, plan.wvec, self.weight_item(blk, ic0, o, j, plan.wvec))
+
+        return thread_chunks(rows, plan.ocb, plan.wvec, plan.threads, th.t, channels_of)
+
+    def weight_item(self, blk: _Block, ic0: Expr, o: Expr, j: Expr, lanes: int) -> Item:
+        """Weights of tap row `j` of the step, `lanes` channels from `o`: zero where the
+        channels run out."""
+        geo, plan, taps = self.geo, self.plan, self.taps
+        tests = [blk.oc0 + o < geo.ocg] if geo.ocg % plan.ocb else []
+        tests += [ic0 * taps + j < geo.icg * taps] if geo.icg % plan.icb else []
+        oc, kk = blk.g * geo.ocg + blk.oc0 + o, ic0 * taps + j
+        if self.packed is None:
+            value = self.weight(oc, kk).astype(self.acc_t)
+        else:
+            value = self.packed[kk, span(oc, lanes)].astype(self.acc_t)
+        return (j, span(o, lanes)), all_of(tests), value
+
+    def store_tiles(self, th: _Thread, ks: Expr, half: tuple[Expr, ...]) -> Stmt:
+        """Step `ks`'s patch and weights straight into shared buffer `half`, zeros outside."""
+        ic0 = self.first_channel(th.block, ks)
+        return seq(
+            self.load_patch(th, ic0, store_item(th.patch, half, self.zero)),
+            self.load_weights(th, ic0, store_item(th.wts, half, self.zero)),
+        )
+
+    def fetch_tiles(self, th: _Thread, ks: Expr) -> Stmt:
+        """The thread's share of step `ks`'s patch and weights into its stage registers."""
+        assert th.p_stage is not None and th.w_stage is not None
+        ic0 = self.first_channel(th.block, ks)
+        return seq(
+            self.load_patch(th, ic0, stage_item(th.p_stage, self.zero)),
+            self.load_weights(th, ic0, stage_item(th.w_stage, self.zero)),
+        )
+
+    def unstage_tiles(self, th: _Thread, ks: Expr, half: Expr) -> Stmt:
+        """The stage registers `fetch_tiles` filled for step `ks`, into shared buffer `half`."""
+        assert th.p_stage is not None and th.w_stage is not None
+        ic0 = self.first_channel(th.block, ks)
+        return seq(
+            self.load_patch(th, ic0, unstage_item(th.p_stage, th.patch, half)),
+            self.load_weights(th, ic0, unstage_item(th.w_stage, th.wts, half)),
+        )
+
+    # ---- the products and the channel loops ---------------------------------------------------
+    def products(self, th: _Thread, half: tuple[Expr, ...]) -> Stmt:
+        """The register tile's multiply-adds over one channel step of shared buffer `half`."""
+        (kh, kw), plan = self.geo.kernel, self.plan
+        unroll = "unrolled" if plan.unroll or self.taps <= UNROLL_TAPS else "serial"
+        window = [("ry", kh, unroll), ("rx", kw, unroll)]
+        return loop(
+            "c", plan.icb, lambda c: nest(window, lambda ry, rx: self.tap(th, half, c, ry, rx))
+        )
+
+    def tap(self, th: _Thread, half: tuple[Expr, ...], c: Expr, ry: Expr, rx: Expr) -> Stmt:
+        """Channel `c`, tap (ry, rx): OCt weights (one vector load) and PXt inputs into
+        registers, then OCt x PXt multiply-adds."""
+        plan, geo, cols = self.plan, self.geo, self.cols
+        (sh, sw), (dh, dw), kw = geo.strides, geo.dilations, geo.kernel[1]
+        oct, pxt, acc, wr, xr = plan.oct, plan.pxt, th.acc, th.wr, th.xr
+        row = th.ty * sh + ry * dh
+        j = c * self.taps + ry * kw + rx
+        return seq(
+            wr.store(span(const(0), oct), th.wts[(*half, j, span(th.to * oct, oct))]),
+            loop("p", pxt, lambda p: xr.store(
+                p, th.patch[(*half, c, row, (th.tx + p * cols) * sw + rx * dw)]),
+                kind="unrolled"),
+            nest([("i", oct, "unrolled"), ("p", pxt, "unrolled")],
+                 lambda i, p: acc.store(i * pxt + p, mac(wr[i], xr[p], acc[i * pxt + p]))),
+        )  # fmt: skip
+
+    def k_loop(self, th: _Thread) -> Stmt:
+        """Per channel step: patch and weights into shared memory, a barrier, the products, a
+        barrier."""
+
+        def step(ks: Expr) -> Stmt:
+            return seq(self.store_tiles(th, ks, ()), Barrier(), self.products(th, ()), Barrier())
+
+        return loop("ks", self.per, step) if self.per > 1 else step(const(0))
+
+    def double_buffered_k_loop(self, th: _Thread) -> Stmt:
+        """The first step's patch and weights into shared buffer 0, a barrier, then the double
+        steps."""
+        return seq(
+            self.store_tiles(th, const(0), (const(0),)),
+            Barrier(),
+            loop("ks", self.per, lambda ks: self.double_step(th, ks)),
+        )
+
+    def double_step(self, th: _Thread, ks: Expr) -> Stmt:
+        """The next step's patch and weights fetched into registers, this step's products from
+        buffer ks % 2, the registers stored into the other buffer, one barrier."""
+        more = ks + 1 < self.per  # the same on every thread: no barrier sits under it
+
+        def with_halves(cur: Expr, nxt: Expr) -> Stmt:
+            return seq(
+                if_then_else(more, self.fetch_tiles(th, ks + 1)),
+                self.products(th, (cur,)),
+                if_then_else(more, self.unstage_tiles(th, ks + 1, nxt)),
+                Barrier(),
+            )
+
+        return let_all("h", (ks % 2, (ks + 1) % 2), lambda hs: with_halves(*hs))
+
+    # ---- the results ----------------------------------------------------------------------------
+    def store_outputs(self, th: _Thread) -> Stmt:
+        """The register tile, one output (or split-K slice sum) per accumulator."""
+        tiles = [("i", self.plan.oct, "unrolled"), ("p", self.plan.pxt, "unrolled")]
+        return nest(tiles, lambda i, p: self.store_output(th, i, p))
+
+    def store_output(self, th: _Thread, i: Expr, p: Expr) -> Stmt:
+        """Accumulator (i, p) to its output, guarded where the tile overhangs the channels, rows
+        or columns."""
+        geo, plan, blk = self.geo, self.plan, th.block
+        (oh, ow), v = geo.out_shape, th.acc[i * plan.pxt + p]
+        oc, oy, ox = blk.oc0 + th.to * plan.oct + i, blk.y0 + th.ty, blk.x0 + th.tx + p * self.cols
+        tests = [oc < geo.ocg] if geo.ocg % plan.ocb else []
+        tests += [oy < oh] if oh % plan.ohb else []
+        tests += [ox < ow] if ow % plan.owb else []
+        if self.partial is None:
+            st = self.store(blk.g * geo.ocg + oc, (blk.n, oy, ox), v)
+        else:
+            st = self.partial.store((blk.sk, blk.n, blk.g * geo.ocg + oc, oy, ox), v)
+        cond = all_of(tests)
+        return if_then_else(cond, st) if cond is not None else st
+
+    def split_sum(self) -> Kernel:
+        """Split-K's second kernel: per output, the slices summed, then bias and epilogue."""
+        shape = (self.geo.batch, self.geo.out_channels, *self.geo.out_shape)
+
+        def output(flat: Expr) -> Stmt:
+            return let_all("s", unflatten(flat, shape), lambda v: self.sum_slices(*v))
+
+        return make_kernel(self.ctx.name("conv_tiled_sum"), grid_loop(math.prod(shape), output))
+
+    def sum_slices(self, n: Expr, oc: Expr, y: Expr, x: Expr) -> Stmt:
+        """Output (n, oc, y, x): the split-K slices added in order, stored."""
+        assert self.partial is not None
+        total = self.partial[0, n, oc, y, x]
+        for s in range(1, self.split):
+            total = total + self.partial[s, n, oc, y, x]
+        return self.store(oc, (n, y, x), total)

@@ -14,7 +14,8 @@ from tvmc.ops.common import broadcast_shape
 from tvmc.ops.linalg.cpu import batch_index
 from tvmc.ops.lowering import Epilogue, LowerContext, Template, TensorRef, broadcast_read
 from tvmc.ops.registry import Attrs
-from tvmc.ops.schedule.gemm_gpu import gemm_gpu_space, problem, span, tiled_gemm
+from tvmc.ops.schedule.gemm_gpu import gemm_gpu_space, problem, span
+from tvmc.ops.schedule.gemm_gpu_kernel import GemmProblem, tiled_gemm
 from tvmc.ops.schedule.microkernel import accumulator_dtype, finalize, unflatten
 
 
@@ -71,10 +72,9 @@ def gemm_gpu(
     # float4 tile loads where a row of the operand is contiguous along the loaded axis
     a_vector = 4 if a.type.ndim == 1 or not trans_a else 1
     b_vector = 4 if b.type.ndim > 1 and not trans_b else 1
-    return tiled_gemm(
-        ctx, "gemm", groups, m, n, k, acc, a_read, b_read, store,
-        a_vector=a_vector, b_vector=b_vector,
-    )  # fmt: skip
+    gemm = GemmProblem("gemm", groups, m, n, k, acc, a_read, b_read, store,
+                       a_vector=a_vector, b_vector=b_vector)  # fmt: skip
+    return tiled_gemm(ctx, gemm)
 
 
 def matmul_gpu(
