@@ -119,6 +119,7 @@ complete -c tvmc -n '__tvmc_command tvmc compile' -l 'tuning-records' -x -a '(__
 complete -c tvmc -n '__tvmc_command tvmc compile' -s 'O' -l 'opt-level' -x -d 'Optimization level: 0 no fusion, 3 everything.'
 complete -c tvmc -n '__tvmc_command tvmc compile' -l 'disabled-pass' -x -d 'A pass to skip (repeatable, or comma-separated), e.g. fuse, fold-batch-norm.'
 complete -c tvmc -n '__tvmc_command tvmc compile' -l 'dump-code' -x -a 'asm graph kernel ll ptx' -d 'Also write code as text to OUTPUT.FMT (repeatable, or comma-separated): kernel (kernel IR), ll (LLVM IR), asm (assembly), ptx (cuda targets), graph (the optimized graph).'
+complete -c tvmc -n '__tvmc_command tvmc compile' -l 'print-pass-times' -d 'Also print the time of every pass (import through code generation and link).'
 complete -c tvmc -n '__tvmc_command tvmc compile' -l 'format' -x -a 'json text' -d 'Output format: human text, or one JSON document on stdout for pipelines.'
 complete -c tvmc -n '__tvmc_command tvmc compile' -l 'json' -d 'Shorthand for --format json.'
 complete -c tvmc -n '__tvmc_command tvmc compile' -s 'h' -l 'help' -d 'Show this message and exit.'

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+from rich.table import Table
 
 from tvmc.cli.common import err, out, print_json, wants_json
 from tvmc.cli.types import ChoiceList, FileWithExt, TargetType, format_option, model_options
@@ -17,6 +18,20 @@ def size(nbytes: int | None) -> str:
         if nbytes >= scale:
             return f"{nbytes / scale:.1f} {unit}"
     return f"{nbytes} B"
+
+
+def pass_table(passes: list[dict]) -> Table:
+    """Pass, stage, milliseconds and share of the total, in pipeline order (JSON has them too)."""
+    total = sum(p["seconds"] for p in passes) or 1.0
+    table = Table(title="pass times", title_justify="left")
+    for name, justify in (("pass", "left"), ("stage", "left"), ("time (ms)", "right"),
+                          ("share", "right")):  # fmt: skip
+        table.add_column(name, justify=justify)
+    for p in passes:
+        table.add_row(p["pass"], p["stage"], f"{p['seconds'] * 1e3:.1f}",
+                      f"{p['seconds'] / total:.1%}")  # fmt: skip
+    table.add_row("total", "", f"{total * 1e3:.1f}", "100.0%", style="bold")
+    return table
 
 
 @click.command("compile")
@@ -72,6 +87,11 @@ def size(nbytes: int | None) -> str:
     help="Also write code as text to OUTPUT.FMT (repeatable, or comma-separated): kernel "
     "(kernel IR), ll (LLVM IR), asm (assembly), ptx (cuda targets), graph (the optimized graph).",
 )
+@click.option(
+    "--print-pass-times",
+    is_flag=True,
+    help="Also print the time of every pass (import through code generation and link).",
+)
 @format_option
 def compile_command(
     model_file: str,
@@ -87,6 +107,7 @@ def compile_command(
     opt_level: int,
     disabled_passes: tuple[str, ...],
     dump_code: tuple[tuple[str, ...], ...],
+    print_pass_times: bool,
     output_format: str,
     json_flag: bool,
 ) -> None:
@@ -131,5 +152,7 @@ def compile_command(
         tuned = f"{tuning['tuned']} of {tuning['tasks']} tasks tuned from {tuning['records']}"
         lines.insert(3, f"  tuning  {tuned}, {tuning['untuned']} on default schedules")
     out.print("\n".join(lines), markup=False)
+    if print_pass_times:
+        out.print(pass_table(summary["pass_seconds"]))
     for fmt, path in summary["dumps"].items():
         err.print(f"wrote {fmt} dump {path}", markup=False)

@@ -30,9 +30,9 @@ def load(
     dtype_dict: Mapping[str, str] | None = None,
 ) -> TVMCModel:
     """Load an ONNX model (or a saved `.tvmc` model) into a `TVMCModel`, constants folded."""
-    start = time.perf_counter()
-    graph = load_graph(path, shape_dict, model_format, dtype_dict)
-    return TVMCModel(graph, source=path, load_seconds=time.perf_counter() - start)
+    start, times = time.perf_counter(), []
+    graph = load_graph(path, shape_dict, model_format, dtype_dict, times)
+    return TVMCModel(graph, path, time.perf_counter() - start, times)
 
 
 def _model(
@@ -79,7 +79,7 @@ def compile_model(
     compiled = compile_graph(
         model.graph, model.source, target, package_path, opt_level, disabled_passes, dump_code,
         target_llvm_mcpu, target_llvm_mattr, target_llvm_mtriple, tuning_records=tuning_records,
-        load_seconds=model.load_seconds if loaded else None,
+        load_times=model.load_times if loaded else None,
     )  # fmt: skip
     return TVMCPackage._compiled(compiled)
 

@@ -1,32 +1,35 @@
-"""Compiling a TVMCModel: optimize the graph, lower it to kernels, generate native code."""
+"""Compiling a graph: check the options, then run the compile pipeline (tvmc.driver.pipeline)."""
 
 from __future__ import annotations
 
 import logging
 import os
 import shlex
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from tvmc.autotune import best_records, extract_tasks
-from tvmc.codegen import CodegenOptions, CPUArtifact, CPUTarget, num_threads
-from tvmc.codegen.cuda_program import CUDAArtifact, emit_cuda_program
-from tvmc.codegen.program import emit_program
+from tvmc.codegen import CPUArtifact, CPUTarget, num_threads
+from tvmc.codegen.cuda_program import CUDAArtifact
 from tvmc.codegen.target import CUDATarget, target_kind
+from tvmc.driver.pipeline import (
+    OPTIONAL_PASSES,
+    CompileState,
+    PassTime,
+    run_pipeline,
+    stage_seconds,
+)
 from tvmc.driver.records import check_target_kind, load_records
 from tvmc.errors import UsageError, did_you_mean
 from tvmc.graph import Graph, graph_from_json, graph_to_json
-from tvmc.lower import LoweredModel, lower_graph
-from tvmc.ops import infer_node
+from tvmc.lower import LoweredModel
 from tvmc.ops.lowering import LoweringTarget
-from tvmc.passes import ALL_PASSES, OPTIMIZE_PIPELINE, run_passes
+from tvmc.passes import ALL_PASSES
 from tvmc.runtime.cuda_driver import present_arch
 
 logger = logging.getLogger("tvmc")
 
 TARGET_KINDS = ("llvm", "cuda")
-LOWERING_PASSES = ("fuse",)  # named steps of lowering that --disabled-pass may name too
 
 
 @dataclass(frozen=True)
@@ -70,8 +73,9 @@ class BuildResult:
     lowered: LoweredModel
     artifact: CPUArtifact | CUDAArtifact
     target: CPUTarget | CUDATarget
-    seconds: dict[str, float] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)  # per stage
     tuning: AppliedTuning | None = None  # set when compiled with tuning records
+    passes: list[PassTime] = field(default_factory=list)  # every pass, in order
 
 
 def checked_kind(target: str) -> str:
@@ -106,55 +110,55 @@ def parse_target(options: CompileOptions) -> CPUTarget | CUDATarget:
     return target
 
 
-def optimize(
-    graph: Graph, options: CompileOptions
-) -> tuple[Graph, CPUTarget | CUDATarget, LoweringTarget]:
-    """A copy of `graph` through the optimizing passes, the target and what templates see."""
-    known = set(ALL_PASSES) | set(LOWERING_PASSES)
+def check_options(options: CompileOptions) -> CPUTarget | CUDATarget:
+    """The target, after checking the options a user may get wrong (pass names, opt level)."""
+    known = set(ALL_PASSES) | set(OPTIONAL_PASSES)
     for name in options.disabled_passes:
         if name not in known:
             raise UsageError(f"unknown pass {name!r} in --disabled-pass; valid: "
                              f"{', '.join(sorted(known))}.{did_you_mean(name, known)}")  # fmt: skip
     if not 0 <= options.opt_level <= 3:
         raise UsageError(f"--opt-level must be 0 to 3, got {options.opt_level}")
-    target = parse_target(options)
-    graph = run_passes(_copy(graph), OPTIMIZE_PIPELINE, options.disabled_passes)
-    graph.verify(infer_node)
+    return parse_target(options)
+
+
+def compile_state(graph: Graph, options: CompileOptions) -> CompileState:
+    """The pipeline's starting state: a copy of `graph` (the input is kept), the target."""
+    target = check_options(options)
     if isinstance(target, CUDATarget):
-        return graph, target, LoweringTarget(kind="cuda")
-    return graph, target, LoweringTarget("cpu", target.vector_bits, num_threads())
+        lowering_target = LoweringTarget(kind="cuda")
+    else:
+        lowering_target = LoweringTarget("cpu", target.vector_bits, num_threads())
+    records = options.tuning_records
+
+    def apply(state: CompileState) -> AppliedTuning:
+        assert records is not None
+        return apply_records(state.graph, records, options.target, state.lowering_target)
+
+    return CompileState(
+        _copy(graph), target, lowering_target, options.opt_level, options.codegen_jobs,
+        apply if records is not None else None,
+    )  # fmt: skip
+
+
+def optimize(
+    graph: Graph, options: CompileOptions
+) -> tuple[Graph, CPUTarget | CUDATarget, LoweringTarget]:
+    """A copy of `graph` through the pipeline's optimize stage (what tuning extracts tasks
+    from), the target and what templates see."""
+    state = run_pipeline(compile_state(graph, options), options.disabled_passes, ["optimize"])
+    return state.graph, state.target, state.lowering_target
 
 
 def build(graph: Graph, options: CompileOptions) -> BuildResult:
-    """Optimize, lower and generate code for `graph` (a copy is optimized; the input is kept)."""
-    seconds: dict[str, float] = {}
-    start = time.perf_counter()
-    graph, target, lowering_target = optimize(graph, options)
-    seconds["optimize"] = time.perf_counter() - start
-
-    tuning = None
-    if options.tuning_records is not None:
-        start = time.perf_counter()
-        tuning = apply_records(graph, options.tuning_records, options.target, lowering_target)
-        seconds["records"] = time.perf_counter() - start
-
-    start = time.perf_counter()
-    fuse = options.opt_level >= 1 and "fuse" not in options.disabled_passes
-    configs = tuning.configs if tuning else None
-    lowered = lower_graph(graph, lowering_target, configs, fuse=fuse)
-    seconds["lower"] = time.perf_counter() - start
-
-    start = time.perf_counter()
-    artifact: CPUArtifact | CUDAArtifact
-    if isinstance(target, CUDATarget):
-        artifact = emit_cuda_program(lowered.program, target)
-    else:
-        codegen = CodegenOptions(opt_level=max(options.opt_level, 1))
-        artifact = emit_program(lowered.program, target, codegen, jobs=options.codegen_jobs)
-    seconds["codegen"] = time.perf_counter() - start
-    logger.info("compiled %d kernels in %s", len(lowered.program.kernels),
+    """`graph` (a copy: the input is kept) through COMPILE_PIPELINE, every pass timed."""
+    state = run_pipeline(compile_state(graph, options), options.disabled_passes)
+    assert state.lowered is not None and state.artifact is not None
+    seconds = stage_seconds(state.times)
+    logger.info("compiled %d kernels in %s", len(state.lowered.program.kernels),
                 ", ".join(f"{k} {v:.2f} s" for k, v in seconds.items()))  # fmt: skip
-    return BuildResult(graph, lowered, artifact, target, seconds, tuning)
+    return BuildResult(state.graph, state.lowered, state.artifact, state.target, seconds,
+                       state.tuning, list(state.times))  # fmt: skip
 
 
 def apply_records(

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from tvmc.driver.pipeline import PassTime
 from tvmc.errors import ModelError, UsageError, unknown_choice
 from tvmc.frontend import load_onnx
 from tvmc.graph import Graph, graph_from_json, graph_to_json
@@ -140,8 +141,10 @@ def load_graph(
     shape_dict: Mapping[str, tuple[int, ...]] | None = None,
     model_format: str | None = None,
     dtype_dict: Mapping[str, str] | None = None,
+    times: list[PassTime] | None = None,
 ) -> Graph:
-    """The graph of an ONNX model (constants folded) or a saved `.tvmc` model."""
+    """The graph of an ONNX model (constants folded) or a saved `.tvmc` model; `times` gets
+    one entry per step: "import" (read and convert), then each IMPORT_PIPELINE pass."""
     fmt = guess_format(path, model_format)
     start = time.perf_counter()
     if fmt == "tvmc":
@@ -149,8 +152,17 @@ def load_graph(
             raise UsageError(
                 "a saved .tvmc model has fixed input shapes; load the .onnx to change them"
             )
-        return read_saved_graph(path)
-    graph = run_passes(load_onnx(path, shape_dict, dtype_dict), IMPORT_PIPELINE)
+        graph = read_saved_graph(path)
+        if times is not None:
+            times.append(PassTime("read-saved", "load", time.perf_counter() - start))
+        return graph
+    graph = load_onnx(path, shape_dict, dtype_dict)
+    imported = time.perf_counter()
+    seconds: dict[str, float] = {}
+    graph = run_passes(graph, IMPORT_PIPELINE, timings=seconds)
+    if times is not None:
+        times.append(PassTime("import", "load", imported - start))
+        times += [PassTime(name, "load", t) for name, t in seconds.items()]
     logger.info("loaded %s in %.2f s: %d nodes", path, time.perf_counter() - start,
                 len(graph.nodes))  # fmt: skip
     return graph

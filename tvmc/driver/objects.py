@@ -20,6 +20,7 @@ import numpy as np
 from tvmc.codegen import set_num_threads
 from tvmc.driver.model import read_saved_graph, save_graph
 from tvmc.driver.package import CompiledPackage, compile_graph
+from tvmc.driver.pipeline import PassTime
 from tvmc.driver.runner import check_device, check_run_options, execute, make_inputs
 from tvmc.driver.tune_options import TuneOptions, tune_options
 from tvmc.driver.tuning import tune_graph
@@ -34,10 +35,17 @@ from tvmc.runtime.package import PackageContents, load_cuda, load_module, read_p
 class TVMCModel:
     """A loaded model: the graph IR (static shapes) and its constant params."""
 
-    def __init__(self, graph: Graph, source: str | None = None, load_seconds: float = 0.0):
+    def __init__(
+        self,
+        graph: Graph,
+        source: str | None = None,
+        load_seconds: float = 0.0,
+        load_times: list[PassTime] | None = None,
+    ):
         self.graph = graph
         self.source = source
         self.load_seconds = load_seconds
+        self.load_times = list(load_times or [])  # the passes of loading, when timed
 
     @property
     def params(self) -> dict[str, np.ndarray]:
@@ -218,6 +226,7 @@ class TVMCPackage:
             "param_bytes": meta.get("param_bytes"),
             "shared_library": self._contents.shared_library is not None,
             "compile_seconds": meta.get("compile_seconds", {}),
+            "pass_seconds": meta.get("pass_seconds", []),
             "tuning": meta.get("tuning"),
             "dumps": dict(self.dumps),
         }

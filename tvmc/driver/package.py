@@ -19,6 +19,7 @@ from typing import Any
 from tvmc.codegen.cuda_program import CUDAArtifact
 from tvmc.codegen.target import NVPTX_TRIPLE, CPUTarget, CUDATarget, target_kind
 from tvmc.driver.compiler import TARGET_KINDS, BuildResult, CompileOptions, build
+from tvmc.driver.pipeline import PassTime, stage_seconds
 from tvmc.errors import UsageError, did_you_mean
 from tvmc.graph import Graph
 from tvmc.runtime import ProgramInfo
@@ -81,16 +82,16 @@ def compile_graph(
     target_llvm_mtriple: str | None = None,
     *,
     tuning_records: str | os.PathLike[str] | None = None,
-    load_seconds: float | None = None,
+    load_times: list[PassTime] | None = None,
 ) -> CompiledPackage:
     """Compile a graph (from `source`, a model file) into a package; None path: a temp file.
 
     `tuning_records`: a records file (`tvmc tune`) whose best config per workload is applied;
-    tasks without one keep the default schedule (one warning says how many). `load_seconds`:
-    the time loading the model took, when it was loaded to be compiled (metadata records it).
+    tasks without one keep the default schedule (one warning says how many). `load_times`: the
+    passes of loading the model, when it was loaded to be compiled (metadata records them).
     """
     dumps = dump_formats(dump_code, target)
-    seconds: dict[str, float] = {} if load_seconds is None else {"load": load_seconds}
+    passes = list(load_times or [])
     options = CompileOptions(
         target=target,
         mcpu=target_llvm_mcpu,
@@ -102,21 +103,22 @@ def compile_graph(
         tuning_records=os.fspath(tuning_records) if tuning_records is not None else None,
     )
     result = build(graph, options)
-    seconds.update(result.seconds)
+    passes += result.passes
 
     start = time.perf_counter()
     library = None
     # the system linker makes code for this machine's CPU only
     if isinstance(result.target, CPUTarget) and result.target.is_native:
         library = link_shared_library(result.artifact.object_code, result.artifact.uses_threads)
-    seconds["link"] = time.perf_counter() - start
+    passes.append(PassTime("link", "link", time.perf_counter() - start))
+    seconds = stage_seconds(passes)
 
     temp_dir = None
     if package_path is None:
         temp_dir = tempfile.mkdtemp(prefix="tvmc-compile-")
         package_path = os.path.join(temp_dir, DEFAULT_PACKAGE)
     path = os.fspath(package_path)
-    compiled = CompiledPackage(path, _contents(source, result, options, library, seconds), {},
+    compiled = CompiledPackage(path, _contents(source, result, options, library, passes), {},
                                temp_dir)  # fmt: skip
     try:
         write_package(path, compiled.contents)
@@ -163,7 +165,7 @@ def _contents(
     result: BuildResult,
     options: CompileOptions,
     library: bytes | None,
-    seconds: dict[str, float],
+    passes: list[PassTime],
 ) -> PackageContents:
     """The members of the package for a build."""
     program, graph = result.lowered.program, result.graph
@@ -210,7 +212,8 @@ def _contents(
         "kernels": len(program.kernels),
         "calls": len(program.calls),
         "uses_threads": getattr(result.artifact, "uses_threads", False),
-        "compile_seconds": seconds,
+        "compile_seconds": stage_seconds(passes),
+        "pass_seconds": [t.to_json() for t in passes],
     }
     artifact = result.artifact
     if isinstance(artifact, CUDAArtifact):

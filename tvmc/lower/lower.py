@@ -37,16 +37,16 @@ class LoweredModel:
     tensor_of: dict[str, str] = field(default_factory=dict)  # program buffer -> graph tensor
 
 
-class _Lowering:
-    """The state of lowering one graph."""
+class KernelLowering:
+    """One graph lowered to kernels and calls, before memory planning (`lower_kernels`)."""
 
     def __init__(
-        self, graph: Graph, target: LoweringTarget, configs: Mapping[str, Any], fuse: bool
+        self, graph: Graph, target: LoweringTarget, configs: Mapping[str, Any], plan: FusionPlan
     ):
         self.graph = graph
         self.target = target
         self.configs = configs
-        self.plan = plan_fusion(graph, fuse)
+        self.plan = plan
         self.names: set[str] = set()
         self.buffers: dict[str, Buffer] = {}  # graph tensor -> buffer holding it
         self.storage_of: dict[Buffer, Buffer] = {}  # alias (reshape view) -> its storage owner
@@ -57,6 +57,7 @@ class _Lowering:
         self.new_params: dict[Buffer, np.ndarray] = {}
         self.temps: set[Buffer] = set()
         self.output_copies: dict[str, str] = {}  # copy buffer -> the graph output it holds
+        self.out_slots: dict[int, Buffer] = {}  # graph output index -> its buffer (copy_outputs)
 
     # ---- buffers and refs ----------------------------------------------------------------------
     def unique(self, hint: str) -> str:
@@ -227,7 +228,18 @@ def lower_graph(
     fuse: bool = True,
 ) -> LoweredModel:
     """Lower every node of `graph` to kernels and plan where every buffer lives."""
-    state = _Lowering(graph, target or LoweringTarget(), configs or {}, fuse)
+    return plan_memory(lower_kernels(graph, target, configs, plan_fusion(graph, fuse)))
+
+
+def lower_kernels(
+    graph: Graph,
+    target: LoweringTarget | None = None,
+    configs: Mapping[str, Mapping[str, Any]] | None = None,
+    plan: FusionPlan | None = None,
+) -> KernelLowering:
+    """Every node of `graph` (fused by `plan`, default: fused by the rules) to kernels and calls."""
+    plan = plan if plan is not None else plan_fusion(graph)
+    state = KernelLowering(graph, target or LoweringTarget(), configs or {}, plan)
     # A template runs where its epilogue ends: the chain may read tensors computed after it.
     by_name = {node.name: node for node in graph.nodes}
     run_at = {chain[-1].name: by_name[name] for name, chain in state.plan.epilogues.items()}
@@ -235,12 +247,13 @@ def lower_graph(
         if node.name in state.plan.epilogues:
             continue
         state.lower_node(run_at.get(node.name, node))
-    out_slots = state.copy_outputs()
-    return _assemble(state, out_slots)
+    state.out_slots = state.copy_outputs()
+    return state
 
 
-def _assemble(state: _Lowering, out_slots: dict[int, Buffer]) -> LoweredModel:
-    graph = state.graph
+def plan_memory(state: KernelLowering) -> LoweredModel:
+    """The Program: where every buffer lives (inputs, outputs, params, one shared workspace)."""
+    graph, out_slots = state.graph, state.out_slots
     fixed: dict[Buffer, tuple[str, int]] = {}
     for index, name in enumerate(graph.inputs):
         fixed[state.buffer(name)] = ("input", index)
