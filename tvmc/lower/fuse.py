@@ -4,7 +4,8 @@
   it as its epilogue (bias, activation, residual add), when each link has one reader.
 - A compute op's result is inlined into its only reader when that reader is a compute (or an
   epilogue) and inlining does not multiply work: the reader has the same shape, or the producer is
-  a pure index remap (reshape, transpose, slice).
+  a pure index remap (reshape, transpose, slice). A Reshape read by a Reshape stays: both are
+  views of the same bytes, and an inlined one would make its reader a copy.
 - Everything else is materialized: stored once, read from memory.
 """
 
@@ -79,6 +80,8 @@ def plan_fusion(graph: Graph, enabled: bool = True) -> FusionPlan:
             reader = only_reader(tensor)
             if reader is None:
                 continue
+            if node.op == reader.op == "Reshape":
+                continue  # both are free views of one stored tensor; inlined, the reader copies
             reader_is_compute = OPS[reader.op].is_compute
             if not (reader_is_compute or reader.name in plan.absorbed):
                 continue

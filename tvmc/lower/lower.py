@@ -12,7 +12,7 @@ from tvmc.graph import Graph, Node, TensorType
 from tvmc.kernel import Buffer, Expr, Kernel
 from tvmc.kernel.program import Call, Program, ProgramBuffer
 from tvmc.lower.fuse import FusionPlan, plan_fusion
-from tvmc.lower.memory import plan_workspace
+from tvmc.lower.memory import aligned_size, plan_workspace
 from tvmc.ops import OPS
 from tvmc.ops.lowering import (
     Indices,
@@ -296,7 +296,7 @@ def plan_memory(state: KernelLowering) -> LoweredModel:
         outputs=[out_slots[i].name for i in range(len(graph.outputs))],
         params=params,
         workspace_bytes=total,
-        naive_bytes=sum(-(-size // 64) * 64 for size in workspace.values()),  # aligned
+        naive_bytes=sum(aligned_size(size) for size in workspace.values()),
     )
     program.validate()
     return LoweredModel(program, param_values, state.plan, tensor_of)

@@ -7,7 +7,9 @@ from collections.abc import Sequence
 from tvmc.kernel.program import WORKSPACE_ALIGN
 
 
-def _align(n: int) -> int:
+def aligned_size(nbytes: int) -> int:
+    """The workspace bytes a buffer of `nbytes` takes (at least one aligned block)."""
+    n = max(nbytes, 1)
     return (n + WORKSPACE_ALIGN - 1) // WORKSPACE_ALIGN * WORKSPACE_ALIGN
 
 
@@ -34,7 +36,7 @@ def plan_workspace(
         for name in dict.fromkeys(names):
             if name not in sizes or first[name] != i:
                 continue
-            size = _align(max(sizes[name], 1))
+            size = aligned_size(sizes[name])
             fits = [(s - size, k) for k, (o, s) in enumerate(free) if s >= size]
             if fits:
                 _, k = min(fits)
@@ -50,7 +52,7 @@ def plan_workspace(
             offsets[name] = offset
         for name in dict.fromkeys(names):
             if name in sizes and last[name] == i:
-                _release(free, offsets[name], _align(max(sizes[name], 1)))
+                _release(free, offsets[name], aligned_size(sizes[name]))
     return offsets, top
 
 
