@@ -299,3 +299,13 @@ def test_mod_keeps_fmod_exact_for_large_quotients():
     a = np.array([-1e30, 1e30, -5.5, 5.5, -1e-30], np.float32)
     b = np.array([3.0, -3.0, 2.0, -2.0, 7.0], np.float32)
     check("Mod", {"a": a, "b": b}, {"fmod": 1}, opset=13, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "src,like", [("float32", "float16"), ("float16", "float32"), ("float32", "int32"),
+                 ("int64", "float64"), ("float32", "bool"), ("uint8", "int8")]
+)  # fmt: skip
+def test_castlike(src, like, rng):
+    """A Cast to the second input's element type; that input's values are never read."""
+    x = (rng.standard_normal((3, 37)) * 50).astype(src)
+    check("CastLike", {"x": x}, constants={"like": np.zeros((2,), like)}, opset=19, expect="Cast")

@@ -41,6 +41,13 @@ def Cast(ctx: ConvertContext, node: OnnxNode) -> None:
     ctx.add("Cast", [node.inputs[0]], {"to": to}, outputs=node.outputs)
 
 
+@converter("CastLike")
+def CastLike(ctx: ConvertContext, node: OnnxNode) -> None:
+    """A Cast to the element type of the second input (whose values are not read)."""
+    to = ctx.type(node.inputs[1]).dtype
+    ctx.add("Cast", [node.inputs[0]], {"to": to}, outputs=node.outputs)
+
+
 @converter("Dropout")
 def Dropout(ctx: ConvertContext, node: OnnxNode) -> None:
     """Inference: the data passes through; the optional mask is all ones."""
