@@ -32,8 +32,8 @@ def fingerprint(graph, target: str) -> dict[str, str]:
     """Digests of what `build` makes of `graph` for `target`."""
     result = build(graph, CompileOptions(target=target, codegen_jobs=1))
     art, program = result.artifact, result.lowered.program
-    calls = [(c.kernel, c.args, c.label, c.flops) for c in program.calls]
-    buffers = sorted((b.name, b.shape, b.dtype, b.kind, b.index, b.offset)
+    calls = [(c.kernel, c.args, c.node, c.flops) for c in program.calls]
+    buffers = sorted((b.name, b.shape, b.dtype, b.storage, b.index, b.offset)
                      for b in program.buffers.values())  # fmt: skip
     plan = json.dumps([calls, buffers, program.workspace_bytes], default=str)
     code = art.ptx if hasattr(art, "ptx") else art.object_code
