@@ -6,24 +6,33 @@ import dataclasses
 import re
 from collections import Counter
 
+import numpy as np
 import pytest
 
 import tvmc.kernel.expr as expr_module
 import tvmc.kernel.stmt as stmt_module
+from tests.kernel.examples import relu_chain
+from tests.kernel.visits import count_visits
 from tvmc.kernel import (
     Add,
     Buffer,
     Expr,
     IntImm,
+    Kernel,
     Stmt,
     Var,
     call,
+    interpret,
+    kernel_str,
     loop,
+    python_source,
     ramp,
     select,
+    validate,
 )
 from tvmc.kernel.transform import distinct_nodes, free_vars, rewrite, walk
 from tvmc.kernel.visitor import (
+    EXPAND_LIMIT,
     Visitor,
     children,
     post_order,
@@ -124,3 +133,59 @@ def test_free_vars_keeps_first_use_order_on_a_dag():
     shared = b[i] * b[j]
     body = loop("k", 4, lambda k: b.store(k, shared + shared * b[k]))
     assert free_vars(body) == [i, j]
+
+
+def _fan_out(width: int, depth: int = 12) -> Kernel:
+    """One deep shared value read by `width` terms of a sum."""
+    x, y = Buffer("X", (64,)), Buffer("Y", (64,))
+
+    def point(i: Var):
+        v = x[i]
+        for _ in range(depth):
+            v = select(v < 0.0, 0.0, v) - 0.01
+        total = v
+        for k in range(width):
+            total = total + v * float(k)
+        return y.store(i, total)
+
+    return Kernel("fan_out", (x, y), loop("i", 64, point))
+
+
+def _kernel_passes(kernel: Kernel) -> None:
+    validate(kernel)
+    kernel_str(kernel)
+    python_source(kernel)
+    free_vars(kernel.body)
+
+
+@pytest.mark.parametrize(
+    "build, small, big",
+    [(lambda d: relu_chain(d).kernel, 10, 100), (_fan_out, 10, 100)],
+    ids=["relu_chain_depth", "fan_out_width"],
+)
+def test_kernel_passes_visit_each_node_once(build, small, big):
+    few = count_visits(lambda: _kernel_passes(build(small)))
+    many = count_visits(lambda: _kernel_passes(build(big)))
+    assert many <= 12 * few  # linear; as trees, the 100-deep chain would be 2**90 times the work
+
+
+def test_big_dags_print_and_interpret_through_named_shared_nodes():
+    ex = relu_chain(100)
+    assert tree_size(ex.kernel.body) > EXPAND_LIMIT
+    text = kernel_str(ex.kernel)
+    assert "%0 = X[jo * 16 + ji] - -0.02" in text and len(text) < 20_000
+    assert "_e0 = " in python_source(ex.kernel)
+    arrays = ex.inputs(np.random.default_rng(0))
+    interpret(ex.kernel, *arrays)
+    (want,) = ex.reference(*arrays)
+    assert (arrays[-1] == want).all()
+
+
+def test_small_expressions_print_as_trees_as_always():
+    a = Buffer("A", (8,))
+
+    def body(i: Var) -> Stmt:
+        x = a[i] + 1.0
+        return a.store(i, x * x)
+
+    assert "A[i] = (A[i] + 1.0) * (A[i] + 1.0)" in kernel_str(Kernel("k", (a,), loop("i", 8, body)))
