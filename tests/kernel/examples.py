@@ -384,6 +384,7 @@ CPU_EXAMPLES = {
     "add": add,
     "add_vectorized": add_vectorized,
     "fused_chain": fused_chain,
+    "relu_chain": relu_chain,
     "softmax_rows": softmax_rows,
     "matmul_tiled": matmul_tiled,
     "parallel_rows": parallel_rows,
