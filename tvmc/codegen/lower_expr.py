@@ -50,7 +50,7 @@ from tvmc.kernel import (
     is_float,
 )
 from tvmc.kernel.transform import known_multiple
-from tvmc.kernel.visitor import EXPAND_LIMIT, Visitor, post_order, tree_size
+from tvmc.kernel.visitor import EXPAND_LIMIT, Visitor, post_order
 
 _CMP = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "==", "!=": "!="}
 _LLVM_UNARY = {"sqrt": "sqrt", "fabs": "fabs", "floor": "floor", "ceil": "ceil"}
@@ -155,7 +155,7 @@ class ExprLowering(Visitor):
         """The LLVM value of `e`."""
         memo = self.memo
         if memo is None:  # a statement's expression: a tree, unless too big to be one
-            self.memo = {} if tree_size(e) > EXPAND_LIMIT else _TREE
+            self.memo = {} if e.tree_nodes > EXPAND_LIMIT else _TREE
             try:
                 return self.expr(e)
             finally:

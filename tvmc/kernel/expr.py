@@ -47,14 +47,15 @@ class Expr:
     """Base of all expressions; arithmetic operators build new nodes.
 
     `child_fields` names the fields that hold child nodes (an Expr or a tuple of them): the one
-    place generic walks, rewrites and visitors learn a node's shape from. A node whose dtype or
-    lanes follow from its children computes them once, when built (its children have theirs
-    already): derived recursively on every read, they made each pass exponential on expressions
-    that share subexpressions.
+    place generic walks, rewrites and visitors learn a node's shape from. A node whose dtype,
+    lanes and tree size follow from its children computes them once, when built (its children
+    have theirs already): derived recursively on every read, they made each pass exponential on
+    expressions that share subexpressions.
     """
 
     dtype: str
     lanes: int
+    tree_nodes: int = 1  # nodes as a tree, a shared subexpression counted at each use (leaves: 1)
     child_fields: ClassVar[tuple[str, ...]] = ()
     binding_fields: ClassVar[tuple[str, ...]] = ()  # none: only statements bind names
 
@@ -155,9 +156,16 @@ def as_expr(value: ExprLike, like: str = "int32") -> Expr:
 
 
 def _derive(node: Expr, dtype: str, lanes: int) -> None:
-    """Sets a frozen node's derived dtype and lanes (instance attributes, not fields)."""
+    """Sets a frozen node's derived dtype, lanes and tree_nodes (instance attributes, not
+    fields, so equality and repr are unchanged)."""
     object.__setattr__(node, "dtype", dtype)
     object.__setattr__(node, "lanes", lanes)
+    size = 1
+    for name in node.child_fields:
+        value = getattr(node, name)
+        for child in value if isinstance(value, tuple) else (value,):
+            size += getattr(child, "tree_nodes", 1)
+    object.__setattr__(node, "tree_nodes", size)
 
 
 def _lanes(*children: Any) -> int:

@@ -58,7 +58,6 @@ from tvmc.kernel.visitor import (
     Visitor,
     post_order,
     shared_subexpressions,
-    tree_size,
 )
 
 _INFIX = {Add: "+", Sub: "-", Mul: "*"}
@@ -219,7 +218,7 @@ class PythonEmitter(Visitor):
         on lines (at `depth`) before the statement."""
         texts = []
         for e in exprs:
-            if tree_size(e) <= EXPAND_LIMIT:
+            if e.tree_nodes <= EXPAND_LIMIT:
                 texts.append(self.expr(e))
                 continue
             shared = {id(n) for n in shared_subexpressions(e)}

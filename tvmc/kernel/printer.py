@@ -45,7 +45,6 @@ from tvmc.kernel.visitor import (
     Visitor,
     post_order,
     shared_subexpressions,
-    tree_size,
 )
 
 _PREC = {Or: 1, And: 2, Add: 4, Sub: 4, Mul: 5, Div: 5, FloorDiv: 5, Mod: 5}
@@ -69,9 +68,9 @@ def expr_str(e: Expr) -> str:
 
 
 class _ExprPrinter(Visitor):
-    """Expression text, each distinct node's bare text built once, children first; an
-    expression of more than EXPAND_LIMIT tree nodes names its shared nodes `%k` instead of
-    writing them out at every use."""
+    """Expression text, each distinct node's bare text built once. An expression of more than
+    EXPAND_LIMIT tree nodes is built children first (no deep recursion) and names its shared
+    nodes `%k` instead of writing them out at every use."""
 
     def __init__(self, first_name: int = 0) -> None:
         self.bare: dict[int, str] = {}  # id -> text without enclosing parentheses
@@ -81,22 +80,23 @@ class _ExprPrinter(Visitor):
 
     def text(self, e: Expr) -> str:
         """`e` as text (after defining its shared nodes, when it is too big to write out)."""
-        shared = set()
-        if tree_size(e) > EXPAND_LIMIT:
+        if e.tree_nodes > EXPAND_LIMIT:
             shared = {id(n) for n in shared_subexpressions(e)}
-        for n in post_order(e, skip=lambda n: id(n) in self.bare):
-            self.bare[id(n)] = self.visit(n)
-            if id(n) in shared:
-                name = self.names[id(n)] = f"%{self.first_name + len(self.names)}"
-                self.definitions.append(f"{name} = {self.bare[id(n)]}")
+            for n in post_order(e, skip=lambda n: id(n) in self.bare):
+                self.bare[id(n)] = self.visit(n)
+                if id(n) in shared:
+                    name = self.names[id(n)] = f"%{self.first_name + len(self.names)}"
+                    self.definitions.append(f"{name} = {self.bare[id(n)]}")
         return self.expr(e, 0)
 
     def expr(self, e: Expr, need: int) -> str:
-        """`e` (built already), parenthesised when its precedence is below `need`."""
+        """`e`, parenthesised when its precedence is below `need`."""
         name = self.names.get(id(e))
         if name is not None:
             return name
-        text = self.bare[id(e)]
+        text = self.bare.get(id(e))
+        if text is None:  # the method table, not visit(): one frame less per level
+            text = self.bare[id(e)] = self.methods[type(e)](self, e)
         return f"({text})" if _prec(e) < need else text
 
     def visit_Var(self, e: Var) -> str:

@@ -45,7 +45,7 @@ from tvmc.kernel.stmt import (
     Store,
     WarpShuffle,
 )
-from tvmc.kernel.visitor import Visitor, post_order
+from tvmc.kernel.visitor import EXPAND_LIMIT, Visitor, post_order
 
 
 def validate(kernel: Kernel) -> Kernel:
@@ -185,12 +185,19 @@ class _Checker(Visitor):
 
     # ---- expressions -----------------------------------------------------------------------------
     def expr(self, e: Expr, scope: _Scope) -> Expr:
-        """Checks `e` and returns it. Children first, so the check of a node finds its operands
-        checked (one level of recursion, however deep `e`); each node once per scope object."""
-        if not self.done(e, scope):
+        """Checks `e` and returns it, each node once per scope object. An expression too big to
+        be a tree is checked children first (one level of recursion, however deep it is)."""
+        if self.done(e, scope):
+            return e
+        if not isinstance(e, Expr):
+            raise self.fail(f"unknown expression {type(e).__name__}")
+        if e.tree_nodes <= EXPAND_LIMIT:  # the method table, not visit(): a frame less per level
+            self.methods[type(e)](self, e, scope)
+        else:
             for n in post_order(e, skip=lambda n: self.done(n, scope)):
                 self.visit(n, scope)
                 self.checked[id(n)] = (n, scope)  # type: ignore[assignment]
+        self.checked[id(e)] = (e, scope)
         return e
 
     def done(self, e: Expr | Stmt, scope: _Scope) -> bool:

@@ -125,10 +125,17 @@ def post_order(
 
 def tree_size(node: Node) -> int:
     """Nodes under `node` counted per occurrence (what a tree walk visits), in linear time."""
+    if isinstance(node, Expr):
+        return node.tree_nodes  # computed when the expression was built
     sizes: dict[int, int] = {}
-    for n in post_order(node):
-        sizes[id(n)] = 1 + sum(sizes[id(c)] for c in children(n))
+    for n in post_order(node, edges=_statements):
+        sizes[id(n)] = 1 + sum(c.tree_nodes if isinstance(c, Expr) else sizes[id(c)]
+                               for c in children(n))  # fmt: skip
     return sizes[id(node)]
+
+
+def _statements(node: Node) -> list[Node]:
+    return [c for c in children(node) if isinstance(c, Stmt)]
 
 
 def shared_subexpressions(e: Expr) -> list[Expr]:
