@@ -245,7 +245,9 @@ class ExprLowering(Visitor):
             return self.b.sub(self.b.sdiv(a, b), self.b.zext(fix, a.type))
         return self.b.add(r, self.b.select(fix, b, zero))
 
-    visit_BinaryOp = binary  # aliases, not wrappers: a frame less per level of a deep expression
+    # Aliases, not wrappers: a frame less per level of a deep expression (so a subclass that
+    # overrides binary, compare, load or call aliases its own too).
+    visit_BinaryOp = binary
 
     def _icmp(self, op: str, a: ir.Value, b: ir.Value, signed: bool) -> ir.Value:
         return self.b.icmp_signed(op, a, b) if signed else self.b.icmp_unsigned(op, a, b)

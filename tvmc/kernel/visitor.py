@@ -8,11 +8,11 @@ Adding a node type is one edit per pass that cares about it.
 
 Templates build expression DAGs: a fused chain reads its producer's value as one Python object
 referenced many times (Relu is `select(x < 0, 0, x)`, so n chained Relus are 2**n tree nodes).
-Passes visit each distinct node once per run (memoized by identity), children first through
-`post_order`, which also keeps Python's recursion shallow on deep expressions. Passes whose
-output is text or code write an expression out as a tree, as they always did, unless its tree
-exceeds EXPAND_LIMIT nodes: then shared nodes are named (printer, interpreter) or lowered once
-(codegen).
+Passes visit each distinct node once per run (memoized by identity). Passes whose output is
+text or code write an expression out as a tree, as they always did, unless its tree exceeds
+EXPAND_LIMIT nodes (`Expr.tree_nodes`, known when it is built): then they walk it children first
+(`post_order`, no recursion however deep) and name shared nodes (printer, interpreter) or lower
+them once (codegen).
 """
 
 from __future__ import annotations
