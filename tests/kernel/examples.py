@@ -113,6 +113,29 @@ def fused_chain(rows: int = 4, n: int = 64) -> Example:
     )
 
 
+def relu_chain(depth: int = 100, n: int = 64, lanes: int = 16) -> Example:
+    """Y = depth fused Relu(x - c_k): a DAG that shares each step's x twice (2**depth as a tree)."""
+    x, y = Buffer("X", (n,)), Buffer("Y", (n,))
+    shifts = [0.03 if k % 2 else -0.02 for k in range(depth)]
+
+    def point(jo: Var, ji: Var) -> Stmt:
+        v = x[jo * lanes + ji]
+        for c in shifts:
+            v = v - c
+            v = select(v < 0.0, 0.0, v)
+        return y.store(jo * lanes + ji, v)
+
+    k = Kernel("relu_chain", (x, y), nest([("jo", n // lanes), ("ji", lanes, "vectorized")], point))
+
+    def ref(xv, _):
+        v = xv.copy()
+        for c in shifts:
+            v = np.maximum(v - np.float32(c), np.float32(0))
+        return (v,)
+
+    return Example(k, lambda r: [_randn(r, n), np.zeros(n, np.float32)], ref)
+
+
 def softmax_rows(rows: int = 8, n: int = 48, v: int = 16) -> Example:
     """Row softmax: 16-lane max and sum partials in local scratch, then horizontal reductions."""
     x, y = Buffer("X", (rows, n)), Buffer("Y", (rows, n))
@@ -361,6 +384,7 @@ CPU_EXAMPLES = {
     "add": add,
     "add_vectorized": add_vectorized,
     "fused_chain": fused_chain,
+    "relu_chain": relu_chain,
     "softmax_rows": softmax_rows,
     "matmul_tiled": matmul_tiled,
     "parallel_rows": parallel_rows,

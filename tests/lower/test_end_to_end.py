@@ -106,3 +106,24 @@ def test_parallel_codegen_merges_into_one_object(rng, jit):
     assert result.artifact._module is None  # built from merged parts
     name = f"t{len(ops)}"
     np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6)
+
+
+def test_a_100_deep_relu_add_chain_compiles_and_matches_numpy(rng):
+    # Relu is select(x < 0, 0, x): x read twice, so the fused kernel's value is a DAG of 2**100
+    # tree nodes; every pass visits it as the DAG (tests/kernel/test_visitor.py counts visits).
+    nodes = [
+        helper.make_node("Relu", [f"t{k}"], [f"t{k + 1}"])
+        if k % 2 == 0
+        else helper.make_node("Add", [f"t{k}", "b"], [f"t{k + 1}"])
+        for k in range(100)
+    ]
+    b = (rng.standard_normal((8,)) * 0.1).astype(np.float32)
+    model = model_of(nodes, [("t0", [4, 8])], ["t100"], [("b", b)])
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    result, got, want = compile_and_run(model, {"t0": x})
+    assert len(result.lowered.program.kernels) == 1
+    expected = x
+    for k in range(100):
+        expected = np.maximum(expected, 0) if k % 2 == 0 else expected + b
+    np.testing.assert_allclose(got["t100"], want["t100"], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(got["t100"], expected, rtol=1e-5, atol=1e-5)

@@ -50,6 +50,7 @@ from tvmc.kernel import (
     is_float,
 )
 from tvmc.kernel.transform import known_multiple
+from tvmc.kernel.visitor import EXPAND_LIMIT, Visitor, post_order
 
 _CMP = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "==", "!=": "!="}
 _LLVM_UNARY = {"sqrt": "sqrt", "fabs": "fabs", "floor": "floor", "ceil": "ceil"}
@@ -63,36 +64,70 @@ def _signed(dtype: str) -> bool:
 
 def affine_lanes(e: Expr) -> tuple[Expr, int] | None:
     """(scalar base, constant lane stride) when `e` is base + lane * stride, else None."""
-    if e.lanes == 1:
-        return e, 0
-    if isinstance(e, Ramp) and isinstance(e.stride, IntImm):
-        return e.base, e.stride.value
-    if isinstance(e, Broadcast):
+    return _Affine().visit(e)
+
+
+class _Affine(Visitor):
+    """affine_lanes' rules per node kind; each distinct node decomposed once."""
+
+    def __init__(self) -> None:
+        self.memo: dict[int, tuple[Expr, tuple[Expr, int] | None]] = {}
+
+    def visit(self, e: Expr) -> tuple[Expr, int] | None:  # type: ignore[override]
+        """`e` as (base, stride), or None."""
+        if e.lanes == 1:
+            return e, 0
+        hit = self.memo.get(id(e))
+        if hit is None:
+            hit = self.memo[id(e)] = (e, super().visit(e))
+        return hit[1]
+
+    def visit_Ramp(self, e: Ramp) -> tuple[Expr, int] | None:
+        return (e.base, e.stride.value) if isinstance(e.stride, IntImm) else None
+
+    def visit_Broadcast(self, e: Broadcast) -> tuple[Expr, int] | None:
         return e.value, 0
-    if isinstance(e, (Add, Sub)):
-        a, b = affine_lanes(e.a), affine_lanes(e.b)
+
+    def visit_Add(self, e: Add | Sub) -> tuple[Expr, int] | None:
+        a, b = self.visit(e.a), self.visit(e.b)
         if a is None or b is None:
             return None
         if isinstance(e, Add):
             return Add(a[0], b[0]), a[1] + b[1]
         return Sub(a[0], b[0]), a[1] - b[1]
-    if isinstance(e, Mul):
+
+    visit_Sub = visit_Add
+
+    def visit_Mul(self, e: Mul) -> tuple[Expr, int] | None:
         for x, y in ((e.a, e.b), (e.b, e.a)):
             c = y.value if isinstance(y, Broadcast) else y
             if isinstance(c, IntImm):
-                inner = affine_lanes(x)
+                inner = self.visit(x)
                 return None if inner is None else (Mul(inner[0], c), inner[1] * c.value)
-    return None
+        return None
+
+    def generic_visit(self, e: Expr) -> tuple[Expr, int] | None:
+        return None
 
 
-class ExprLowering:
-    """Expression half of a function lowering; `b`, `vars`, `bufs` are set by the subclass."""
+_TREE: dict[int, tuple[Expr, ir.Value]] = {}  # ExprLowering.memo's mode: lowering a tree
+
+
+class ExprLowering(Visitor):
+    """Expression half of a function lowering; `b`, `vars`, `bufs` are set by the subclass.
+
+    A statement's expression is lowered as a tree, a shared subexpression once per use (LLVM's
+    CSE merges the copies). One whose tree would exceed EXPAND_LIMIT nodes is lowered as the DAG
+    it is: each distinct node once, its value reused. That is sound because an expression lowers
+    to straight-line code in one basic block, so a value dominates every later use in it.
+    """
 
     module: ir.Module
     b: ir.IRBuilder
     vars: dict[Var, ir.Value]
     bufs: dict[Buffer, ir.Value]
     multiples: dict[Var, int]  # what each index variable in scope is known a multiple of
+    memo: dict[int, tuple[Expr, ir.Value]] | None = None  # None: outside any expression
 
     # ---- helpers ---------------------------------------------------------------------------------
     def widen(self, value: ir.Value, lanes: int) -> ir.Value:
@@ -118,36 +153,53 @@ class ExprLowering:
     # ---- expressions -----------------------------------------------------------------------------
     def expr(self, e: Expr) -> ir.Value:
         """The LLVM value of `e`."""
-        if isinstance(e, Var):
-            return self.vars[e]
-        if isinstance(e, (IntImm, FloatImm)):
-            return ir.Constant(ir_type(e.dtype), e.value)
-        if isinstance(e, CmpOp):
-            return self.compare(e)
-        if isinstance(e, BinaryOp):
-            return self.binary(e)
-        if isinstance(e, Not):
-            return self.b.not_(self.expr(e.a))
-        if isinstance(e, Select):
-            c, t, f = self.expr(e.cond), self.expr(e.t), self.expr(e.f)
-            return self.b.select(c, self.widen(t, e.lanes), self.widen(f, e.lanes))
-        if isinstance(e, Cast):
-            return self.cast(self.expr(e.value), e.value.dtype, e.dtype)
-        if isinstance(e, Load):
-            return self.load(e)
-        if isinstance(e, Ramp):
-            base = self.widen(self.expr(e.base), e.lanes)
-            step = self.int_op(
-                "mul",
-                self.widen(self.expr(e.stride), e.lanes),
-                self.iota(ir_type(e.dtype), e.lanes),
-            )
-            return self.int_op("add", base, step, _signed(e.dtype))
-        if isinstance(e, Broadcast):
-            return self.widen(self.expr(e.value), e.lanes)
-        if isinstance(e, Call):
-            return self.call(e)
-        raise TypeError(f"cannot lower expression {type(e).__name__}")
+        memo = self.memo
+        if memo is None:  # a statement's expression: a tree, unless too big to be one
+            self.memo = {} if e.tree_nodes > EXPAND_LIMIT else _TREE
+            try:
+                return self.expr(e)
+            finally:
+                self.memo = None
+        if memo is _TREE:  # the method table, not visit(): one frame less per level
+            return self.methods[type(e)](self, e)  # type: ignore[no-any-return]
+        if id(e) not in memo:  # children first, so each node's operands are lowered already
+            for n in post_order(e, skip=lambda n: id(n) in memo):
+                memo[id(n)] = (n, self.visit(n))  # the node kept alive, so its id stays its own
+        return memo[id(e)][1]
+
+    def visit_Var(self, e: Var) -> ir.Value:
+        return self.vars[e]
+
+    def visit_IntImm(self, e: IntImm | FloatImm) -> ir.Value:
+        return ir.Constant(ir_type(e.dtype), e.value)
+
+    visit_FloatImm = visit_IntImm
+
+    def visit_Not(self, e: Not) -> ir.Value:
+        return self.b.not_(self.expr(e.a))
+
+    def visit_Select(self, e: Select) -> ir.Value:
+        c, t, f = self.expr(e.cond), self.expr(e.t), self.expr(e.f)
+        return self.b.select(c, self.widen(t, e.lanes), self.widen(f, e.lanes))
+
+    def visit_Cast(self, e: Cast) -> ir.Value:
+        return self.cast(self.expr(e.value), e.value.dtype, e.dtype)
+
+    def visit_Ramp(self, e: Ramp) -> ir.Value:
+        base = self.widen(self.expr(e.base), e.lanes)
+        step = self.int_op(
+            "mul",
+            self.widen(self.expr(e.stride), e.lanes),
+            self.iota(ir_type(e.dtype), e.lanes),
+        )
+        return self.int_op("add", base, step, _signed(e.dtype))
+
+    def visit_Broadcast(self, e: Broadcast) -> ir.Value:
+        return self.widen(self.expr(e.value), e.lanes)
+
+    def generic_visit(self, node: object) -> ir.Value:
+        kind = "expression" if isinstance(node, Expr) else "statement"
+        raise TypeError(f"cannot lower {kind} {type(node).__name__}")
 
     def binary(self, e: BinaryOp) -> ir.Value:
         """Arithmetic, min/max and logic on two operands."""
@@ -193,6 +245,10 @@ class ExprLowering:
             return self.b.sub(self.b.sdiv(a, b), self.b.zext(fix, a.type))
         return self.b.add(r, self.b.select(fix, b, zero))
 
+    # Aliases, not wrappers: a frame less per level of a deep expression (so a subclass that
+    # overrides binary, compare, load or call aliases its own too).
+    visit_BinaryOp = binary
+
     def _icmp(self, op: str, a: ir.Value, b: ir.Value, signed: bool) -> ir.Value:
         return self.b.icmp_signed(op, a, b) if signed else self.b.icmp_unsigned(op, a, b)
 
@@ -206,6 +262,8 @@ class ExprLowering:
             fn = self.b.fcmp_unordered if op == "!=" else self.b.fcmp_ordered
             return fn(op, a, b)
         return self._icmp(op, a, b, _signed(e.a.dtype))
+
+    visit_CmpOp = compare
 
     def cast(self, v: ir.Value, src: str, dst: str) -> ir.Value:
         """`v` of dtype `src` converted to `dst` (lanes preserved)."""
@@ -300,6 +358,8 @@ class ExprLowering:
             v = self.b.icmp_unsigned("!=", v, splat(v.type, 0))
         return v
 
+    visit_Load = load
+
     def store(self, buf: Buffer, indices: tuple[Expr, ...], value: Expr) -> None:
         """A scalar, vector or scattered store of `value`."""
         kind, off, lanes, align = self.address(buf, indices)
@@ -332,6 +392,8 @@ class ExprLowering:
             wide = [self.b.fpext(a, f32) for a in args]
             return self.b.fptrunc(self.float_call(e.name, wide, f32), t)
         return self.float_call(e.name, args, t)
+
+    visit_Call = call
 
     def float_call(self, name: str, args: list[ir.Value], t: ir.Type) -> ir.Value:
         """A float intrinsic on values of type `t` (float32 or float64, scalar or vector)."""

@@ -69,31 +69,38 @@ class Lowering(ExprLowering):
     # ---- statements ------------------------------------------------------------------------------
     def stmt(self, s: Stmt) -> None:
         """Emits `s` at the builder's position."""
-        if isinstance(s, SeqStmt):
-            for x in s.stmts:
-                self.stmt(x)
-        elif isinstance(s, Store):
-            self.store(s.buffer, s.indices, s.value)
-        elif isinstance(s, For):
-            self.loop(s)
-        elif isinstance(s, Let):
-            self.vars[s.var] = self.expr(s.value)
-            self.multiples[s.var] = known_multiple(s.value, self.multiples)
-            self.stmt(s.body)
-            del self.vars[s.var], self.multiples[s.var]
-        elif isinstance(s, IfThenElse):
-            self.if_then_else(s)
-        elif isinstance(s, Allocate):
-            self.bufs[s.buffer], release = self.allocate(s.buffer)
-            self.stmt(s.body)
-            release()
-            del self.bufs[s.buffer]
-        elif isinstance(s, Barrier):
-            self.barrier()
-        elif isinstance(s, Evaluate):
-            self.expr(s.value)
-        else:
-            raise TypeError(f"cannot lower statement {type(s).__name__}")
+        self.visit(s)
+
+    def visit_SeqStmt(self, s: SeqStmt) -> None:
+        for x in s.stmts:
+            self.stmt(x)
+
+    def visit_Store(self, s: Store) -> None:
+        self.store(s.buffer, s.indices, s.value)
+
+    def visit_For(self, s: For) -> None:
+        self.loop(s)
+
+    def visit_Let(self, s: Let) -> None:
+        self.vars[s.var] = self.expr(s.value)
+        self.multiples[s.var] = known_multiple(s.value, self.multiples)
+        self.stmt(s.body)
+        del self.vars[s.var], self.multiples[s.var]
+
+    def visit_IfThenElse(self, s: IfThenElse) -> None:
+        self.if_then_else(s)
+
+    def visit_Allocate(self, s: Allocate) -> None:
+        self.bufs[s.buffer], release = self.allocate(s.buffer)
+        self.stmt(s.body)
+        release()
+        del self.bufs[s.buffer]
+
+    def visit_Barrier(self, s: Barrier) -> None:
+        self.barrier()
+
+    def visit_Evaluate(self, s: Evaluate) -> None:
+        self.expr(s.value)
 
     def if_then_else(self, s: IfThenElse) -> None:
         """A branch on a scalar condition."""

@@ -28,7 +28,6 @@ from tvmc.kernel import (
     For,
     Kernel,
     KernelIRError,
-    Stmt,
     WarpShuffle,
     kernel_str,
     validate,
@@ -108,11 +107,8 @@ class NVPTXLowering(Lowering):
         """GPUs have no thread pool: parallel loops must be bound instead."""
         raise KernelIRError(f"loop {s.var.name} is parallel; bind it to blockIdx/threadIdx on GPUs")
 
-    def stmt(self, s: Stmt) -> None:
-        """Warp shuffles here; every other statement as on the CPU."""
-        if not isinstance(s, WarpShuffle):
-            super().stmt(s)
-            return
+    def visit_WarpShuffle(self, s: WarpShuffle) -> None:
+        """`llvm.nvvm.shfl.sync.bfly` over the full warp, stored into local scratch."""
         if self.axes.get("threadIdx.x", 1) % 32:
             raise KernelIRError(
                 f"a warp shuffle needs blockDim.x a multiple of 32, not {self.axes['threadIdx.x']}"

@@ -34,7 +34,7 @@ from tvmc.codegen.target import CPUTarget
 from tvmc.codegen.threads import physical_cores
 from tvmc.kernel import Kernel
 from tvmc.kernel.program import Program
-from tvmc.kernel.transform import walk
+from tvmc.kernel.visitor import tree_size
 
 I8, I64 = ir.IntType(8), ir.IntType(64)
 PARALLEL_MIN_KERNELS = 8  # below this, starting worker processes costs more than it saves
@@ -137,7 +137,7 @@ def emit_program(
 
 def _partition(kernels: list[Kernel], jobs: int) -> list[list[Kernel]]:
     """`jobs` groups of about equal size (IR nodes), largest kernels placed first."""
-    sizes = {k.name: sum(1 for _ in walk(k.body)) for k in kernels}
+    sizes = {k.name: tree_size(k.body) for k in kernels}
     groups: list[list[Kernel]] = [[] for _ in range(jobs)]
     load = [0] * jobs
     for kernel in sorted(kernels, key=lambda k: -sizes[k.name]):

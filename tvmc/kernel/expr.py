@@ -9,7 +9,7 @@ node compares structurally.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Union
 
 if TYPE_CHECKING:
     from tvmc.kernel.buffer import Buffer
@@ -44,10 +44,20 @@ ExprLike = Union["Expr", int, float, bool]
 
 
 class Expr:
-    """Base of all expressions; arithmetic operators build new nodes."""
+    """Base of all expressions; arithmetic operators build new nodes.
+
+    `child_fields` names the fields that hold child nodes (an Expr or a tuple of them): the one
+    place generic walks, rewrites and visitors learn a node's shape from. A node whose dtype,
+    lanes and tree size follow from its children computes them once, when built (its children
+    have theirs already): derived recursively on every read, they made each pass exponential on
+    expressions that share subexpressions.
+    """
 
     dtype: str
     lanes: int
+    tree_nodes: int = 1  # nodes as a tree, a shared subexpression counted at each use (leaves: 1)
+    child_fields: ClassVar[tuple[str, ...]] = ()
+    binding_fields: ClassVar[tuple[str, ...]] = ()  # none: only statements bind names
 
     def __add__(self, other: ExprLike) -> Expr:
         return Add(*coerce_pair(self, other))
@@ -145,6 +155,28 @@ def as_expr(value: ExprLike, like: str = "int32") -> Expr:
     return const(value, like)
 
 
+def _derive(node: Expr, dtype: str, lanes: int) -> None:
+    """Sets a frozen node's derived dtype, lanes and tree_nodes (instance attributes, not
+    fields, so equality and repr are unchanged)."""
+    object.__setattr__(node, "dtype", dtype)
+    object.__setattr__(node, "lanes", lanes)
+    size = 1
+    for name in node.child_fields:
+        value = getattr(node, name)
+        for child in value if isinstance(value, tuple) else (value,):
+            size += getattr(child, "tree_nodes", 1)
+    object.__setattr__(node, "tree_nodes", size)
+
+
+def _lanes(*children: Any) -> int:
+    # a non-Expr child is the validator's to report, not the constructor's
+    return max((getattr(c, "lanes", 1) for c in children), default=1)
+
+
+def _dtype(child: Any) -> str:
+    return getattr(child, "dtype", "?")
+
+
 def coerce_pair(a: ExprLike, b: ExprLike) -> tuple[Expr, Expr]:
     """Two operands as Exprs of one dtype (numbers adopt the other side's dtype)."""
     like = a.dtype if isinstance(a, Expr) else b.dtype  # type: ignore[union-attr]
@@ -193,14 +225,14 @@ class BinaryOp(Expr):
     a: Expr
     b: Expr
     symbol: ClassVar[str] = "?"
+    child_fields = ("a", "b")
 
-    @property
-    def dtype(self) -> str:  # type: ignore[override]
-        return self.a.dtype
+    def __post_init__(self) -> None:
+        _derive(self, self.result_dtype(), _lanes(self.a, self.b))
 
-    @property
-    def lanes(self) -> int:  # type: ignore[override]
-        return max(self.a.lanes, self.b.lanes)
+    def result_dtype(self) -> str:
+        """The operands' dtype (comparisons: bool)."""
+        return _dtype(self.a)
 
 
 class Add(BinaryOp):
@@ -254,8 +286,8 @@ class Max(BinaryOp):
 class CmpOp(BinaryOp):
     """Base of comparisons: the result is bool."""
 
-    @property
-    def dtype(self) -> str:  # type: ignore[override]
+    def result_dtype(self) -> str:
+        """bool."""
         return "bool"
 
 
@@ -312,11 +344,10 @@ class Not(Expr):
     """Logical negation of a bool."""
 
     a: Expr
-    dtype: ClassVar[str] = "bool"
+    child_fields = ("a",)
 
-    @property
-    def lanes(self) -> int:  # type: ignore[override]
-        return self.a.lanes
+    def __post_init__(self) -> None:
+        _derive(self, "bool", _lanes(self.a))
 
 
 @dataclass(frozen=True)
@@ -326,14 +357,10 @@ class Select(Expr):
     cond: Expr
     t: Expr
     f: Expr
+    child_fields = ("cond", "t", "f")
 
-    @property
-    def dtype(self) -> str:  # type: ignore[override]
-        return self.t.dtype
-
-    @property
-    def lanes(self) -> int:  # type: ignore[override]
-        return max(self.cond.lanes, self.t.lanes, self.f.lanes)
+    def __post_init__(self) -> None:
+        _derive(self, _dtype(self.t), _lanes(self.cond, self.t, self.f))
 
 
 @dataclass(frozen=True)
@@ -342,10 +369,10 @@ class Cast(Expr):
 
     dtype: str
     value: Expr
+    child_fields = ("value",)
 
-    @property
-    def lanes(self) -> int:  # type: ignore[override]
-        return self.value.lanes
+    def __post_init__(self) -> None:
+        _derive(self, self.dtype, _lanes(self.value))
 
 
 # ---- memory and vectors --------------------------------------------------------------------------
@@ -355,17 +382,11 @@ class Load(Expr):
 
     buffer: Buffer
     indices: tuple[Expr, ...]
+    child_fields = ("indices",)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "indices", tuple(as_expr(i) for i in self.indices))
-
-    @property
-    def dtype(self) -> str:  # type: ignore[override]
-        return self.buffer.dtype
-
-    @property
-    def lanes(self) -> int:  # type: ignore[override]
-        return max((i.lanes for i in self.indices), default=1)
+        _derive(self, self.buffer.dtype, _lanes(*self.indices))
 
 
 @dataclass(frozen=True)
@@ -375,10 +396,10 @@ class Ramp(Expr):
     base: Expr
     stride: Expr
     lanes: int
+    child_fields = ("base", "stride")
 
-    @property
-    def dtype(self) -> str:  # type: ignore[override]
-        return self.base.dtype
+    def __post_init__(self) -> None:
+        _derive(self, _dtype(self.base), self.lanes)
 
 
 @dataclass(frozen=True)
@@ -387,10 +408,10 @@ class Broadcast(Expr):
 
     value: Expr
     lanes: int
+    child_fields = ("value",)
 
-    @property
-    def dtype(self) -> str:  # type: ignore[override]
-        return self.value.dtype
+    def __post_init__(self) -> None:
+        _derive(self, _dtype(self.value), self.lanes)
 
 
 # Intrinsics: name -> (number of args, float only, reduces lanes to 1).
@@ -411,13 +432,9 @@ class Call(Expr):
 
     name: str
     args: tuple[Expr, ...]
+    child_fields = ("args",)
 
-    @property
-    def dtype(self) -> str:  # type: ignore[override]
-        return self.args[0].dtype
-
-    @property
-    def lanes(self) -> int:  # type: ignore[override]
-        if INTRINSICS.get(self.name, (0, False, False))[2]:
-            return 1
-        return max(a.lanes for a in self.args)
+    def __post_init__(self) -> None:
+        reduces = INTRINSICS.get(self.name, (0, False, False))[2]
+        dtype = _dtype(self.args[0]) if self.args else "?"
+        _derive(self, dtype, 1 if reduces else _lanes(*self.args))

@@ -16,7 +16,11 @@ LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled", *GPU_KINDS)
 
 
 class Stmt:
-    """Base of all statements."""
+    """Base of all statements; `child_fields` names the fields holding child nodes (an Expr, a
+    Stmt, None or a tuple of them), `binding_fields` those that bind a name rather than use it."""
+
+    child_fields: ClassVar[tuple[str, ...]] = ()
+    binding_fields: ClassVar[tuple[str, ...]] = ()
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,8 @@ class For(Stmt):
     extent: Expr
     kind: str
     body: Stmt
+    child_fields = ("var", "extent", "body")
+    binding_fields = ("var",)
 
     def __post_init__(self) -> None:
         if self.kind not in LOOP_KINDS:
@@ -41,6 +47,7 @@ class Store(Stmt):
     buffer: Buffer
     indices: tuple[Expr, ...]
     value: Expr
+    child_fields = ("indices", "value")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "indices", tuple(as_expr(i) for i in self.indices))
@@ -54,6 +61,8 @@ class Let(Stmt):
     var: Var
     value: Expr
     body: Stmt
+    child_fields = ("var", "value", "body")
+    binding_fields = ("var",)
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,7 @@ class IfThenElse(Stmt):
     cond: Expr
     then: Stmt
     else_: Stmt | None = None
+    child_fields = ("cond", "then", "else_")
 
 
 @dataclass(frozen=True)
@@ -70,6 +80,7 @@ class SeqStmt(Stmt):
     """Statements run in order."""
 
     stmts: tuple[Stmt, ...]
+    child_fields = ("stmts",)
 
 
 @dataclass(frozen=True)
@@ -78,6 +89,7 @@ class Allocate(Stmt):
 
     buffer: Buffer
     body: Stmt
+    child_fields = ("body",)
 
 
 @dataclass(frozen=True)
@@ -100,6 +112,7 @@ class WarpShuffle(Stmt):
     indices: tuple[Expr, ...]
     value: Expr
     lane_mask: int
+    child_fields = ("indices", "value")
 
     DTYPES: ClassVar[tuple[str, ...]] = ("float32", "int32")
 
@@ -123,6 +136,7 @@ class Evaluate(Stmt):
     """Evaluates an expression for its effect (none today; kept for intrinsics with effects)."""
 
     value: Expr
+    child_fields = ("value",)
 
 
 @dataclass(frozen=True, eq=False)

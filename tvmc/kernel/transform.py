@@ -1,15 +1,17 @@
 """Generic walks and rewrites of kernel IR, and the loop vectorizer that codegen applies.
 
-Nodes are frozen dataclasses, so one child-rebuilding helper serves every rewrite: a rewrite is a
-post-order function from node to node.
+A node's children are what its class's `child_fields` name, so one child-rebuilding helper serves
+every rewrite: a rewrite is a post-order function from node to node. Expressions are DAGs
+(templates reuse one subexpression object many times), so every function here but `walk` visits
+each distinct expression once per call.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import fields, replace
-from typing import TypeVar
+from dataclasses import replace
+from typing import Any, TypeVar
 
 from tvmc.kernel.buffer import Buffer
 from tvmc.kernel.expr import (
@@ -33,7 +35,6 @@ from tvmc.kernel.expr import (
 from tvmc.kernel.stmt import (
     GPU_KINDS,
     Allocate,
-    Barrier,
     Evaluate,
     For,
     IfThenElse,
@@ -42,31 +43,33 @@ from tvmc.kernel.stmt import (
     Stmt,
     Store,
 )
+from tvmc.kernel.visitor import Visitor, children, post_order, uses
 
 Node = TypeVar("Node", Expr, Stmt)
 
 
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
-
-
-def children(node: Expr | Stmt) -> Iterator[Expr | Stmt]:
-    """The direct Expr/Stmt children of `node`, in field order."""
-    names = _FIELD_NAMES.get(type(node))
-    if names is None:  # dataclasses.fields() per call dominated whole-model compile time
-        names = _FIELD_NAMES[type(node)] = tuple(f.name for f in fields(node))  # type: ignore[arg-type]
-    for name in names:
-        value = getattr(node, name)
-        if isinstance(value, (Expr, Stmt)):
-            yield value
-        elif isinstance(value, tuple):
-            yield from (v for v in value if isinstance(v, (Expr, Stmt)))
-
-
 def walk(node: Expr | Stmt) -> Iterator[Expr | Stmt]:
-    """Every node under `node` (itself included), pre-order."""
+    """Every node under `node` (itself included), pre-order, a shared subexpression once per
+    occurrence (what a tree has: exponential on deep DAGs; `distinct_nodes` is linear)."""
     stack = [node]
     while stack:
         n = stack.pop()
+        yield n
+        stack.extend(reversed(list(children(n))))
+
+
+def distinct_nodes(node: Expr | Stmt) -> Iterator[Expr | Stmt]:
+    """Every statement under `node` and each distinct expression object once, pre-order (the
+    first occurrences in `walk`'s order). Statements are not merged: one object placed twice is
+    code that runs twice."""
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Expr):
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
         yield n
         stack.extend(reversed(list(children(n))))
 
@@ -75,24 +78,26 @@ def rewrite(node: Node, fn: Callable[[Expr | Stmt], Expr | Stmt]) -> Node:
     """Post-order rewrite: children first, then `fn` on the rebuilt node.
 
     Binding positions (the `var` of For and Let) are left alone: they name, they do not use.
+    `fn` sees each distinct node once per call; a node shared in the input is shared, rewritten,
+    in the output.
     """
-    changes = {}
-    for f in fields(node):  # type: ignore[arg-type]
-        value = getattr(node, f.name)
-        if f.name == "var" and isinstance(node, (For, Let)):
-            continue
-        if isinstance(value, (Expr, Stmt)):
-            new = rewrite(value, fn)
-        elif isinstance(value, tuple) and any(isinstance(v, (Expr, Stmt)) for v in value):
-            new = tuple(rewrite(v, fn) for v in value)
-            if all(a is b for a, b in zip(new, value)):
-                new = value
-        else:
-            continue
-        if new is not value:
-            changes[f.name] = new
-    rebuilt = replace(node, **changes) if changes else node  # type: ignore[type-var]
-    return fn(rebuilt)  # type: ignore[return-value]
+    done: dict[int, Any] = {}  # id -> result; every id stays its node's while `node` lives
+    for n in post_order(node, edges=uses):
+        changes = {}
+        for name in n.child_fields:
+            value = getattr(n, name)
+            if name in n.binding_fields or value is None:
+                continue
+            if isinstance(value, tuple):
+                new = tuple(done[id(v)] for v in value)
+                if all(a is b for a, b in zip(new, value)):
+                    new = value
+            else:
+                new = done[id(value)]
+            if new is not value:
+                changes[name] = new
+        done[id(n)] = fn(replace(n, **changes) if changes else n)  # type: ignore[type-var]
+    return done[id(node)]  # type: ignore[no-any-return]
 
 
 def substitute(node: Node, mapping: Mapping[Var, Expr]) -> Node:
@@ -104,32 +109,50 @@ def substitute(node: Node, mapping: Mapping[Var, Expr]) -> Node:
 
 def free_vars(node: Expr | Stmt) -> list[Var]:
     """Vars used under `node` but bound outside it, in first-use order."""
-    out: dict[Var, None] = {}
+    finder = _FreeVars()
+    finder.visit(node, frozenset())
+    return list(finder.found)
 
-    def visit(n: Expr | Stmt, bound: frozenset[Var]) -> None:
-        if isinstance(n, Var):
-            if n not in bound:
-                out.setdefault(n)
-            return
-        if isinstance(n, For):
-            visit(n.extent, bound)
-            visit(n.body, bound | {n.var})
-        elif isinstance(n, Let):
-            visit(n.value, bound)
-            visit(n.body, bound | {n.var})
-        else:
-            for c in children(n):
-                visit(c, bound)
 
-    visit(node, frozenset())
-    return list(out)
+class _FreeVars(Visitor):
+    """Statements recursively (they bind vars), expressions iteratively, each distinct
+    expression once per set of bound vars."""
+
+    def __init__(self) -> None:
+        self.found: dict[Var, None] = {}
+        self.seen: dict[int, tuple[Expr, frozenset[Var]]] = {}  # id -> (node, bound vars)
+
+    def visit_For(self, s: For, bound: frozenset[Var]) -> None:
+        self.visit(s.extent, bound)
+        self.visit(s.body, bound | {s.var})
+
+    def visit_Let(self, s: Let, bound: frozenset[Var]) -> None:
+        self.visit(s.value, bound)
+        self.visit(s.body, bound | {s.var})
+
+    def visit_Stmt(self, s: Stmt, bound: frozenset[Var]) -> None:
+        for c in children(s):
+            self.visit(c, bound)
+
+    def visit_Expr(self, e: Expr, bound: frozenset[Var]) -> None:
+        stack = [e]  # pre-order, so vars are found in first-use order
+        while stack:
+            n = stack.pop()
+            hit = self.seen.get(id(n))
+            if hit is not None and hit[1] is bound:
+                continue
+            self.seen[id(n)] = (n, bound)
+            if isinstance(n, Var) and n not in bound:
+                self.found.setdefault(n)
+            stack.extend(reversed(list(children(n))))
 
 
 def free_buffers(node: Stmt) -> list[Buffer]:
     """Buffers loaded or stored under `node` but not allocated inside it, in first-use order."""
     used: dict[Buffer, None] = {}
-    allocated = {n.buffer for n in walk(node) if isinstance(n, Allocate)}
-    for n in walk(node):
+    nodes = list(distinct_nodes(node))
+    allocated = {n.buffer for n in nodes if isinstance(n, Allocate)}
+    for n in nodes:
         if isinstance(n, (Load, Store)) and n.buffer not in allocated:
             used.setdefault(n.buffer)
     return list(used)
@@ -137,7 +160,7 @@ def free_buffers(node: Stmt) -> list[Buffer]:
 
 def contains(node: Expr | Stmt, cls: type | tuple[type, ...]) -> bool:
     """Whether any node under `node` is an instance of `cls`."""
-    return any(isinstance(n, cls) for n in walk(node))
+    return any(isinstance(n, cls) for n in distinct_nodes(node))
 
 
 def known_multiple(e: Expr, env: Mapping[Var, int] | None = None) -> int:
@@ -147,24 +170,56 @@ def known_multiple(e: Expr, env: Mapping[Var, int] | None = None) -> int:
     prove vector accesses aligned (a misaligned ld.v4 faults on a GPU), so every rule is exact:
     a sum keeps the gcd, a product multiplies, `a mod c` keeps gcd(a's, c), `a // c` divides
     a's multiple only when c divides it."""
-    if isinstance(e, IntImm):
+    rules = _Multiple(env or {})
+    for n in post_order(e):  # children first: each rule reads its operands' results
+        rules.memo[id(n)] = rules.visit(n)
+    return rules.memo[id(e)]
+
+
+class _Multiple(Visitor):
+    """known_multiple's rules, one method per node kind, over operands computed already."""
+
+    def __init__(self, env: Mapping[Var, int]) -> None:
+        self.env = env
+        self.memo: dict[int, int] = {}
+
+    def of(self, e: Expr) -> int:
+        """The result for operand `e` (post_order computed it first)."""
+        return self.memo[id(e)]
+
+    def visit_IntImm(self, e: IntImm) -> int:
         return abs(e.value)
-    if isinstance(e, Var):
-        return (env or {}).get(e, 1)
-    if isinstance(e, Cast) and e.dtype.startswith(("int", "uint")):
-        return known_multiple(e.value, env) if e.value.dtype.startswith(("int", "uint")) else 1
-    if isinstance(e, (Add, Sub, Min, Max)):
-        return math.gcd(known_multiple(e.a, env), known_multiple(e.b, env))
-    if isinstance(e, Select):
-        return math.gcd(known_multiple(e.t, env), known_multiple(e.f, env))
-    if isinstance(e, Mul):
-        return known_multiple(e.a, env) * known_multiple(e.b, env)
-    if isinstance(e, (Mod, FloorDiv)) and isinstance(e.b, IntImm) and e.b.value:
-        a, c = known_multiple(e.a, env), abs(e.b.value)
+
+    def visit_Var(self, e: Var) -> int:
+        return self.env.get(e, 1)
+
+    def visit_Cast(self, e: Cast) -> int:
+        integers = e.dtype.startswith(("int", "uint")) and e.value.dtype.startswith(("int", "uint"))
+        return self.of(e.value) if integers else 1
+
+    def visit_Add(self, e: Add | Sub | Min | Max) -> int:
+        return math.gcd(self.of(e.a), self.of(e.b))
+
+    visit_Sub = visit_Min = visit_Max = visit_Add
+
+    def visit_Select(self, e: Select) -> int:
+        return math.gcd(self.of(e.t), self.of(e.f))
+
+    def visit_Mul(self, e: Mul) -> int:
+        return self.of(e.a) * self.of(e.b)
+
+    def visit_Mod(self, e: Mod | FloorDiv) -> int:
+        if not isinstance(e.b, IntImm) or not e.b.value:
+            return 1
+        a, c = self.of(e.a), abs(e.b.value)
         if isinstance(e, Mod):
             return math.gcd(a, c)
         return 0 if a == 0 else a // c if a % c == 0 else 1
-    return 1
+
+    visit_FloorDiv = visit_Mod
+
+    def generic_visit(self, e: Any) -> int:
+        return 1
 
 
 class _NotVectorizable(Exception):
@@ -180,7 +235,7 @@ def gpu_extents(name: str, body: Stmt) -> tuple[dict[str, int], int]:
     static shared bytes it allocates; KernelIRError for a GPU loop of no constant extent."""
     axes: dict[str, int] = {}
     shared = 0
-    for n in walk(body):
+    for n in distinct_nodes(body):
         if isinstance(n, For) and n.kind in GPU_KINDS:
             if not isinstance(n.extent, IntImm):
                 raise KernelIRError(f"kernel {name}: {n.kind} loop needs a constant extent")
@@ -202,14 +257,14 @@ def vectorize_loop(loop: For) -> Stmt | None:
     lanes = loop.extent.value
     zero, one = IntImm(0, loop.var.dtype), IntImm(1, loop.var.dtype)
     try:
-        return _vec(loop.body, {loop.var: Ramp(zero, one, lanes)}, lanes)
+        return _Vectorizer(lanes).visit(loop.body, {loop.var: Ramp(zero, one, lanes)})
     except _NotVectorizable:
         return None
 
 
 def _vec_expr(e: Expr, mapping: dict[Var, Expr], lanes: int) -> Expr:
     out = substitute(e, mapping)
-    for n in walk(out):
+    for n in distinct_nodes(out):
         if isinstance(n, Expr) and n.lanes not in (1, lanes):
             raise _NotVectorizable
         if isinstance(n, Ramp) and (n.base.lanes != 1 or n.stride.lanes != 1):
@@ -219,39 +274,52 @@ def _vec_expr(e: Expr, mapping: dict[Var, Expr], lanes: int) -> Expr:
     return out
 
 
-def _vec(s: Stmt, mapping: dict[Var, Expr], lanes: int) -> Stmt:
-    if isinstance(s, Store):
-        idx = tuple(_vec_expr(i, mapping, lanes) for i in s.indices)
-        value = _vec_expr(s.value, mapping, lanes)
+class _Vectorizer(Visitor):
+    """A loop body over `lanes`-wide vectors; `mapping` sends the loop variable to its ramp."""
+
+    def __init__(self, lanes: int) -> None:
+        self.lanes = lanes
+
+    def expr(self, e: Expr, mapping: dict[Var, Expr]) -> Expr:
+        return _vec_expr(e, mapping, self.lanes)
+
+    def visit_Store(self, s: Store, mapping: dict[Var, Expr]) -> Stmt:
+        idx = tuple(self.expr(i, mapping) for i in s.indices)
+        value = self.expr(s.value, mapping)
         if all(i.lanes == 1 for i in idx):
             raise _NotVectorizable  # every iteration hits one element: a reduction, not a map
         if value.lanes == 1:
-            value = Broadcast(value, lanes)
+            value = Broadcast(value, self.lanes)
         return Store(s.buffer, idx, value)
-    if isinstance(s, Let):
-        value = _vec_expr(s.value, mapping, lanes)
+
+    def visit_Let(self, s: Let, mapping: dict[Var, Expr]) -> Stmt:
+        value = self.expr(s.value, mapping)
         if value.lanes == 1:
-            return Let(s.var, value, _vec(s.body, mapping, lanes))
+            return Let(s.var, value, self.visit(s.body, mapping))
         if not s.var.dtype.startswith(("int", "uint")):
-            var = Var(s.var.name, s.var.dtype, lanes)
-            return Let(var, value, _vec(s.body, {**mapping, s.var: var}, lanes))
+            var = Var(s.var.name, s.var.dtype, self.lanes)
+            return Let(var, value, self.visit(s.body, {**mapping, s.var: var}))
         # Integer lets are index arithmetic: inline them so loads still see unit-stride ramps.
-        return _vec(s.body, {**mapping, s.var: value}, lanes)
-    if isinstance(s, IfThenElse):
-        cond = _vec_expr(s.cond, mapping, lanes)
+        return self.visit(s.body, {**mapping, s.var: value})
+
+    def visit_IfThenElse(self, s: IfThenElse, mapping: dict[Var, Expr]) -> Stmt:
+        cond = self.expr(s.cond, mapping)
         if cond.lanes != 1:
             raise _NotVectorizable
-        else_ = _vec(s.else_, mapping, lanes) if s.else_ is not None else None
-        return IfThenElse(cond, _vec(s.then, mapping, lanes), else_)
-    if isinstance(s, For):
-        extent = _vec_expr(s.extent, mapping, lanes)
+        else_ = self.visit(s.else_, mapping) if s.else_ is not None else None
+        return IfThenElse(cond, self.visit(s.then, mapping), else_)
+
+    def visit_For(self, s: For, mapping: dict[Var, Expr]) -> Stmt:
+        extent = self.expr(s.extent, mapping)
         if extent.lanes != 1 or s.kind not in ("serial", "unrolled"):
             raise _NotVectorizable
-        return For(s.var, extent, s.kind, _vec(s.body, mapping, lanes))
-    if isinstance(s, SeqStmt):
-        return SeqStmt(tuple(_vec(x, mapping, lanes) for x in s.stmts))
-    if isinstance(s, Evaluate):
-        return Evaluate(_vec_expr(s.value, mapping, lanes))
-    if isinstance(s, (Allocate, Barrier)):
-        raise _NotVectorizable
-    raise TypeError(f"unknown statement {type(s).__name__}")
+        return For(s.var, extent, s.kind, self.visit(s.body, mapping))
+
+    def visit_SeqStmt(self, s: SeqStmt, mapping: dict[Var, Expr]) -> Stmt:
+        return SeqStmt(tuple(self.visit(x, mapping) for x in s.stmts))
+
+    def visit_Evaluate(self, s: Evaluate, mapping: dict[Var, Expr]) -> Stmt:
+        return Evaluate(self.expr(s.value, mapping))
+
+    def visit_Stmt(self, s: Stmt, mapping: dict[Var, Expr]) -> Stmt:
+        raise _NotVectorizable  # Allocate, Barrier, WarpShuffle: no vector form

@@ -5,6 +5,8 @@ Errors name the kernel and the offending statement, so a template author sees wh
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from tvmc.kernel.buffer import Buffer
 from tvmc.kernel.expr import (
     INTRINSICS,
@@ -43,6 +45,7 @@ from tvmc.kernel.stmt import (
     Store,
     WarpShuffle,
 )
+from tvmc.kernel.visitor import EXPAND_LIMIT, Visitor, post_order
 
 
 def validate(kernel: Kernel) -> Kernel:
@@ -54,92 +57,125 @@ def validate(kernel: Kernel) -> Kernel:
     for b in kernel.params:
         if b.scope != "global":
             raise KernelIRError(f"kernel {kernel.name}: param {b.name} has scope {b.scope}")
-    _Checker(kernel).stmt(kernel.body, frozenset(), frozenset(kernel.params), ())
+    _Checker(kernel).stmt(kernel.body, _Scope(frozenset(), frozenset(kernel.params), ()))
     return kernel
 
 
-class _Checker:
+@dataclass(frozen=True, eq=False)
+class _Scope:
+    """What is defined at a node: vars, buffers, and the GPU axes enclosing loops bind."""
+
+    vars: frozenset[Var]
+    bufs: frozenset[Buffer]
+    gpu: tuple[str, ...]
+
+    def inner(self, var: Var | None = None, buf: Buffer | None = None, gpu: str = "") -> _Scope:
+        """The scope inside a statement binding `var`, allocating `buf` or binding axis `gpu`."""
+        return _Scope(self.vars | {var} if var is not None else self.vars,
+                      self.bufs | {buf} if buf is not None else self.bufs,
+                      (*self.gpu, gpu) if gpu else self.gpu)  # fmt: skip
+
+
+class _Checker(Visitor):
+    """Checks statements under their scope, and expressions once per distinct node and scope
+    object (one per statement body), so a shared subexpression is checked once, not per use."""
+
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
         self.where: Stmt | None = None
+        self.checked: dict[int, tuple[Expr, _Scope]] = {}  # id -> (node kept alive, its scope)
 
     def fail(self, message: str) -> KernelIRError:
         # rendered only on failure: printing every statement's subtree made validation quadratic
         context = f" in `{stmt_lines(self.where)[0].strip()}`" if self.where is not None else ""
         return KernelIRError(f"kernel {self.kernel.name}{context}: {message}")
 
-    def stmt(
-        self, s: Stmt, vars_: frozenset[Var], bufs: frozenset[Buffer], gpu: tuple[str, ...]
-    ) -> None:
-        self.where = s
-        if isinstance(s, SeqStmt):
-            for x in s.stmts:
-                self.stmt(x, vars_, bufs, gpu)
-        elif isinstance(s, For):
-            self.bind(s.var, vars_)
-            ext = self.expr(s.extent, vars_, bufs)
-            if not is_int(ext.dtype) or ext.lanes != 1 or ext.dtype != s.var.dtype:
-                raise self.fail(f"loop extent must be a scalar {s.var.dtype}, got {ext.dtype}")
-            if s.kind in ("vectorized", "unrolled") and not isinstance(s.extent, IntImm):
-                raise self.fail(f"a {s.kind} loop needs a constant extent")
-            if s.kind in gpu:
-                raise self.fail(f"{s.kind} is bound by an enclosing loop already")
-            inner = (*gpu, s.kind) if s.kind in GPU_KINDS else gpu
-            self.stmt(s.body, vars_ | {s.var}, bufs, inner)
-        elif isinstance(s, Store):
-            lanes = self.access(s.buffer, s.indices, vars_, bufs)
-            value = self.expr(s.value, vars_, bufs)
-            if value.dtype != s.buffer.dtype:
-                raise self.fail(f"storing {value.dtype} into {s.buffer.name}: {s.buffer.dtype}")
-            if value.lanes not in (1, lanes):
-                raise self.fail(f"storing {value.lanes} lanes through a {lanes}-lane index")
-        elif isinstance(s, Let):
-            self.bind(s.var, vars_)
-            value = self.expr(s.value, vars_, bufs)
-            if (value.dtype, value.lanes) != (s.var.dtype, s.var.lanes):
-                raise self.fail(f"let {s.var.name}: {s.var.dtype} bound to {value.dtype}")
-            self.stmt(s.body, vars_ | {s.var}, bufs, gpu)
-        elif isinstance(s, IfThenElse):
-            cond = self.expr(s.cond, vars_, bufs)
-            if cond.dtype != "bool" or cond.lanes != 1:
-                raise self.fail(f"if needs a scalar bool condition, got {cond.dtype}x{cond.lanes}")
-            self.stmt(s.then, vars_, bufs, gpu)
-            if s.else_ is not None:
-                self.stmt(s.else_, vars_, bufs, gpu)
-        elif isinstance(s, Allocate):
-            b = s.buffer
-            if b.scope == "global":
-                raise self.fail(f"allocate {b.name}: scope must be local or shared")
-            if any(x.name == b.name for x in bufs):
-                raise self.fail(f"allocate {b.name}: a buffer of that name is already in scope")
-            self.stmt(s.body, vars_, bufs | {b}, gpu)
-        elif isinstance(s, Evaluate):
-            self.expr(s.value, vars_, bufs)
-        elif isinstance(s, WarpShuffle):
-            lanes = self.access(s.buffer, s.indices, vars_, bufs)
-            value = self.expr(s.value, vars_, bufs)
-            if s.buffer.scope != "local" or lanes != 1 or value.lanes != 1:
-                raise self.fail("a shuffle stores one scalar into local scratch")
-            if value.dtype != s.buffer.dtype or value.dtype not in WarpShuffle.DTYPES:
-                raise self.fail(f"shuffles move {'/'.join(WarpShuffle.DTYPES)}, not {value.dtype}")
-            if "threadIdx.x" not in gpu:
-                raise self.fail("a shuffle runs inside a threadIdx.x loop")
-        elif not isinstance(s, Barrier):
+    # ---- statements ------------------------------------------------------------------------------
+    def stmt(self, s: Stmt, scope: _Scope) -> None:
+        """Checks `s` and everything under it."""
+        if not isinstance(s, Stmt):
             raise self.fail(f"unknown statement {type(s).__name__}")
+        self.where = s
+        self.visit(s, scope)
 
-    def bind(self, var: Var, vars_: frozenset[Var]) -> None:
+    def visit_SeqStmt(self, s: SeqStmt, scope: _Scope) -> None:
+        for x in s.stmts:
+            self.stmt(x, scope)
+
+    def visit_For(self, s: For, scope: _Scope) -> None:
+        self.bind(s.var, scope)
+        ext = self.expr(s.extent, scope)
+        if not is_int(ext.dtype) or ext.lanes != 1 or ext.dtype != s.var.dtype:
+            raise self.fail(f"loop extent must be a scalar {s.var.dtype}, got {ext.dtype}")
+        if s.kind in ("vectorized", "unrolled") and not isinstance(s.extent, IntImm):
+            raise self.fail(f"a {s.kind} loop needs a constant extent")
+        if s.kind in scope.gpu:
+            raise self.fail(f"{s.kind} is bound by an enclosing loop already")
+        axis = s.kind if s.kind in GPU_KINDS else ""
+        self.stmt(s.body, scope.inner(var=s.var, gpu=axis))
+
+    def visit_Store(self, s: Store, scope: _Scope) -> None:
+        lanes = self.access(s.buffer, s.indices, scope)
+        value = self.expr(s.value, scope)
+        if value.dtype != s.buffer.dtype:
+            raise self.fail(f"storing {value.dtype} into {s.buffer.name}: {s.buffer.dtype}")
+        if value.lanes not in (1, lanes):
+            raise self.fail(f"storing {value.lanes} lanes through a {lanes}-lane index")
+
+    def visit_Let(self, s: Let, scope: _Scope) -> None:
+        self.bind(s.var, scope)
+        value = self.expr(s.value, scope)
+        if (value.dtype, value.lanes) != (s.var.dtype, s.var.lanes):
+            raise self.fail(f"let {s.var.name}: {s.var.dtype} bound to {value.dtype}")
+        self.stmt(s.body, scope.inner(var=s.var))
+
+    def visit_IfThenElse(self, s: IfThenElse, scope: _Scope) -> None:
+        cond = self.expr(s.cond, scope)
+        if cond.dtype != "bool" or cond.lanes != 1:
+            raise self.fail(f"if needs a scalar bool condition, got {cond.dtype}x{cond.lanes}")
+        self.stmt(s.then, scope)
+        if s.else_ is not None:
+            self.stmt(s.else_, scope)
+
+    def visit_Allocate(self, s: Allocate, scope: _Scope) -> None:
+        b = s.buffer
+        if b.scope == "global":
+            raise self.fail(f"allocate {b.name}: scope must be local or shared")
+        if any(x.name == b.name for x in scope.bufs):
+            raise self.fail(f"allocate {b.name}: a buffer of that name is already in scope")
+        self.stmt(s.body, scope.inner(buf=b))
+
+    def visit_Evaluate(self, s: Evaluate, scope: _Scope) -> None:
+        self.expr(s.value, scope)
+
+    def visit_WarpShuffle(self, s: WarpShuffle, scope: _Scope) -> None:
+        lanes = self.access(s.buffer, s.indices, scope)
+        value = self.expr(s.value, scope)
+        if s.buffer.scope != "local" or lanes != 1 or value.lanes != 1:
+            raise self.fail("a shuffle stores one scalar into local scratch")
+        if value.dtype != s.buffer.dtype or value.dtype not in WarpShuffle.DTYPES:
+            raise self.fail(f"shuffles move {'/'.join(WarpShuffle.DTYPES)}, not {value.dtype}")
+        if "threadIdx.x" not in scope.gpu:
+            raise self.fail("a shuffle runs inside a threadIdx.x loop")
+
+    def visit_Barrier(self, s: Barrier, scope: _Scope) -> None:
+        pass
+
+    def generic_visit(self, node: object, scope: _Scope) -> None:
+        kind = "statement" if isinstance(node, Stmt) else "expression"
+        raise self.fail(f"unknown {kind} {type(node).__name__}")
+
+    def bind(self, var: Var, scope: _Scope) -> None:
         check_dtype(var.dtype)
-        if var in vars_:
+        if var in scope.vars:
             raise self.fail(f"variable {var.name} is bound again inside its own scope")
 
-    def access(
-        self, buf: Buffer, indices: tuple[Expr, ...], vars_: frozenset[Var], bufs: frozenset[Buffer]
-    ) -> int:
-        if buf not in bufs:
+    def access(self, buf: Buffer, indices: tuple[Expr, ...], scope: _Scope) -> int:
+        if buf not in scope.bufs:
             raise self.fail(f"buffer {buf.name} is neither a param nor allocated in scope")
         if len(indices) != buf.ndim:
             raise self.fail(f"{buf.name} has rank {buf.ndim} but is indexed with {len(indices)}")
-        lanes = {self.expr(i, vars_, bufs).lanes for i in indices} - {1}
+        lanes = {self.expr(i, scope).lanes for i in indices} - {1}
         for i in indices:
             if not is_int(i.dtype):
                 raise self.fail(f"index {expr_str(i)} of {buf.name} is {i.dtype}, not an integer")
@@ -147,55 +183,80 @@ class _Checker:
             raise self.fail(f"indices of {buf.name} mix lanes {sorted(lanes)}")
         return lanes.pop() if lanes else 1
 
-    def expr(self, e: Expr, vars_: frozenset[Var], bufs: frozenset[Buffer]) -> Expr:
-        """Checks `e` recursively and returns it."""
-        if isinstance(e, Var):
-            if e not in vars_:
-                raise self.fail(f"variable {e.name} is not defined here")
-        elif isinstance(e, (IntImm, FloatImm)):
-            check_dtype(e.dtype)
-            if isinstance(e, FloatImm) and not is_float(e.dtype):
-                raise self.fail(f"float literal {e.value} with dtype {e.dtype}")
-        elif isinstance(e, BinaryOp):
-            a, b = self.expr(e.a, vars_, bufs), self.expr(e.b, vars_, bufs)
-            if a.dtype != b.dtype:
-                raise self.fail(f"dtype mismatch in {expr_str(e)}: {a.dtype} vs {b.dtype}")
-            self.lanes(e, a.lanes, b.lanes)
-            logical = isinstance(e, (And, Or))
-            if logical != (a.dtype == "bool") and not isinstance(e, CmpOp):
-                raise self.fail(f"{e.symbol} on {a.dtype} operands in {expr_str(e)}")
-        elif isinstance(e, Not):
-            if self.expr(e.a, vars_, bufs).dtype != "bool":
-                raise self.fail(f"! needs a bool operand in {expr_str(e)}")
-        elif isinstance(e, Select):
-            c = self.expr(e.cond, vars_, bufs)
-            t, f = self.expr(e.t, vars_, bufs), self.expr(e.f, vars_, bufs)
-            if c.dtype != "bool" or t.dtype != f.dtype:
-                raise self.fail(f"select needs a bool condition, equal arm dtypes: {expr_str(e)}")
-            self.lanes(e, c.lanes, t.lanes, f.lanes)
-        elif isinstance(e, Cast):
-            check_dtype(e.dtype)
-            self.expr(e.value, vars_, bufs)
-        elif isinstance(e, Load):
-            self.access(e.buffer, e.indices, vars_, bufs)
-        elif isinstance(e, Ramp):
-            base, stride = self.expr(e.base, vars_, bufs), self.expr(e.stride, vars_, bufs)
-            if not is_int(base.dtype) or base.lanes != 1 or stride.dtype != base.dtype:
-                raise self.fail(f"ramp needs a scalar integer base and stride: {expr_str(e)}")
-        elif isinstance(e, Broadcast):
-            if self.expr(e.value, vars_, bufs).lanes != 1:
-                raise self.fail(f"broadcast of a vector: {expr_str(e)}")
-        elif isinstance(e, Call):
-            self.call(e, vars_, bufs)
-        else:
+    # ---- expressions -----------------------------------------------------------------------------
+    def expr(self, e: Expr, scope: _Scope) -> Expr:
+        """Checks `e` and returns it, each node once per scope object. An expression too big to
+        be a tree is checked children first (one level of recursion, however deep it is)."""
+        if self.done(e, scope):
+            return e
+        if not isinstance(e, Expr):
             raise self.fail(f"unknown expression {type(e).__name__}")
+        if e.tree_nodes <= EXPAND_LIMIT:  # the method table, not visit(): a frame less per level
+            self.methods[type(e)](self, e, scope)
+        else:
+            for n in post_order(e, skip=lambda n: self.done(n, scope)):
+                self.visit(n, scope)
+                self.checked[id(n)] = (n, scope)  # type: ignore[assignment]
+        self.checked[id(e)] = (e, scope)
         return e
 
-    def call(self, e: Call, vars_: frozenset[Var], bufs: frozenset[Buffer]) -> None:
+    def done(self, e: Expr | Stmt, scope: _Scope) -> bool:
+        """Whether `e` was checked in `scope` already."""
+        hit = self.checked.get(id(e))
+        return hit is not None and hit[1] is scope
+
+    def visit_Var(self, e: Var, scope: _Scope) -> None:
+        if e not in scope.vars:
+            raise self.fail(f"variable {e.name} is not defined here")
+
+    def visit_IntImm(self, e: IntImm, scope: _Scope) -> None:
+        check_dtype(e.dtype)
+
+    def visit_FloatImm(self, e: FloatImm, scope: _Scope) -> None:
+        check_dtype(e.dtype)
+        if not is_float(e.dtype):
+            raise self.fail(f"float literal {e.value} with dtype {e.dtype}")
+
+    def visit_BinaryOp(self, e: BinaryOp, scope: _Scope) -> None:
+        a, b = self.expr(e.a, scope), self.expr(e.b, scope)
+        if a.dtype != b.dtype:
+            raise self.fail(f"dtype mismatch in {expr_str(e)}: {a.dtype} vs {b.dtype}")
+        self.lanes(e, a.lanes, b.lanes)
+        logical = isinstance(e, (And, Or))
+        if logical != (a.dtype == "bool") and not isinstance(e, CmpOp):
+            raise self.fail(f"{e.symbol} on {a.dtype} operands in {expr_str(e)}")
+
+    def visit_Not(self, e: Not, scope: _Scope) -> None:
+        if self.expr(e.a, scope).dtype != "bool":
+            raise self.fail(f"! needs a bool operand in {expr_str(e)}")
+
+    def visit_Select(self, e: Select, scope: _Scope) -> None:
+        c, t, f = self.expr(e.cond, scope), self.expr(e.t, scope), self.expr(e.f, scope)
+        if c.dtype != "bool" or t.dtype != f.dtype:
+            raise self.fail(f"select needs a bool condition, equal arm dtypes: {expr_str(e)}")
+        self.lanes(e, c.lanes, t.lanes, f.lanes)
+
+    def visit_Cast(self, e: Cast, scope: _Scope) -> None:
+        check_dtype(e.dtype)
+        self.expr(e.value, scope)
+
+    def visit_Load(self, e: Load, scope: _Scope) -> None:
+        self.access(e.buffer, e.indices, scope)
+
+    def visit_Ramp(self, e: Ramp, scope: _Scope) -> None:
+        base, stride = self.expr(e.base, scope), self.expr(e.stride, scope)
+        if not is_int(base.dtype) or base.lanes != 1 or stride.dtype != base.dtype:
+            raise self.fail(f"ramp needs a scalar integer base and stride: {expr_str(e)}")
+
+    def visit_Broadcast(self, e: Broadcast, scope: _Scope) -> None:
+        if self.expr(e.value, scope).lanes != 1:
+            raise self.fail(f"broadcast of a vector: {expr_str(e)}")
+
+    def visit_Call(self, e: Call, scope: _Scope) -> None:
         if e.name not in INTRINSICS:
             raise self.fail(f"unknown intrinsic {e.name}; valid: {', '.join(INTRINSICS)}")
         arity, float_only, _ = INTRINSICS[e.name]
-        args = [self.expr(a, vars_, bufs) for a in e.args]
+        args = [self.expr(a, scope) for a in e.args]
         if len(args) != arity:
             raise self.fail(f"{e.name} takes {arity} argument(s), got {len(args)}")
         if len({a.dtype for a in args}) > 1 or (float_only and not is_float(args[0].dtype)):
