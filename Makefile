@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 DEMO := demo-out
 
-.PHONY: help setup demo test test-fast bench bench-tune gpu-check completions docs docs-check lint check clean
+.PHONY: help setup demo test test-fast bench bench-tune gpu-check completions docs docs-check conformance lint check clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -42,12 +42,17 @@ gpu-check:  ## on a GPU machine: ops, nine models, ResNet-50 vs PyTorch (GPU_CHE
 completions: $(STAMP)  ## regenerate completions/ from the Click app
 	$(BIN)/python -m tvmc.cli.completion completions
 
-docs: $(STAMP)  ## regenerate docs/cli.md from the Click app
+docs: $(STAMP)  ## regenerate docs/cli.md from the Click app and docs/ops.md's op tables
 	$(BIN)/python -m tvmc.cli.docgen docs/cli.md
+	$(BIN)/python -m tests.backend.ops_doc docs/ops.md
+
+conformance: $(STAMP)  ## run the ONNX node tests (reference and compiled) into docs/ops.md (slow)
+	$(BIN)/python -m tests.backend.ops_doc docs/ops.md --conformance
 
 docs-check: $(STAMP)  ## fail if docs/cli.md or completions/ are out of date
 	$(BIN)/python -m tvmc.cli.docgen --check docs/cli.md
 	$(BIN)/python -m tvmc.cli.completion --check completions
+	$(BIN)/python -m tests.backend.ops_doc docs/ops.md --check
 
 lint: $(STAMP)  ## ruff check and format check
 	$(BIN)/ruff check tvmc tests

@@ -15,7 +15,11 @@ GAP_RULES: list[tuple[str, str]] = [
     (r"test_maxpool_with_argmax_\w+", "MaxPool's Indices output is not supported"),
     (r"test_cast(like)?_\w*(FLOAT8|FLOAT4|INT4|UINT4|INT2|UINT2|E8M0)\w*",
      "float8/float4/int4/int2 element types: numpy has no such dtypes"),
-    (r"test_\w*bfloat16\w*|test_\w*BFLOAT16\w*", "bfloat16 is not a supported element type"),
+    (r"test_\w*bfloat16\w*|test_\w*BFLOAT16\w*|test_\w*_bf16\w*",
+     "bfloat16 is not a supported element type"),
+    (r"test_attention_4d_causal_fp16_expanded",
+     "float16: one ulp off the expected output, which rounds every intermediate to float16 "
+     "(tvmc's MatMul accumulates in float32)"),
     (r"test_equal_string\w*", "string tensors are not supported"),
     (r"test_identity_(opt|sequence)", "optional and sequence types are not supported"),
     (r"test_not_[234]d", "opset 1 model: tvmc supports opsets 7 to 22"),
