@@ -17,19 +17,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tvmc.autotune import ERROR_NAMES, Record, Task
-from tvmc.codegen import num_threads, physical_cores, target_kind
+from tvmc.codegen import CPUTarget, physical_cores, target_kind
 from tvmc.config import PEAK_GFLOPS_ENV
-from tvmc.errors import UsageError
 from tvmc.graph import Graph, Node, TensorType
 from tvmc.lower.lower import node_flops
 from tvmc.ops import OPS
+from tvmc.runtime.peak import peak_gflops as measured_peak
 
 if TYPE_CHECKING:
     from tvmc.autotune.measure import MeasureOptions
 
 logger = logging.getLogger("tvmc")
 
-PEAK_GFLOPS_PER_CORE = 115.0  # measured fp32 FMA peak of one core here (docs/performance.md)
 
 _OPS_BY_TASK_PREFIX = {name.lower(): name for name in OPS}
 
@@ -97,17 +96,18 @@ def gbps(nbytes: int | None, cost: float | None) -> float | None:
 
 
 def peak_gflops(target: str = "llvm") -> tuple[float, str]:
-    """The machine's fp32 peak in GFLOP/s, and where the figure comes from (0: unknown)."""
-    value = os.environ.get(PEAK_GFLOPS_ENV, "").strip()
-    if value:
-        try:
-            return float(value), f"${PEAK_GFLOPS_ENV}"
-        except ValueError:
-            raise UsageError(f"${PEAK_GFLOPS_ENV} must be a number, got {value!r}") from None
+    """The machine's fp32 peak in GFLOP/s, and where the figure comes from (0: unknown).
+
+    CPUs: measured once per CPU and thread count (tvmc.runtime.peak), or $TVMC_PEAK_GFLOPS. A
+    foreign CPU target (another triple or -mcpu) is not this machine: unknown unless set.
+    """
+    if os.environ.get(PEAK_GFLOPS_ENV, "").strip():
+        return measured_peak()
     if target_kind(target) == "cuda":
         return 0.0, f"unknown for GPUs: set ${PEAK_GFLOPS_ENV}"
-    threads = num_threads()
-    return PEAK_GFLOPS_PER_CORE * threads, f"{PEAK_GFLOPS_PER_CORE:g} x {threads} threads"
+    if not CPUTarget.parse(target).is_native:
+        return 0.0, f"unknown for a foreign CPU target: set ${PEAK_GFLOPS_ENV}"
+    return measured_peak()
 
 
 def task_rows(tasks: Sequence[Task], indices: Sequence[int]) -> list[dict[str, Any]]:

@@ -1,0 +1,148 @@
+"""This machine's fp32 FMA peak, measured (not assumed) with a kernel of tvmc's own code generator.
+
+The kernel keeps 12 independent vector accumulators in registers and runs FMAs on them with no
+memory traffic, so the FMA units' throughput is the only limit; the vector width is the host
+target's. One core is measured (on the calling thread, timed by its CPU time, so other work on
+the machine cannot lower the figure) and the peak of N threads is N physical cores' worth. The
+first measurement per CPU (model and features) takes about half a second (two rounds of short
+bursts, the best of each; kept only when the rounds agree and the figure is plausible) and is
+cached in a JSON file
+(`$TVMC_CACHE_DIR`, default `~/.cache/tvmc/peak.json`); `$TVMC_PEAK_GFLOPS` overrides it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+
+import llvmlite.binding as llvm
+import numpy as np
+
+from tvmc.codegen import CPUTarget, emit_cpu, load_shared, num_threads, physical_cores
+from tvmc.config import CACHE_DIR_ENV, PEAK_GFLOPS_ENV
+from tvmc.errors import UsageError
+from tvmc.kernel import Buffer, Kernel, allocate, broadcast, fma, loop, ramp, seq
+
+ACCUMULATORS = 12  # independent FMA chains: more than latency x ports on current cores
+ITERATIONS = 64  # parallel iterations (shared among the threads)
+STABLE = 0.9  # two measurements agreeing this well are cached; else the machine was busy
+
+
+def peak_kernel(lanes: int, steps: int) -> Kernel:
+    """out[t] = a chain of `steps` x ACCUMULATORS vector FMAs per parallel iteration t."""
+    out = Buffer("out", (ITERATIONS, lanes))
+    vec = ramp(0, lanes)
+
+    def body(t):
+        def with_acc(acc):
+            init = loop("a", ACCUMULATORS, lambda a: acc.store((a, vec), broadcast(1.0, lanes)),
+                        kind="unrolled")  # fmt: skip
+            step = loop("s", steps, lambda s: loop("a", ACCUMULATORS, lambda a: acc.store(
+                (a, vec), fma(acc[a, vec], broadcast(0.999999, lanes), broadcast(1e-7, lanes)),
+            ), kind="unrolled"))  # fmt: skip
+            total = loop("a", ACCUMULATORS, lambda a: out.store(
+                (t, vec), out[t, vec] + acc[a, vec]), kind="unrolled")  # fmt: skip
+            return seq(init, step, total)
+
+        return allocate("acc", (ACCUMULATORS, lanes), with_acc)
+
+    return Kernel("peak", (out,), loop("t", ITERATIONS, body))
+
+
+def measure_core_peak_gflops(bursts: int = 20, burst_seconds: float = 0.01) -> float:
+    """One core's fp32 FMA peak, from the best of `bursts` short runs on this thread.
+
+    Each burst is timed by this thread's CPU time, not the wall clock: while the scheduler has
+    the thread off its core it gains no CPU time, so a busy machine slows the measurement, not
+    the figure. The best burst counts (a peak is a best case).
+    """
+    lanes = max(CPUTarget.host().vector_bits // 32, 1)
+    steps = 200
+    module = load_shared(emit_cpu([peak_kernel(lanes, steps)]))
+    out = np.zeros((ITERATIONS, lanes), np.float32)
+    module.run("peak", out)  # warm-up: code paged in, clocks up
+    once = _thread_seconds(lambda: module.run("peak", out))
+    repeat = max(1, int(burst_seconds / max(once, 1e-6)))
+    best = min(_thread_seconds(lambda: [module.run("peak", out) for _ in range(repeat)]) / repeat
+               for _ in range(bursts))  # fmt: skip
+    return ITERATIONS * steps * ACCUMULATORS * lanes * 2 / best / 1e9
+
+
+def _thread_seconds(fn) -> float:
+    """CPU seconds of this thread while `fn` runs (the kernel runs on it: no parallel loop)."""
+    start = time.thread_time()
+    fn()
+    return time.thread_time() - start
+
+
+def plausible(core_peak: float) -> bool:
+    """At least one vector FMA per cycle at 1 GHz: anything less was a busy machine, not a CPU
+    (the slowest core with these vectors does more)."""
+    lanes = max(CPUTarget.host().vector_bits // 32, 1)
+    return core_peak >= lanes * 2 * 1.0
+
+
+def cpu_key() -> str:
+    """Names this CPU (model and features): what a cached per-core figure holds for."""
+    llvm.initialize_native_target()
+    features = llvm.get_host_cpu_features().flatten()
+    digest = hashlib.sha1(features.encode()).hexdigest()[:12]
+    return f"{llvm.get_host_cpu_name()}/{digest}"
+
+
+def cache_path() -> str:
+    """The JSON file holding measured peaks by CPU key."""
+    root = os.environ.get(CACHE_DIR_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "tvmc")
+    return os.path.join(root, "peak.json")
+
+
+def peak_gflops(threads: int | None = None) -> tuple[float, str]:
+    """The CPU's fp32 peak in GFLOP/s for `threads` (default: the runtime's), and its source:
+    $TVMC_PEAK_GFLOPS, or one core's measured peak (cached per CPU) times the cores used."""
+    value = os.environ.get(PEAK_GFLOPS_ENV, "").strip()
+    if value:
+        try:
+            peak = float(value)
+        except ValueError:
+            raise UsageError(f"${PEAK_GFLOPS_ENV} must be a number, got {value!r}") from None
+        if not 0 < peak < float("inf"):
+            raise UsageError(f"${PEAK_GFLOPS_ENV} must be a positive number, got {value!r}")
+        return peak, f"${PEAK_GFLOPS_ENV}"
+    cores = min(threads or num_threads(), physical_cores())  # SMT siblings share FMA units
+    key, path = cpu_key(), cache_path()
+    cached = _read_cache(path)
+    core = cached.get(key)
+    source = "cached"
+    if not isinstance(core, int | float) or not plausible(core):
+        first, second = measure_core_peak_gflops(), measure_core_peak_gflops()
+        core = max(first, second)
+        source = "measured"
+        if min(first, second) >= STABLE * core and plausible(core):
+            _write_cache(path, {**cached, key: round(core, 1)})
+        else:
+            source = "measured on a busy machine, not cached"
+    name = key.split("/")[0]
+    return core * cores, f"{core:.0f} per core on {name} ({source}) x {cores} cores"
+
+
+def _read_cache(path: str) -> dict:
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}  # none yet, or unreadable: measure again
+    return data if isinstance(data, dict) else {}
+
+
+def _write_cache(path: str, data: dict) -> None:
+    """Best effort: a read-only home only costs a measurement per process."""
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+    except OSError:
+        pass
