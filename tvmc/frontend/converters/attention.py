@@ -1,0 +1,256 @@
+"""Converters of the transformer blocks: Attention and RotaryEmbedding, decomposed into our
+primitive ops (Transpose, Reshape, MatMul, Mul, Add, Where, Softmax, Concat, Tanh, ...).
+
+No op of their own: the decomposition lets fusion and the MatMul/Softmax templates serve every
+target. Attention's mask is one additive bias: the attn_mask input (a bool mask becomes 0/-inf)
+plus the causal, sliding-window and padding constraints, which fold to a constant unless
+`nonpad_kv_seqlen` makes them depend on run-time lengths.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tvmc.errors import UnsupportedModelError
+from tvmc.frontend.context import ConvertContext, OnnxNode
+from tvmc.frontend.converters.registry import converter
+from tvmc.ops.common import FLOAT_DTYPES, broadcast_shape
+
+# softmax_precision (an ONNX element type) -> our dtype; 16 (bfloat16) has no numpy dtype
+_SOFTMAX_PRECISIONS = {1: "float32", 10: "float16", 11: "float64"}
+_QK_OUTPUT_MODES = (0, 1, 2, 3)  # raw, after softcap, after the bias, after the softmax
+
+
+def _scalar(ctx: ConvertContext, value: float, dtype: str) -> str:
+    return ctx.add_const(np.array(value, dtype=dtype))
+
+
+def _split_heads(ctx: ConvertContext, x: str, heads: int, what: str) -> str:
+    """[B, S, H*D] -> [B, H, S, D]."""
+    b, s, hidden = ctx.type(x).shape
+    if heads <= 0 or hidden % heads:
+        raise ValueError(f"{what} hidden size {hidden} is not a multiple of {heads} heads")
+    (split,) = ctx.add("Reshape", [x], {"shape": (b, s, heads, hidden // heads)})
+    return ctx.add("Transpose", [split], {"perm": (0, 2, 1, 3)})[0]
+
+
+def _check_heads(node: OnnxNode, shapes, q_heads, kv_heads) -> None:
+    """4-D inputs carry their heads; num_heads attributes, when given, must agree."""
+    (b, hq, _, dq), (bk, hk, _, dk), (bv, hv, _, _) = shapes
+    if (q_heads is not None and q_heads != hq) or (kv_heads is not None and kv_heads != hk):
+        raise ValueError(
+            f"q_num_heads={q_heads}, kv_num_heads={kv_heads} disagree with 4-D inputs of "
+            f"{hq} query and {hk} key heads"
+        )
+    if not b == bk == bv:
+        raise ValueError(f"Q, K and V batch sizes differ: {b}, {bk}, {bv}")
+    if hk != hv or hk == 0 or hq % hk:
+        raise ValueError(f"{hq} query heads are not a multiple of {hk} key / {hv} value heads")
+    if dq != dk:
+        raise ValueError(f"Q head size {dq} differs from K head size {dk}")
+
+
+@converter("Attention")
+def Attention(ctx: ConvertContext, node: OnnxNode) -> None:
+    """Scaled dot-product attention (MHA, GQA, MQA) with masks, softcap and a KV cache."""
+    dtype = ctx.type(node.inputs[0]).dtype
+    if dtype not in FLOAT_DTYPES:
+        raise UnsupportedModelError(f"{node.describe()}: element type {dtype} is not supported")
+    if any(ctx.type(n).dtype != dtype for n in node.inputs[1:3]):
+        raise UnsupportedModelError(f"{node.describe()}: Q, K and V of different element types")
+    mode = node.attrs.get("qk_matmul_output_mode", 0)
+    if mode not in _QK_OUTPUT_MODES:
+        raise ValueError(f"qk_matmul_output_mode must be one of {_QK_OUTPUT_MODES}, got {mode}")
+    softcap = float(node.attrs.get("softcap", 0.0))
+    if softcap < 0:
+        raise ValueError(f"softcap must be 0 (off) or positive, got {softcap}")
+    precision = node.attrs.get("softmax_precision")
+    if precision is not None and precision not in _SOFTMAX_PRECISIONS:
+        raise UnsupportedModelError(
+            f"{node.describe()}: softmax_precision {precision} is not supported "
+            f"(tvmc supports {sorted(_SOFTMAX_PRECISIONS)})"
+        )
+    q, k, v = node.inputs[:3]
+    rank = ctx.type(q).ndim
+    if rank not in (3, 4) or ctx.type(k).ndim != rank or ctx.type(v).ndim != rank:
+        raise ValueError("Q, K and V must all be 3-D or all 4-D")
+    q_heads, kv_heads = node.attrs.get("q_num_heads"), node.attrs.get("kv_num_heads")
+    if rank == 3:
+        if q_heads is None or kv_heads is None:
+            raise ValueError("3-D inputs need the q_num_heads and kv_num_heads attributes")
+        q, k, v = (_split_heads(ctx, x, h, what) for x, h, what in
+                   ((q, q_heads, "Q"), (k, kv_heads, "K"), (v, kv_heads, "V")))  # fmt: skip
+    _check_heads(node, [ctx.type(x).shape for x in (q, k, v)], None, None)
+    if rank == 4:
+        _check_heads(node, [ctx.type(x).shape for x in (q, k, v)], q_heads, kv_heads)
+    k, v, past = _kv_cache(ctx, node, k, v)
+    scores = _scores(ctx, node, q, k, dtype)
+    capped = scores
+    if softcap > 0:
+        (divided,) = ctx.add("Div", [scores, _scalar(ctx, softcap, dtype)])
+        (tanh,) = ctx.add("Tanh", [divided])
+        (capped,) = ctx.add("Mul", [tanh, _scalar(ctx, softcap, dtype)])
+    bias = _attention_bias(ctx, node, ctx.type(scores).shape, past, dtype)
+    logits = ctx.add("Add", [capped, bias])[0] if bias else capped
+    probs = _softmax(ctx, logits, bias, _SOFTMAX_PRECISIONS.get(precision, dtype), dtype)
+    _output(ctx, node, 3, (scores, capped, logits, probs)[mode])
+    _output(ctx, node, 0, _weighted_values(ctx, probs, v, rank))
+
+
+def _output(ctx: ConvertContext, node: OnnxNode, index: int, value: str) -> None:
+    """Name `value` as output `index` of `node` when the model asks for it."""
+    if len(node.outputs) > index and node.outputs[index]:
+        ctx.add("Identity", [value], outputs=[node.outputs[index]])
+
+
+def _kv_cache(ctx: ConvertContext, node: OnnxNode, k: str, v: str) -> tuple[str, str, int]:
+    """K and V after the cache update (past ++ new), the present outputs, the past length."""
+    past_key, past_value = node.input(4), node.input(5)
+    if bool(past_key) != bool(past_value):
+        raise ValueError("past_key and past_value must be given together")
+    if past_key and node.input(6):
+        raise ValueError("nonpad_kv_seqlen cannot be combined with past_key/past_value")
+    past = 0
+    if past_key:
+        past = ctx.type(past_key).shape[2] if ctx.type(past_key).ndim == 4 else -1
+        if past < 0 or ctx.type(past_value).ndim != 4:
+            raise ValueError("past_key and past_value must be 4-D [batch, heads, length, size]")
+        (k,) = ctx.add("Concat", [past_key, k], {"axis": 2})
+        (v,) = ctx.add("Concat", [past_value, v], {"axis": 2})
+    _output(ctx, node, 1, k)
+    _output(ctx, node, 2, v)
+    return k, v, past
+
+
+def _scores(ctx: ConvertContext, node: OnnxNode, q: str, k: str, dtype: str) -> str:
+    """(Q * sqrt(scale)) @ (K * sqrt(scale))^T as [B, Hq, Sq, Skv]; query heads sharing a KV
+    head (GQA) are one taller matrix, so K is never repeated."""
+    b, hq, sq, d = ctx.type(q).shape
+    hk, skv = ctx.type(k).shape[1:3]
+    scale = node.attrs.get("scale")
+    scale = 1 / np.sqrt(d) if scale is None else float(scale)
+    if scale < 0:
+        raise ValueError(f"scale must not be negative, got {scale}")
+    # the spec scales Q and K by sqrt(scale) each, so float16 products do not overflow
+    root = _scalar(ctx, np.sqrt(scale), dtype)
+    (qs,) = ctx.add("Mul", [q, root])
+    (kt,) = ctx.add("Transpose", [k], {"perm": (0, 1, 3, 2)})
+    (ks,) = ctx.add("Mul", [kt, root])
+    if hq != hk:
+        (qs,) = ctx.add("Reshape", [qs], {"shape": (b, hk, hq // hk * sq, d)})
+    (scores,) = ctx.add("MatMul", [qs, ks])
+    if hq != hk:
+        (scores,) = ctx.add("Reshape", [scores], {"shape": (b, hq, sq, skv)})
+    return scores
+
+
+def _weighted_values(ctx: ConvertContext, probs: str, v: str, rank: int) -> str:
+    """probs @ V, back in the input layout ([B, Sq, Hq*Dv] for 3-D inputs)."""
+    b, hq, sq, skv = ctx.type(probs).shape
+    hk, dv = ctx.type(v).shape[1], ctx.type(v).shape[3]
+    if hq != hk:
+        (probs,) = ctx.add("Reshape", [probs], {"shape": (b, hk, hq // hk * sq, skv)})
+    (y,) = ctx.add("MatMul", [probs, v])
+    if hq != hk or rank == 3:
+        (y,) = ctx.add("Reshape", [y], {"shape": (b, hq, sq, dv)})
+    if rank == 3:
+        (y,) = ctx.add("Transpose", [y], {"perm": (0, 2, 1, 3)})
+        (y,) = ctx.add("Reshape", [y], {"shape": (b, sq, hq * dv)})
+    return y
+
+
+def _softmax(ctx: ConvertContext, logits: str, bias: str | None, precision: str,
+             dtype: str) -> str:  # fmt: skip
+    """Softmax over the keys in `precision`; a query row the bias masks entirely (every key
+    -inf) is all zeros instead of NaN, as the spec says."""
+    if precision != dtype:
+        (logits,) = ctx.add("Cast", [logits], {"to": precision})
+    axis = ctx.type(logits).ndim - 1
+    (probs,) = ctx.add("Softmax", [logits], {"axes": (axis,)})
+    if precision != dtype:
+        (probs,) = ctx.add("Cast", [probs], {"to": dtype})
+    if bias is None:
+        return probs
+    (row_max,) = ctx.add("ReduceMax", [bias], {"axes": (ctx.type(bias).ndim - 1,)})
+    (masked,) = ctx.add("Equal", [row_max, _scalar(ctx, -np.inf, dtype)])
+    if ctx.const(masked) is not None and not ctx.const(masked).any():
+        return probs  # a constant bias that leaves every row a key: no guard
+    return ctx.add("Where", [masked, _scalar(ctx, 0, dtype), probs])[0]
+
+
+def _attention_bias(ctx: ConvertContext, node: OnnxNode, scores: tuple[int, ...], past: int,
+                    dtype: str) -> str | None:  # fmt: skip
+    """attn_mask as an additive bias plus the structural constraints; None when nothing masks."""
+    mask = _mask_bias(ctx, node, scores, dtype)
+    allowed = _allowed_keys(ctx, node, scores, past)
+    if allowed is None:
+        return mask
+    neg_inf, zero = _scalar(ctx, -np.inf, dtype), _scalar(ctx, 0, dtype)
+    (structural,) = ctx.add("Where", [allowed, zero, neg_inf])
+    return ctx.add("Add", [mask, structural])[0] if mask else structural
+
+
+def _mask_bias(ctx: ConvertContext, node: OnnxNode, scores: tuple[int, ...],
+               dtype: str) -> str | None:  # fmt: skip
+    """attn_mask: a bool mask as 0 (attend) / -inf, a numeric one cast to the scores' type; a
+    mask shorter than the keys is padded with -inf (those keys are masked)."""
+    mask = node.input(3)
+    if not mask:
+        return None
+    mtype = ctx.type(mask)
+    skv = scores[-1]
+    if (mtype.ndim == 0 or mtype.shape[-1] > skv
+            or broadcast_shape((*mtype.shape[:-1], skv), scores) != scores):  # fmt: skip
+        raise ValueError(f"attn_mask of shape {list(mtype.shape)} does not broadcast to the "
+                         f"scores {list(scores)} [batch, heads, queries, keys]")  # fmt: skip
+    if mtype.dtype == "bool":
+        (mask,) = ctx.add("Where", [mask, _scalar(ctx, 0, dtype), _scalar(ctx, -np.inf, dtype)])
+    elif mtype.dtype != dtype:
+        (mask,) = ctx.add("Cast", [mask], {"to": dtype})
+    short = skv - mtype.shape[-1]
+    if short:
+        pads = [0] * (2 * mtype.ndim)
+        pads[-1] = short
+        attrs = {"pads": pads, "mode": "constant", "constant_value": -np.inf}
+        (mask,) = ctx.add("Pad", [mask], attrs)
+    return mask
+
+
+def _allowed_keys(ctx: ConvertContext, node: OnnxNode, scores: tuple[int, ...],
+                  past: int) -> str | None:  # fmt: skip
+    """Which keys each query may see under is_causal, the sliding window and nonpad_kv_seqlen:
+    a bool [Sq, Skv] constant, a [B, 1, Sq, Skv] run-time tensor, or None (all keys).
+
+    Query i sits at absolute position i + offset: offset is the past length, or per batch
+    nonpad_kv_seqlen - Sq for an external cache; key j is visible when
+    j <= i + offset (causal), i + offset - left <= j and j <= i + offset + right (window)."""
+    left = node.attrs.get("left_window_size", -1)
+    right = node.attrs.get("right_window_size", -1)
+    if left < -1 or right < -1:
+        raise ValueError(f"window sizes must be -1 or at least 0, got {left} and {right}")
+    lowest = max(0 if node.attrs.get("is_causal", 0) else -np.inf,
+                 -right if right >= 0 else -np.inf)  # fmt: skip
+    highest = left if left >= 0 else np.inf
+    sq, skv = scores[-2:]
+    # diff = i + offset - j: the query's distance past the key
+    diff = np.arange(sq)[:, None] - np.arange(skv)[None, :]
+    nonpad = node.input(6)
+    if not nonpad:
+        diff = diff + past
+        allowed = (diff >= lowest) & (diff <= highest)
+        return None if allowed.all() else ctx.add_const(allowed)
+    batch = scores[0]
+    if ctx.type(nonpad).shape != (batch,):
+        raise ValueError(f"nonpad_kv_seqlen must have shape [{batch}], "
+                         f"got {list(ctx.type(nonpad).shape)}")  # fmt: skip
+    (lengths,) = ctx.add("Cast", [nonpad], {"to": "int64"})
+    (lengths,) = ctx.add("Reshape", [lengths], {"shape": (batch, 1, 1, 1)})
+    keys = ctx.add_const(np.arange(skv, dtype=np.int64))
+    (allowed,) = ctx.add("Less", [keys, lengths])  # padding: key j exists when j < length
+    if np.isfinite(lowest) or np.isfinite(highest):
+        (diff,) = ctx.add("Add", [ctx.add_const((diff - sq).astype(np.int64)), lengths])
+        for op, bound in (("GreaterOrEqual", lowest), ("LessOrEqual", highest)):
+            if np.isfinite(bound):
+                (inside,) = ctx.add(op, [diff, ctx.add_const(np.array(bound, np.int64))])
+                (allowed,) = ctx.add("And", [allowed, inside])
+    return allowed
