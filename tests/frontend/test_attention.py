@@ -195,3 +195,92 @@ def test_input_errors_name_the_node(extra, order, message, rng):
     model.graph.node[0].name = "attn0"
     with pytest.raises(ModelError, match=f"(?s)attn0.*{message}"):
         imported(model)
+
+
+# ---- LinearAttention (onnxruntime has none: onnx's reference is the oracle) ------------------
+def linear_inputs(rng, b, t, q_heads, kv_heads, dk, dv, decay=0, beta=0, past=False,
+                  dtype=np.float32, state_dtype=np.float32):  # fmt: skip
+    """query/key/value [b, t, heads*size]; decay (log space) and beta of the given widths."""
+    inputs = {"query": rng.standard_normal((b, t, q_heads * dk)),
+              "key": rng.standard_normal((b, t, kv_heads * dk)) / np.sqrt(dk),
+              "value": rng.standard_normal((b, t, kv_heads * dv))}  # fmt: skip
+    if past:
+        inputs["past_state"] = rng.standard_normal((b, kv_heads, dk, dv)).astype(state_dtype)
+    if decay:
+        inputs["decay"] = -rng.uniform(0, 1, (b, t, decay))
+    if beta:
+        inputs["beta"] = rng.uniform(0, 1, (b, t, beta))
+    return {n: x if n == "past_state" else x.astype(dtype) for n, x in inputs.items()}
+
+
+LINEAR = {  # name: (attrs, linear_inputs arguments after rng)
+    "linear": ({"update_rule": "linear"}, (2, 5, 2, 2, 4, 3)),
+    "linear_past_gqa": ({"update_rule": "linear"}, (1, 3, 4, 2, 4, 4, 0, 0, True)),
+    "gated_per_feature": ({"update_rule": "gated"}, (2, 4, 2, 2, 4, 4, 8)),
+    "gated_per_head": ({"update_rule": "gated"}, (1, 4, 2, 2, 4, 4, 2)),
+    "delta_one_beta": ({"update_rule": "delta"}, (2, 4, 2, 2, 4, 4, 0, 1)),
+    "gated_delta_mqa": ({}, (1, 6, 4, 1, 4, 2, 4, 1, True)),
+    "gated_delta_decode": ({"scale": 0.5}, (2, 1, 2, 2, 8, 8, 16, 2, True)),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(LINEAR))
+def test_linear_attention(name, rng):
+    attrs, args = LINEAR[name]
+    inputs = linear_inputs(rng, *args)
+    attrs = {"q_num_heads": args[2], "kv_num_heads": args[3], **attrs}
+    order = ["query", "key", "value"] + [n if n in inputs else "" for n in
+                                         ("past_state", "decay", "beta")]  # fmt: skip
+    check_linear(inputs, attrs, order)
+
+
+def check_linear(inputs, attrs, order, tol=F32, cuda=False):
+    model = model_of("LinearAttention", inputs, attrs, 27, 2, order)
+    run = run_cuda_interpreted if cuda else run_compiled
+    assert_outputs_close(run(model, inputs), run_oracle(model, inputs, False), *tol)
+
+
+def test_linear_attention_float16_with_a_float32_state(rng):
+    """Activations in float16, the state in float32: the recurrence runs in float32."""
+    inputs = linear_inputs(rng, 1, 3, 2, 2, 4, 4, 8, 2, True, np.float16, np.float32)
+    check_linear(inputs, {"q_num_heads": 2, "kv_num_heads": 2},
+                 ["query", "key", "value", "past_state", "decay", "beta"], F16)  # fmt: skip
+
+
+def test_linear_attention_on_the_cuda_schedules(rng):
+    inputs = linear_inputs(rng, 1, 3, 4, 2, 4, 4, 8, 2, True)
+    check_linear(
+        inputs,
+        {"q_num_heads": 4, "kv_num_heads": 2},
+        ["query", "key", "value", "past_state", "decay", "beta"],
+        (1e-4, 1e-5),
+        True,
+    )
+
+
+@pytest.mark.parametrize(
+    "attrs, args, message",
+    [({"update_rule": "gated"}, (1, 2, 2, 2, 4, 4), "needs decay"),
+     ({"update_rule": "linear"}, (1, 2, 2, 2, 4, 4, 0, 2), "forbids beta"),
+     ({"update_rule": "rwkv"}, (1, 2, 2, 2, 4, 4), "update_rule"),
+     ({"update_rule": "gated", "kv_num_heads": 3}, (1, 2, 2, 2, 4, 4, 8), "multiple"),
+     ({"update_rule": "gated"}, (1, 2, 2, 2, 4, 4, 3), "decay must be")],
+    ids=["decay_missing", "beta_extra", "rule", "heads", "decay_width"])  # fmt: skip
+def test_linear_attention_errors_name_the_node(attrs, args, message, rng):
+    inputs = linear_inputs(rng, *args)
+    attrs = {"q_num_heads": 2, "kv_num_heads": 2, **attrs}
+    order = ["query", "key", "value", "", *(n for n in ("decay", "beta") if n in inputs)]
+    if "beta" in inputs and "decay" not in inputs:
+        order = ["query", "key", "value", "", "", "beta"]
+    model = model_of("LinearAttention", inputs, attrs, 27, 2, order)
+    model.graph.node[0].name = "lin0"
+    with pytest.raises(ModelError, match=f"(?s)lin0.*{message}"):
+        imported(model)
+
+
+def test_linear_attention_refuses_long_sequences(rng):
+    inputs = linear_inputs(rng, 1, 300, 1, 1, 2, 2)
+    model = model_of("LinearAttention", inputs, {"q_num_heads": 1, "kv_num_heads": 1,
+                                                 "update_rule": "linear"}, 27, 2)  # fmt: skip
+    with pytest.raises(UnsupportedModelError, match="300 tokens"):
+        imported(model)

@@ -1,7 +1,7 @@
 """One short converter per ONNX op, named like the op, in a module named after its op family
 (as tvmc.ops): conv, elementwise, linalg, norm, pool, reduction, resize, tensor. The transformer
-blocks (`attention`: Attention; `transformer`: RotaryEmbedding, SwiGLU, CausalConvWithState) have
-no op family (CONVERTER_ONLY): they decompose into the others' ops.
+blocks (`attention`: Attention, LinearAttention; `transformer`: RotaryEmbedding, SwiGLU,
+CausalConvWithState) have no op family (CONVERTER_ONLY): they decompose into the others' ops.
 
 A converter reads an `OnnxNode` and calls `ctx.add(...)` with our op names and normalized
 attributes (opset differences, e.g. axes that moved from attribute to input, handled as data).

@@ -1,10 +1,11 @@
-"""Converters of the transformer blocks: Attention and RotaryEmbedding, decomposed into our
-primitive ops (Transpose, Reshape, MatMul, Mul, Add, Where, Softmax, Concat, Tanh, ...).
+"""Converters of the attention ops: Attention and LinearAttention, decomposed into our primitive
+ops (Transpose, Reshape, MatMul, Mul, Add, Where, Softmax, Concat, Tanh, Exp, ...).
 
 No op of their own: the decomposition lets fusion and the MatMul/Softmax templates serve every
 target. Attention's mask is one additive bias: the attn_mask input (a bool mask becomes 0/-inf)
 plus the causal, sliding-window and padding constraints, which fold to a constant unless
-`nonpad_kv_seqlen` makes them depend on run-time lengths.
+`nonpad_kv_seqlen` makes them depend on run-time lengths. LinearAttention's recurrence is
+unrolled over the (static) sequence length.
 """
 
 from __future__ import annotations
@@ -254,3 +255,112 @@ def _allowed_keys(ctx: ConvertContext, node: OnnxNode, scores: tuple[int, ...],
                 (inside,) = ctx.add(op, [diff, ctx.add_const(np.array(bound, np.int64))])
                 (allowed,) = ctx.add("And", [allowed, inside])
     return allowed
+
+
+# ---- LinearAttention -----------------------------------------------------------------------------
+_UPDATE_RULES = {  # rule: (gated: decays the state, delta: writes the correction)
+    "linear": (False, False), "gated": (True, False),
+    "delta": (False, True), "gated_delta": (True, True),
+}  # fmt: skip
+MAX_UNROLLED_STEPS = 256  # the recurrence is unrolled: graph size and compile time grow with T
+
+
+@converter("LinearAttention")
+def LinearAttention(ctx: ConvertContext, node: OnnxNode) -> None:
+    """The linear-attention recurrence (linear, gated, delta, gated_delta; GQA) unrolled over the
+    tokens, in float32 as the spec's reference: per token the state [B, Hkv, dk, dv] decays,
+    takes the key/value outer product and is read by the query heads sharing it."""
+    rule = node.attrs.get("update_rule", "gated_delta")
+    if rule not in _UPDATE_RULES:
+        raise ValueError(f"update_rule must be one of {list(_UPDATE_RULES)}, got {rule!r}")
+    gated, delta = _UPDATE_RULES[rule]
+    for index, name, wanted in ((4, "decay", gated), (5, "beta", delta)):
+        if bool(node.input(index)) != wanted:
+            raise ValueError(f"update_rule {rule!r} {'needs' if wanted else 'forbids'} {name}")
+    q_heads, kv_heads = node.attrs.get("q_num_heads", 0), node.attrs.get("kv_num_heads", 0)
+    if q_heads <= 0 or kv_heads <= 0 or q_heads % kv_heads:
+        raise ValueError(f"q_num_heads ({q_heads}) must be a positive multiple of kv_num_heads "
+                         f"({kv_heads})")  # fmt: skip
+    dtype = ctx.type(node.inputs[0]).dtype
+    if dtype not in ("float16", "float32"):
+        raise UnsupportedModelError(f"{node.describe()}: element type {dtype} is not supported")
+    shapes = [ctx.type(n).shape for n in node.inputs[:3]]
+    if any(len(s) != 3 or s[:2] != shapes[0][:2] for s in shapes):
+        raise ValueError(f"query, key and value must be [B, T, heads*size] of one B and T, got "
+                         f"{[list(s) for s in shapes]}")  # fmt: skip
+    (b, t, q_hidden), k_hidden, v_hidden = shapes[0], shapes[1][2], shapes[2][2]
+    dk, dv = q_hidden // q_heads, v_hidden // kv_heads
+    if q_hidden % q_heads or v_hidden % kv_heads or k_hidden != kv_heads * dk:
+        raise ValueError(f"hidden sizes {q_hidden}, {k_hidden}, {v_hidden} do not split into "
+                         f"{q_heads} query and {kv_heads} key/value heads")  # fmt: skip
+    if t > MAX_UNROLLED_STEPS:
+        raise UnsupportedModelError(
+            f"{node.describe()}: {t} tokens; tvmc unrolls the recurrence, at most "
+            f"{MAX_UNROLLED_STEPS} tokens per call"
+        )
+    for index, widths in ((4, (kv_heads, kv_heads * dk)), (5, (kv_heads, 1))):
+        given = node.input(index)  # decay: per head or per key feature; beta: per head or one
+        if given and ctx.type(given).shape not in ((b, t, w) for w in widths):
+            raise ValueError(f"{('decay', 'beta')[index - 4]} must be [{b}, {t}, {widths[0]} or "
+                             f"{widths[1]}], got {list(ctx.type(given).shape)}")  # fmt: skip
+    q, k, v, decay, beta = (_as_float32(ctx, node.input(i)) for i in (0, 1, 2, 4, 5))
+    scale = float(node.attrs.get("scale", 0.0)) or 1 / np.sqrt(dk)
+    (q,) = ctx.add("Mul", [q, _scalar(ctx, scale, "float32")])
+    if decay:
+        (decay,) = ctx.add("Exp", [decay])
+    state, state_dtype = _initial_state(ctx, node, (b, kv_heads, dk, dv), dtype)
+    rows = {"q": (kv_heads, q_heads // kv_heads, dk), "k_row": (kv_heads, 1, dk),
+            "k_col": (kv_heads, dk, 1), "v": (kv_heads, 1, dv),
+            "decay": (kv_heads, -1, 1), "beta": (-1, 1, 1)}  # fmt: skip
+    outputs = []
+    for step in range(t):
+        token = {name: _token(ctx, x, step, rows[name]) for name, x in
+                 (("q", q), ("k_row", k), ("k_col", k), ("v", v), ("decay", decay),
+                  ("beta", beta)) if x}  # fmt: skip
+        if gated:
+            (state,) = ctx.add("Mul", [state, token["decay"]])
+        value = token["v"]
+        if delta:  # write beta * (v - S^T k): the value the state misses for this key
+            (recalled,) = ctx.add("MatMul", [token["k_row"], state])
+            (missing,) = ctx.add("Sub", [value, recalled])
+            (value,) = ctx.add("Mul", [token["beta"], missing])
+        (outer,) = ctx.add("Mul", [token["k_col"], value])
+        (state,) = ctx.add("Add", [state, outer])
+        (read,) = ctx.add("MatMul", [token["q"], state])
+        outputs.append(ctx.add("Reshape", [read], {"shape": (b, 1, q_heads * dv)})[0])
+    (y,) = ctx.add("Concat", outputs, {"axis": 1}) if len(outputs) > 1 else outputs
+    ctx.add("Cast", [y], {"to": dtype}, outputs=node.outputs[:1])
+    if len(node.outputs) > 1 and node.outputs[1]:
+        ctx.add("Cast", [state], {"to": state_dtype}, outputs=[node.outputs[1]])
+
+
+def _as_float32(ctx: ConvertContext, x: str) -> str:
+    """`x` in float32 (the recurrence's working precision); '' stays ''."""
+    if not x or ctx.type(x).dtype == "float32":
+        return x
+    return ctx.add("Cast", [x], {"to": "float32"})[0]
+
+
+def _initial_state(ctx: ConvertContext, node: OnnxNode, shape: tuple[int, ...],
+                   dtype: str) -> tuple[str, str]:  # fmt: skip
+    """past_state in float32 (zeros without one) and the dtype present_state goes back to."""
+    past = node.input(3)
+    if not past:
+        return ctx.add_const(np.zeros(shape, np.float32)), dtype
+    if ctx.type(past).shape != shape:
+        raise ValueError(f"past_state must be {list(shape)}, got {list(ctx.type(past).shape)}")
+    if ctx.type(past).dtype not in ("float16", "float32"):
+        raise UnsupportedModelError(
+            f"{node.describe()}: past_state of type {ctx.type(past).dtype} is not supported"
+        )
+    return _as_float32(ctx, past), ctx.type(past).dtype
+
+
+def _token(ctx: ConvertContext, x: str, step: int, rows: tuple[int, ...]) -> str:
+    """Token `step` of a [B, T, ...] input, as [B, *rows] (-1: what the input's width leaves;
+    a per-head decay or a single beta then broadcasts)."""
+    b, t, width = ctx.type(x).shape
+    starts, ends = [0, step, 0], [b, step + 1, width]
+    (one,) = ctx.add("Slice", [x], {"starts": starts, "ends": ends, "steps": [1, 1, 1]})
+    shape = tuple(width // int(np.prod([r for r in rows if r > 0])) if r < 0 else r for r in rows)
+    return ctx.add("Reshape", [one], {"shape": (b, *shape)})[0]
