@@ -15,6 +15,7 @@ import numpy as np
 from tvmc.errors import UnsupportedModelError
 from tvmc.frontend.context import ConvertContext, OnnxNode
 from tvmc.frontend.converters.registry import converter
+from tvmc.graph import TensorType
 from tvmc.ops.common import FLOAT_DTYPES, broadcast_shape
 
 # softmax_precision (an ONNX element type) -> our dtype; 16 (bfloat16) has no numpy dtype
@@ -35,8 +36,9 @@ def _split_heads(ctx: ConvertContext, x: str, heads: int, what: str) -> str:
     return ctx.add("Transpose", [split], {"perm": (0, 2, 1, 3)})[0]
 
 
-def _check_heads(node: OnnxNode, shapes, q_heads, kv_heads) -> None:
-    """4-D inputs carry their heads; num_heads attributes, when given, must agree."""
+def _check_heads(shapes, q_heads: int | None, kv_heads: int | None) -> None:
+    """Q, K, V as [B, H, S, D] agree: one batch, K/V heads dividing Q heads (GQA), one Q/K head
+    size; num_heads attributes, when given, match the heads."""
     (b, hq, _, dq), (bk, hk, _, dk), (bv, hv, _, _) = shapes
     if (q_heads is not None and q_heads != hq) or (kv_heads is not None and kv_heads != hk):
         raise ValueError(
@@ -81,9 +83,7 @@ def Attention(ctx: ConvertContext, node: OnnxNode) -> None:
             raise ValueError("3-D inputs need the q_num_heads and kv_num_heads attributes")
         q, k, v = (_split_heads(ctx, x, h, what) for x, h, what in
                    ((q, q_heads, "Q"), (k, kv_heads, "K"), (v, kv_heads, "V")))  # fmt: skip
-    _check_heads(node, [ctx.type(x).shape for x in (q, k, v)], None, None)
-    if rank == 4:
-        _check_heads(node, [ctx.type(x).shape for x in (q, k, v)], q_heads, kv_heads)
+    _check_heads([ctx.type(x).shape for x in (q, k, v)], q_heads, kv_heads)
     k, v, past = _kv_cache(ctx, node, k, v)
     scores = _scores(ctx, node, q, k, dtype)
     capped = scores
@@ -113,9 +113,9 @@ def _kv_cache(ctx: ConvertContext, node: OnnxNode, k: str, v: str) -> tuple[str,
         raise ValueError("nonpad_kv_seqlen cannot be combined with past_key/past_value")
     past = 0
     if past_key:
-        past = ctx.type(past_key).shape[2] if ctx.type(past_key).ndim == 4 else -1
-        if past < 0 or ctx.type(past_value).ndim != 4:
+        if ctx.type(past_key).ndim != 4 or ctx.type(past_value).ndim != 4:
             raise ValueError("past_key and past_value must be 4-D [batch, heads, length, size]")
+        past = ctx.type(past_key).shape[2]
         (k,) = ctx.add("Concat", [past_key, k], {"axis": 2})
         (v,) = ctx.add("Concat", [past_value, v], {"axis": 2})
     _output(ctx, node, 1, k)
@@ -241,11 +241,10 @@ def _allowed_keys(ctx: ConvertContext, node: OnnxNode, scores: tuple[int, ...],
         allowed = (diff >= lowest) & (diff <= highest)
         return None if allowed.all() else ctx.add_const(allowed)
     batch = scores[0]
-    if ctx.type(nonpad).shape != (batch,):
-        raise ValueError(f"nonpad_kv_seqlen must have shape [{batch}], "
-                         f"got {list(ctx.type(nonpad).shape)}")  # fmt: skip
-    (lengths,) = ctx.add("Cast", [nonpad], {"to": "int64"})
-    (lengths,) = ctx.add("Reshape", [lengths], {"shape": (batch, 1, 1, 1)})
+    if ctx.type(nonpad) != TensorType((batch,), "int64"):
+        raise ValueError(f"nonpad_kv_seqlen must be int64 of shape [{batch}], "
+                         f"got {ctx.type(nonpad)}")  # fmt: skip
+    (lengths,) = ctx.add("Reshape", [nonpad], {"shape": (batch, 1, 1, 1)})
     keys = ctx.add_const(np.arange(skv, dtype=np.int64))
     (allowed,) = ctx.add("Less", [keys, lengths])  # padding: key j exists when j < length
     if np.isfinite(lowest) or np.isfinite(highest):
