@@ -27,8 +27,8 @@ os.environ.setdefault(OMP_WAIT_POLICY_ENV, "PASSIVE")
 GOMP_SPINCOUNT_ENV = "GOMP_SPINCOUNT"
 os.environ.setdefault(GOMP_SPINCOUNT_ENV, "1000000")
 
-# The fp32 peak (GFLOP/s) tuning summaries compare with; default: measured once per CPU and
-# thread count by an FMA kernel (tvmc.runtime.peak) and cached.
+# The fp32 peak (GFLOP/s) tuning summaries compare with; default: one core's, measured once per
+# CPU model by an FMA kernel (tvmc.runtime.peak) and cached, times the physical cores used.
 PEAK_GFLOPS_ENV = "TVMC_PEAK_GFLOPS"
 # Where tvmc caches what it measures about this machine (the peak); default: ~/.cache/tvmc.
 CACHE_DIR_ENV = "TVMC_CACHE_DIR"
