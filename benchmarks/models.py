@@ -2,11 +2,12 @@
 
 One process, same inputs, same thread count (2 by default, TVMC_NUM_THREADS to change), timed in
 alternating blocks. Per model: tvmc load time, compile time, median latency of tvmc (default
-schedules, no tuning) and onnxruntime, the ratio, GFLOP/s reached, and workspace bytes against
-the naive sum. With `--tuned DIR` (records from benchmarks/tune_models.py, DIR/<model>.json)
-tvmc also runs compiled with those records, in the same alternation: the tuned latency, its
-ratio to onnxruntime and its speedup over untuned. Medians of `--repeat` timed runs after
-warm-up; the machine is shared, so compare ratios, not lone times.
+schedules, no tuning) and onnxruntime, the ratio, GFLOP/s reached and its share of the measured
+peak (tvmc.runtime.peak), and workspace bytes against the naive sum. With `--tuned DIR` (records
+from benchmarks/tune_models.py, DIR/<model>.json) tvmc also runs compiled with those records, in
+the same alternation: the tuned latency, its ratio to onnxruntime and its speedup over untuned.
+Medians of `--repeat` timed runs after warm-up; the machine is shared, so compare ratios, not
+lone times.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from tvmc.codegen import load_shared, num_threads
 from tvmc.driver.compiler import CompileOptions, build
 from tvmc.models import LIGHT_MODELS, light_model_inputs, randomized_light_model
 from tvmc.runtime import Executor, ProgramInfo
+from tvmc.runtime.peak import peak_gflops
 
 
 def blocked_median_ms(*fns, repeat: int, rounds: int = 3) -> list[float]:
@@ -115,10 +117,12 @@ def main() -> None:
     parser.add_argument("--tuned", metavar="DIR", help="records DIR/<model>.json to compare")
     args = parser.parse_args()
     threads = num_threads()
-    print(f"threads: {threads}; times are medians of {args.repeat} runs")
+    peak, source = peak_gflops(threads)
+    print(f"threads: {threads}; times are medians of {args.repeat} runs; "
+          f"peak {peak:.0f} GFLOP/s ({source})")  # fmt: skip
     header = (
         f"{'model':20} {'load s':>7} {'compile s':>9} {'tvmc ms':>8} {'ort ms':>8} "
-        f"{'ratio':>6} {'GFLOP/s':>8} {'ws MB':>6} {'naive MB':>8} {'max err':>8}"
+        f"{'ratio':>6} {'GFLOP/s':>8} {'peak':>5} {'ws MB':>6} {'naive MB':>8} {'max err':>8}"
     )
     if args.tuned:
         header += f" {'tuned ms':>8} {'t.ratio':>7} {'speedup':>7}"
@@ -130,7 +134,8 @@ def main() -> None:
             rows.append(r)
             line = (f"{r['model']:20} {r['load_s']:7.2f} {r['compile_s']:9.2f} "
                     f"{r['tvmc_ms']:8.2f} {r['ort_ms']:8.2f} {r['ratio']:6.2f} {r['gflops']:8.1f} "
-                    f"{r['workspace_mb']:6.1f} {r['naive_mb']:8.1f} {r['error']:8.1e}")  # fmt: skip
+                    f"{r['gflops'] / peak:5.0%} {r['workspace_mb']:6.1f} {r['naive_mb']:8.1f} "
+                    f"{r['error']:8.1e}")  # fmt: skip
             if args.tuned:
                 line += f" {r['tuned_ms']:8.2f} {r['tuned_ratio']:7.2f} {r['speedup']:6.2f}x"
             print(line)
