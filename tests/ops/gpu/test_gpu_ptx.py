@@ -108,12 +108,17 @@ CASES = {
     "softmax": ("Softmax", [T(4, 1000)], {"axes": [1]}, {}),
     "softmax_tuned": ("Softmax", [T(4, 1000)], {"axes": [1]}, {"reduce_threads": 1024}),
     "layer_norm": ("LayerNormalization", [T(8, 64), T(64), T(64)], {"axis": -1}, {}),
+    "rms_norm": ("RMSNormalization", [T(8, 512), T(512)], {"axis": -1}, {}),
+    "group_norm": ("GroupNormalization", [T(2, 32, 8, 8), T(32), T(32)], {"num_groups": 8}, {}),
+    "lp_norm": ("LpNormalization", [T(4, 300)], {"axis": 1, "p": 1}, {}),
+    "mvn": ("MeanVarianceNormalization", [T(2, 3, 8, 8)], {"axes": [0, 2, 3]}, {}),
     "argmax": ("ArgMax", [T(4, 100)], {"axis": 1}, {}),
     "reduce_short_rows": ("ReduceMean", [T(64, 3, 5)], {"axes": [1, 2]}, {}),
     "reduce_columns": ("ReduceSum", [T(2, 64, 4096)], {"axes": [1]}, {}),
     "relu": ("Relu", [T(3, 1000)], {}, {}),
     # other dtypes: float16 accumulates in float32, 64-bit values skip the shuffles
     "softmax_f16": ("Softmax", [T(4, 100, dtype="float16")], {"axes": [1]}, {}),
+    "rms_norm_f16": ("RMSNormalization", [T(4, 100, dtype="float16")] * 2, {"axis": 0}, {}),
     "conv_f16": (
         "Conv",
         [T(1, 8, 8, 8, dtype="float16"), T(8, 8, 3, 3, dtype="float16")],
@@ -205,6 +210,10 @@ TEMPLATE_CASES = {
             CASES["avgpool"],
             CASES["lrn"],
             CASES["layer_norm"],
+            CASES["rms_norm"],
+            CASES["group_norm"],
+            CASES["lp_norm"],
+            CASES["mvn"],
             CASES["global_avg"],
             CASES["softmax"],
         )
