@@ -106,6 +106,7 @@ EVERY_OP = {
     "MaxPool": ([T(1, 4, 20, 20)], POOL_T),
     "AveragePool": ([T(1, 4, 10, 10)], POOL_T),
     "LRN": ([T(1, 8, 5, 5)], {"size": 3}),
+    "LpPool": ([T(1, 4, 10, 10)], POOL_T),
 }
 
 
