@@ -114,6 +114,18 @@ CASES = {
     "group_norm": ("GroupNormalization", [T(2, 32, 8, 8), T(32), T(32)], {"num_groups": 8}, {}),
     "lp_norm": ("LpNormalization", [T(4, 300)], {"axis": 1, "p": 1}, {}),
     "mvn": ("MeanVarianceNormalization", [T(2, 3, 8, 8)], {"axes": [0, 2, 3]}, {}),
+    "nll_mean": (
+        "NegativeLogLikelihoodLoss",
+        [T(8, 10, 30), T(8, 30, dtype="int64"), T(10)],
+        {"ignore_index": -1},
+        {},
+    ),
+    "nll_none": (
+        "NegativeLogLikelihoodLoss",
+        [T(8, 10), T(8, dtype="int32")],
+        {"reduction": "none"},
+        {},
+    ),
     "argmax": ("ArgMax", [T(4, 100)], {"axis": 1}, {}),
     "reduce_short_rows": ("ReduceMean", [T(64, 3, 5)], {"axes": [1, 2]}, {}),
     "reduce_columns": ("ReduceSum", [T(2, 64, 4096)], {"axes": [1]}, {}),
@@ -217,6 +229,7 @@ TEMPLATE_CASES = {
             CASES["group_norm"],
             CASES["lp_norm"],
             CASES["mvn"],
+            CASES["nll_mean"],
             CASES["global_avg"],
             CASES["softmax"],
         )

@@ -107,6 +107,10 @@ EVERY_OP = {
     "AveragePool": ([T(1, 4, 10, 10)], POOL_T),
     "LRN": ([T(1, 8, 5, 5)], {"size": 3}),
     "LpPool": ([T(1, 4, 10, 10)], POOL_T),
+    "NegativeLogLikelihoodLoss": (
+        [T(8, 10, 30), TensorType((8, 30), "int64")],
+        {"reduction": "sum"},
+    ),
 }
 
 
