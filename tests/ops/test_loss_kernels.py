@@ -147,6 +147,14 @@ def test_loss_errors_name_the_node(op, x_shape, t_shape, attrs, consts, match, r
         convert_model(model)
 
 
+@pytest.mark.parametrize("op,match", [(NLL, "needs inputs input and target"),
+                                      (SCE, "needs inputs scores and labels")])  # fmt: skip
+def test_losses_without_a_target_are_model_errors(op, match, rng):
+    model = single_node_model(op, {"x": rng.standard_normal((4, 3)).astype(np.float32)}, opset=13)
+    with pytest.raises(ModelError, match=f"{op} node.*{match}"):
+        convert_model(model)
+
+
 def test_constant_targets_out_of_range_fold_to_a_model_error(rng):
     x = rng.standard_normal((2, 3)).astype(np.float32)
     consts = {"x": x, "t": np.array([0, 3], np.int64)}

@@ -20,6 +20,8 @@ def _loss_attrs(node: OnnxNode) -> dict:
 @converter("NegativeLogLikelihoodLoss")
 def NegativeLogLikelihoodLoss(ctx: ConvertContext, node: OnnxNode) -> None:
     """input, target and the optional weight, as they are."""
+    if not (node.input(0) and node.input(1)):
+        raise ValueError("needs inputs input and target")
     inputs = [name for name in node.inputs[:3] if name]
     ctx.add("NegativeLogLikelihoodLoss", inputs, _loss_attrs(node), outputs=node.outputs[:1])
 
@@ -27,6 +29,8 @@ def NegativeLogLikelihoodLoss(ctx: ConvertContext, node: OnnxNode) -> None:
 @converter("SoftmaxCrossEntropyLoss")
 def SoftmaxCrossEntropyLoss(ctx: ConvertContext, node: OnnxNode) -> None:
     """LogSoftmax over the classes (the optional log_prob output), then the NLL loss."""
+    if not (node.input(0) and node.input(1)):
+        raise ValueError("needs inputs scores and labels")
     scores, labels = node.inputs[:2]
     if ctx.type(scores).ndim < 2:
         raise ValueError(f"scores must be [N,C,D1,...], got {list(ctx.type(scores).shape)}")

@@ -114,6 +114,8 @@ def GroupNormalization(ctx: ConvertContext, node: OnnxNode) -> None:
     if "num_groups" not in node.attrs:
         raise ModelError(f"{node.describe()} has no num_groups attribute")
     groups = int(node.attrs["num_groups"])
+    if len([name for name in node.inputs[:3] if name]) < 3:
+        raise ValueError("needs inputs X, scale and bias")
     x, scale, bias = node.inputs[:3]
     shape = ctx.type(x).shape
     if len(shape) < 2 or groups < 1 or shape[1] % groups:

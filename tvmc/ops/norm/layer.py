@@ -74,6 +74,8 @@ def from_axis(attrs: Attrs, x: TensorType) -> tuple[Sequence[int], Sequence[int]
 
 def _row_norm_rule(op: str):
     def rule(attrs: Attrs, types: list[TensorType]) -> list[TensorType]:
+        if len(types) < 2:
+            raise ValueError(f"{op} needs inputs X and scale, got {len(types)} input(s)")
         x = types[0]
         float_input(op, x)
         same_dtype(types, op)
