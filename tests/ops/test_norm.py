@@ -17,7 +17,7 @@ from tests.onnx_helpers import (
     run_tvmc_reference,
     single_node_model,
 )
-from tvmc.errors import ModelError
+from tvmc.errors import ModelError, UnsupportedModelError
 from tvmc.frontend import convert_model
 
 
@@ -137,4 +137,56 @@ def test_instance_normalization_bad_scale(rng):
     model = single_node_model("InstanceNormalization", {"x": random(rng, (2, 3, 5))},
                               constants=consts)  # fmt: skip
     with pytest.raises(ModelError, match=r"scale \[4\] and bias \[3\] must both be \[3\]"):
+        convert_model(model)
+
+
+# ---- RMSNormalization, GroupNormalization, LpNormalization, MeanVarianceNormalization ------------
+def test_group_normalization_opset_18_repeats_scale_per_channel(rng):
+    """Opset 18's [num_groups] scale and bias become per-channel constants for our one op."""
+    consts = {"s": random(rng, (2,)), "b": random(rng, (2,))}
+    model = single_node_model("GroupNormalization", {"x": random(rng, (2, 6, 5))},
+                              {"num_groups": 2}, consts, opset=18)  # fmt: skip
+    graph = convert_model(model)
+    (node,) = graph.nodes
+    assert node.op == "GroupNormalization"
+    np.testing.assert_array_equal(graph.params[node.inputs[1]], np.repeat(consts["s"], 3))
+    check_node("GroupNormalization", {"x": random(rng, (2, 6, 5))}, {"num_groups": 2}, consts,
+               opset=18)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "op,attrs,consts,opset,error,match",
+    [
+        ("GroupNormalization", {"num_groups": 4}, {"s": (6,), "b": (6,)}, 21, ModelError,
+         r"GroupNormalization node.*num_groups 4 must be positive and divide"),
+        ("GroupNormalization", {}, {"s": (6,), "b": (6,)}, 21, ModelError,
+         "GroupNormalization node.*has no num_groups attribute"),
+        ("GroupNormalization", {"num_groups": 2}, {"s": (6,), "b": (6,)}, 18, ModelError,
+         r"scale and bias must be \[num_groups\] = \[2\] before opset 21, got \[6\]"),
+        ("GroupNormalization", {"num_groups": 2}, {"s": (2,), "b": (2,)}, 21, ModelError,
+         r"scale \[2\] and bias \[2\] must both be \[6\]"),
+        ("GroupNormalization", {"num_groups": 2}, {"s": (6,)}, 21, ModelError,
+         "GroupNormalization node.*needs inputs X, scale and bias"),
+        ("RMSNormalization", {}, {}, 23, ModelError,
+         "RMSNormalization node.*needs inputs X and scale, got 1 input"),
+        ("LayerNormalization", {}, {}, 17, ModelError,
+         "LayerNormalization node.*needs inputs X and scale, got 1 input"),
+        ("RMSNormalization", {"stash_type": 10}, {"s": (5,)}, 23, UnsupportedModelError,
+         "RMSNormalization node.*stash_type float16 is not supported"),
+        ("RMSNormalization", {"axis": 3}, {"s": (5,)}, 23, ModelError,
+         "RMSNormalization node.*axis 3 is out of range for rank 3"),
+        ("RMSNormalization", {}, {"s": (6,)}, 23, ModelError,
+         r"scale of shape \[6\] does not broadcast to the normalized shape \[5\]"),
+        ("LpNormalization", {"p": 3}, {}, 17, ModelError,
+         "LpNormalization node.*p must be 1 or 2, got 3"),
+        ("MeanVarianceNormalization", {"axes": [1, 4]}, {}, 13, ModelError,
+         "MeanVarianceNormalization node.*axis 4 is out of range"),
+        ("MeanVarianceNormalization", {"axes": [1, -2]}, {}, 13, ModelError,
+         "name a dimension twice"),
+    ],
+)  # fmt: skip
+def test_norm_errors_name_the_node(op, attrs, consts, opset, error, match, rng):
+    constants = {k: random(rng, shape) for k, shape in consts.items()}
+    model = single_node_model(op, {"x": random(rng, (2, 6, 5))}, attrs, constants, opset=opset)
+    with pytest.raises(error, match=match):
         convert_model(model)

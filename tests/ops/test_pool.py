@@ -137,3 +137,10 @@ def test_pool_errors_say_what(rng):
         convert_model(single_node_model("MaxPool", x, {"kernel_shape": [2]}))
     with pytest.raises(ModelError, match="no kernel_shape"):
         convert_model(single_node_model("MaxPool", x, {"strides": [2, 2]}))
+    with pytest.raises(ModelError, match="LpPool node.*p must be a positive integer, got 0"):
+        convert_model(single_node_model("LpPool", x, {"kernel_shape": [2, 2], "p": 0}))
+    with pytest.raises(ModelError, match="LpPool node.*no kernel_shape"):
+        convert_model(single_node_model("LpPool", x, {"p": 2}))
+    with pytest.raises(ModelError, match="LpPool does not support dtype int32"):
+        xi = {"x": np.ones((1, 2, 4, 4), np.int32)}
+        convert_model(single_node_model("LpPool", xi, {"kernel_shape": [2, 2]}))

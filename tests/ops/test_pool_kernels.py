@@ -2,8 +2,9 @@
 
 The pool cases of tests/ops/test_pool.py, plus shapes for the vectorized stride-1 interior
 (16-lane blocks, an overlapping last block, a narrow tail under an epilogue), stride-2 plain
-loops, windows above MAX_UNROLLED_TAPS (the looped form) and parallel planes. Tolerance:
-float32 rtol 1e-5, atol 1e-6 (averages divide the same sums; LRN's power differs by an ulp).
+loops, windows above MAX_UNROLLED_TAPS (the looped form) and parallel planes; LpPool over the
+same windows. Tolerance: float32 rtol 1e-5, atol 1e-6 (averages divide the same sums; LRN's and
+LpPool's powers differ by an ulp).
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.lowering_helpers import check_lowered, run_node
+from tests.ops.kernel_checks import check
 from tests.ops.template_checks import FORCE_PARALLEL, check_template, loop_kinds
 from tvmc.graph import Node, TensorType
 from tvmc.ops import evaluate_node
+from tvmc.ops.lowering import LoweringTarget
 from tvmc.ops.pool.cpu import axis_runs
 
 POOLS = ["MaxPool", "AveragePool"]
@@ -207,3 +210,54 @@ def test_unit_shapes(rng):
     check_lowered("AveragePool", {"x": randn(rng, 1, 1, 1, 3)}, attrs, opset=13)
     check_lowered("GlobalAveragePool", {"x": randn(rng, 1, 3, 1, 1)})
     check_lowered("LRN", {"x": randn(rng, 1, 1, 1, 1)}, {"size": 3})
+
+
+# ---- LpPool --------------------------------------------------------------------------------------
+LP_WINDOWS = [
+    ((1, 2, 7, 8), {"kernel_shape": [2, 2]}),
+    ((2, 3, 7, 8), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 2, 40), {"kernel_shape": [4], "pads": [2, 1]}),  # 1D, vectorized
+    ((1, 2, 5, 6, 7), {"kernel_shape": [2, 2, 3], "strides": [2, 2, 2]}),  # 3D
+    ((1, 3, 9, 45), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),  # 43 = 32 + overlap
+]
+
+
+@pytest.mark.parametrize("p", [1, 2, 3])
+@pytest.mark.parametrize("x_shape,attrs", LP_WINDOWS)
+def test_lp_pool(p, x_shape, attrs, rng):
+    check("LpPool", {"x": randn(rng, *x_shape)}, {**attrs, "p": p}, opset=18)
+
+
+@pytest.mark.parametrize("opset", [11, 18, 22])
+@pytest.mark.parametrize("auto_pad", ["NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"])
+def test_lp_pool_opsets_and_auto_pad(opset, auto_pad, rng):
+    attrs = {"kernel_shape": [3, 2], "strides": [2, 2], "auto_pad": auto_pad}
+    if auto_pad == "NOTSET":
+        attrs["pads"] = [1, 0, 1, 1]
+    check("LpPool", {"x": randn(rng, 1, 2, 9, 8)}, attrs, opset=opset)  # p: the default 2
+
+
+@pytest.mark.parametrize("ceil_mode", [0, 1])
+@pytest.mark.parametrize("p", [1, 3])
+def test_lp_pool_ceil_mode_and_dilations(ceil_mode, p, rng):
+    """Opset 18 brought dilations and ceil_mode (the overhang adds nothing)."""
+    attrs = {"kernel_shape": [3, 2], "dilations": [2, 3], "strides": [2, 1], "pads": [1, 0, 2, 1],
+             "ceil_mode": ceil_mode, "p": p}  # fmt: skip
+    check("LpPool", {"x": randn(rng, 1, 2, 10, 29)}, attrs, opset=18)
+    ceil = {"kernel_shape": [3, 2], "strides": [2, 3], "ceil_mode": ceil_mode, "p": p}
+    check("LpPool", {"x": randn(rng, 1, 2, 7, 8)}, ceil, opset=22)
+
+
+def test_lp_pool_float16_big_windows_epilogue_and_interpreted(rng):
+    attrs = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
+    x16 = randn(rng, 1, 2, 6, 20).astype(np.float16)
+    check("LpPool", {"x": x16}, attrs, opset=18, rtol=2e-3, atol=2e-3)
+    big = {"kernel_shape": [9, 9], "pads": [2, 2, 2, 2], "p": 3}  # looped: over 64 taps
+    check("LpPool", {"x": randn(rng, 1, 2, 12, 20)}, big, opset=18)
+    x = randn(rng, 2, 3, 9, 45)
+    check_template("LpPool", {"x": x}, attrs, opset=18, config=FORCE_PARALLEL)
+    check("LpPool", {"x": x}, {**attrs, "p": 1}, opset=18, use_interpreter=True)
+    cuda = {"target": LoweringTarget(kind="cuda")}
+    check("LpPool", {"x": x}, {**attrs, "strides": [1, 2], "p": 3}, opset=18, **cuda)
+    check("LpPool", {"x": x}, {"kernel_shape": [2, 3], "ceil_mode": 1, "strides": [2, 2]},
+          opset=18, **cuda)  # fmt: skip

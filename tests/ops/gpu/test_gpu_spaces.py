@@ -97,11 +97,20 @@ EVERY_OP = {
     "ArgMin": ([T(3, 4, 50)], {"axis": 1}),
     "LayerNormalization": ([T(2, 3, 40), T(40), T(40)], {"axis": -1}),
     "InstanceNormalization": ([T(2, 3, 6, 7), T(3), T(3)], {}),
+    "RMSNormalization": ([T(2, 3, 40), T(40)], {"axis": -1}),
+    "GroupNormalization": ([T(2, 6, 5, 7), T(6), T(6)], {"num_groups": 3}),
+    "LpNormalization": ([T(2, 3, 40)], {"axis": 2}),
+    "MeanVarianceNormalization": ([T(2, 3, 6, 7)], {"axes": [0, 2, 3]}),
     "GlobalAveragePool": ([T(1, 8, 7, 7)], {}),
     "GlobalMaxPool": ([T(1, 8, 3, 3)], {}),
     "MaxPool": ([T(1, 4, 20, 20)], POOL_T),
     "AveragePool": ([T(1, 4, 10, 10)], POOL_T),
     "LRN": ([T(1, 8, 5, 5)], {"size": 3}),
+    "LpPool": ([T(1, 4, 10, 10)], POOL_T),
+    "NegativeLogLikelihoodLoss": (
+        [T(8, 10, 30), TensorType((8, 30), "int64")],
+        {"reduction": "sum"},
+    ),
 }
 
 

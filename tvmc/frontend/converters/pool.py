@@ -33,3 +33,9 @@ def MaxPool(ctx: ConvertContext, node: OnnxNode) -> None:
 @converter("AveragePool")
 def AveragePool(ctx: ConvertContext, node: OnnxNode) -> None:
     _pool(ctx, node, "AveragePool", {"count_include_pad": node.attrs.get("count_include_pad", 0)})
+
+
+@converter("LpPool")
+def LpPool(ctx: ConvertContext, node: OnnxNode) -> None:
+    """LpPool: the window as for the other pools, p (default 2)."""
+    _pool(ctx, node, "LpPool", {"p": node.attrs.get("p", 2)})

@@ -1,5 +1,6 @@
-"""Pools and LRN: definitions (`definition`), windowed CPU and CUDA templates (`cpu`, `gpu`;
-tunable on CUDA in `block`), global pools as row reductions (`global_pool`)."""
+"""Pools (MaxPool, AveragePool, LpPool, global pools) and LRN: definitions (`definition`),
+windowed CPU and CUDA templates (`cpu`, `gpu`; tunable on CUDA in `block`), global pools as row
+reductions (`global_pool`)."""
 
 from tvmc.ops.pool import cpu, gpu
 from tvmc.ops.pool.definition import (
@@ -9,6 +10,8 @@ from tvmc.ops.pool.definition import (
     global_average_pool_rule,
     global_max_pool,
     global_max_pool_rule,
+    lp_pool,
+    lp_pool_rule,
     lrn,
     lrn_rule,
     max_pool,
@@ -27,6 +30,11 @@ register(OpDef(
     "AveragePool", average_pool_rule, average_pool,
     lowerings={"cpu": cpu.AVERAGE_POOL, "cuda": gpu.AVERAGE_POOL},
     attrs={**WINDOW_ATTRS, "ceil_mode": 0, "count_include_pad": 0}, kind=OPAQUE,
+))  # fmt: skip
+register(OpDef(
+    "LpPool", lp_pool_rule, lp_pool,
+    lowerings={"cpu": cpu.LP_POOL, "cuda": gpu.LP_POOL},
+    attrs={**WINDOW_ATTRS, "ceil_mode": 0, "p": 2}, kind=OPAQUE,
 ))  # fmt: skip
 register(OpDef(
     "GlobalAveragePool", global_average_pool_rule, global_average_pool,

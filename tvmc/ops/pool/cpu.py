@@ -1,4 +1,4 @@
-"""CPU templates for MaxPool, AveragePool (1D/2D/3D) and LRN (not tuned: no knob space).
+"""CPU templates for MaxPool, AveragePool, LpPool (1D/2D/3D) and LRN (not tuned: no knob space).
 
 Windowed pools: a parallel loop over the (N, C) planes. Along each spatial axis the outputs are
 split at compile time into runs that share one clipped window (the interior, where the whole
@@ -24,11 +24,13 @@ from tvmc.kernel import (
     allocate,
     const,
     exp,
+    fabs,
     log,
     loop,
     maximum,
     minimum,
     nest,
+    power,
     seq,
     sqrt,
 )
@@ -46,6 +48,21 @@ from tvmc.ops.schedule.reduction import (
 )
 
 MAX_UNROLLED_TAPS = 64  # larger windows loop over their outer dims with a register accumulator
+POOL_KINDS = {"MaxPool": "max", "AveragePool": "sum", "LpPool": "sum"}
+
+
+def lp_power(v: Expr, p: int) -> Expr:
+    """|v| ** p, the term LpPool sums (products for p 1 and 2: no pow call)."""
+    if p == 1:
+        return fabs(v)
+    return v * v if p == 2 else power(fabs(v), const(float(p), v.dtype))
+
+
+def lp_root(v: Expr, p: int) -> Expr:
+    """v ** (1/p), LpPool's result from its sum."""
+    if p == 1:
+        return v
+    return sqrt(v) if p == 2 else power(v, const(1.0 / p, v.dtype))
 
 
 @dataclass(frozen=True)
@@ -119,7 +136,7 @@ def _over_run(
 
 @dataclass
 class _WindowPool:
-    """MaxPool/AveragePool over one input: the runs of every spatial axis and the stores."""
+    """MaxPool/AveragePool/LpPool over one input: the runs of every spatial axis and the stores."""
 
     kind: str  # max or sum
     x: TensorRef
@@ -127,6 +144,7 @@ class _WindowPool:
     attrs: Attrs
     epilogue: Epilogue | None
     lanes: int
+    p: int = 0  # LpPool: sums |x| ** p, then takes the p-th root; 0: a plain max or average
 
     @property
     def acc(self) -> str:
@@ -146,10 +164,13 @@ class _WindowPool:
 
         def at(ks: tuple[int | Expr, ...]) -> Expr:
             pos = [o[i] * strides[i] - pads[i] + k * dilations[i] for i, k in enumerate(ks)]
-            return self.x.read((n, c, *pos)).astype(self.acc)
+            v = self.x.read((n, c, *pos)).astype(self.acc)
+            return lp_power(v, self.p) if self.p else v
 
         def store(v: Expr) -> Stmt:
-            if self.kind == "sum":
+            if self.p:
+                v = lp_root(v, self.p)
+            elif self.kind == "sum":
                 v = v / const(float(math.prod(r.count for r in rs)), self.acc)
             v, where = v.astype(self.out.dtype), (n, c, *o)
             return self.out.store(
@@ -185,8 +206,8 @@ class _WindowPool:
 
 
 def pool_template(op: str) -> TemplateFn:
-    """The CPU template of MaxPool or AveragePool."""
-    kind = "max" if op == "MaxPool" else "sum"
+    """The CPU template of MaxPool, AveragePool or LpPool."""
+    kind = POOL_KINDS[op]
 
     def lower(
         ctx: LowerContext,
@@ -197,7 +218,8 @@ def pool_template(op: str) -> TemplateFn:
     ) -> list[Kernel]:
         x = inputs[0]
         lanes = ctx.target.lanes(accumulator_dtype(x.dtype))
-        pool = _WindowPool(kind, x, outputs[0], attrs, epilogue, lanes)
+        p = int(attrs["p"]) if op == "LpPool" else 0
+        pool = _WindowPool(kind, x, outputs[0], attrs, epilogue, lanes, p)
         runs = pool.runs()
         channels, planes = x.shape[1], x.shape[0] * x.shape[1]
 
@@ -315,4 +337,5 @@ def lrn(
 
 MAX_POOL = Template(pool_template("MaxPool"), epilogue=True)
 AVERAGE_POOL = Template(pool_template("AveragePool"), epilogue=True)
+LP_POOL = Template(pool_template("LpPool"), epilogue=True)
 LRN = Template(lrn, epilogue=True)

@@ -1,4 +1,4 @@
-"""Pooling ops (MaxPool, AveragePool, their Global forms) and LRN: shape rules and references.
+"""Pooling ops (MaxPool, AveragePool, LpPool, their Global forms) and LRN: rules and references.
 
 Window attributes are normalized as for Conv (tvmc.ops.window): explicit `kernel_shape`, `strides`,
 `dilations` and `pads`; `ceil_mode` stays, since it changes the output size.
@@ -83,6 +83,13 @@ def average_pool(attrs, x):
     return (total / _window_counts(attrs, x.shape[-spatial:])).astype(x.dtype)
 
 
+def lp_pool(attrs, x):
+    """(sum of |x|**p over each window) ** (1/p); padding cells add nothing."""
+    p = int(attrs["p"])
+    powered = np.abs(x.astype(np.float64)) ** p
+    return (_window_reduce(attrs, powered, 0, np.add) ** (1.0 / p)).astype(x.dtype)
+
+
 def _window_counts(attrs: Attrs, shape: tuple[int, ...]) -> np.ndarray:
     """Cells each window averages over: a product of per-axis counts, since windows are boxes."""
     spatial, pads = len(shape), attrs["pads"]
@@ -148,7 +155,15 @@ def lrn(attrs, x):
     return (x / scale ** attrs["beta"]).astype(x.dtype)
 
 
+def lp_pool_rule(attrs: Attrs, types: list[TensorType]) -> list[TensorType]:
+    """The window rule, and p a positive integer."""
+    if int(attrs["p"]) != attrs["p"] or attrs["p"] < 1:
+        raise ValueError(f"LpPool p must be a positive integer, got {attrs['p']}")
+    return _lp_window_rule(attrs, types)
+
+
 max_pool_rule = pool_rule("MaxPool", MAXPOOL_DTYPES)
 average_pool_rule = pool_rule("AveragePool", FLOAT_DTYPES)
+_lp_window_rule = pool_rule("LpPool", FLOAT_DTYPES)
 global_average_pool_rule = global_rule("GlobalAveragePool", FLOAT_DTYPES)
 global_max_pool_rule = global_rule("GlobalMaxPool", MAXPOOL_DTYPES)

@@ -1,10 +1,12 @@
-"""GPU templates for MaxPool, AveragePool (1D/2D/3D, pads, strides, dilations, ceil_mode) and LRN.
+"""GPU templates for MaxPool, AveragePool, LpPool (1D/2D/3D, pads, strides, dilations,
+ceil_mode) and LRN.
 
 One thread per output: the window's taps (unrolled when small) fold into a register, skipping
 taps in the padding; AveragePool counts the taps its divisor includes as it goes (padding cells
-with count_include_pad, never the ceil-mode overhang), as the reference defines it. LRN sums
-the squares of its channel window the same way. Knob: `block`, threads per block, tuned on
-CUDA only (`pool_gpu_space`; their CPU templates have none, so the CPU gets no tuning task).
+with count_include_pad, never the ceil-mode overhang), as the reference defines it; LpPool sums
+|x| ** p and takes the p-th root. LRN sums the squares of its channel window the same way.
+Knob: `block`, threads per block, tuned on CUDA only (`pool_gpu_space`; their CPU templates have
+none, so the CPU gets no tuning task).
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from tvmc.ops.lowering import (
     TemplateFn,
     TensorRef,
 )
-from tvmc.ops.pool.cpu import inverse_power
-from tvmc.ops.pool.definition import average_pool_rule, lrn_rule, max_pool_rule
+from tvmc.ops.pool.cpu import POOL_KINDS, inverse_power, lp_power, lp_root
+from tvmc.ops.pool.definition import average_pool_rule, lp_pool_rule, lrn_rule, max_pool_rule
 from tvmc.ops.schedule.gpu_launch import (
     BLOCKS,
     DEFAULT_BLOCK,
@@ -46,11 +48,16 @@ def block_space(outputs: int) -> ConfigSpace:
     return space
 
 
-RULES = {"MaxPool": max_pool_rule, "AveragePool": average_pool_rule, "LRN": lrn_rule}
+RULES = {
+    "MaxPool": max_pool_rule,
+    "AveragePool": average_pool_rule,
+    "LpPool": lp_pool_rule,
+    "LRN": lrn_rule,
+}
 
 
 def pool_gpu_space(op: str) -> Callable[[Attrs, list[TensorType], LoweringTarget], ConfigSpace]:
-    """The space of `op` (MaxPool, AveragePool, LRN): `block`, for one thread per output."""
+    """The space of `op` (MaxPool, AveragePool, LpPool, LRN): `block`, one thread per output."""
 
     rule = RULES[op]
 
@@ -61,8 +68,8 @@ def pool_gpu_space(op: str) -> Callable[[Attrs, list[TensorType], LoweringTarget
 
 
 def pool_gpu(op: str) -> TemplateFn:
-    """The GPU template of MaxPool or AveragePool."""
-    kind = "max" if op == "MaxPool" else "sum"
+    """The GPU template of MaxPool, AveragePool or LpPool."""
+    kind = POOL_KINDS[op]
 
     def lower(
         ctx: LowerContext,
@@ -77,6 +84,8 @@ def pool_gpu(op: str) -> TemplateFn:
         spatial, size = len(kernel), tuple(x.shape[2:])
         begin, end = pads[:spatial], pads[spatial:]
         include = bool(attrs.get("count_include_pad", 0))
+        order = int(attrs["p"]) if op == "LpPool" else 0  # LpPool's p; 0 for the others
+        average = kind == "sum" and not order  # counts the taps its divisor includes
         acc_t = accumulator_dtype(x.dtype, kind == "sum")
         if kind == "sum" and not acc_t.startswith("float"):
             acc_t = "float64"
@@ -100,7 +109,7 @@ def pool_gpu(op: str) -> TemplateFn:
                         + [p < size[d] for d, p in enumerate(pos) if reach[d] >= size[d]]
                     )
                     v = x.read((n, c, *pos)).astype(acc_t)
-                    st = acc.store(0, combine(kind, acc[0], v))
+                    st = acc.store(0, combine(kind, acc[0], lp_power(v, order) if order else v))
                     counted = inside
                     if include:  # padding cells count, the ceil-mode overhang does not
                         counted = all_of(
@@ -110,7 +119,7 @@ def pool_gpu(op: str) -> TemplateFn:
                                 if reach[d] >= size[d] + end[d]
                             ]
                         )
-                    if kind == "sum":
+                    if average:
                         one = cnt.store(0, cnt[0] + const(1.0, acc_t))
                         count = if_then_else(counted, one) if counted is not None else one
                         st = seq(st, count) if counted is inside else st
@@ -120,7 +129,8 @@ def pool_gpu(op: str) -> TemplateFn:
                     guarded = if_then_else(inside, st) if inside is not None else st
                     return seq(guarded, extra)
 
-                value = acc[0] if kind == "max" else acc[0] / cnt[0]
+                value = acc[0] / cnt[0] if average else acc[0]
+                value = lp_root(value, order) if order else value
                 return seq(
                     acc.store(0, identity(kind, acc_t)),
                     cnt.store(0, const(0.0, acc_t)),
@@ -178,4 +188,5 @@ def lrn_gpu(
 
 MAX_POOL = Template(pool_gpu("MaxPool"), pool_gpu_space("MaxPool"), epilogue=True)
 AVERAGE_POOL = Template(pool_gpu("AveragePool"), pool_gpu_space("AveragePool"), epilogue=True)
+LP_POOL = Template(pool_gpu("LpPool"), pool_gpu_space("LpPool"), epilogue=True)
 LRN = Template(lrn_gpu, pool_gpu_space("LRN"), epilogue=True)
