@@ -53,7 +53,7 @@ def test_quantize_per_tensor(dtype, runtime_params, rng):
 def test_quantize_older_opsets_and_default_uint8(opset, rng):
     x = ties(rng, (4, 33), 0.25)
     check("QuantizeLinear", {"x": x}, constants={"s": scalar(0.25, F32)}, opset=opset, **EXACT)
-    zp = scalar(-3, I8)
+    zp = np.array([-3], I8)  # a 1-element vector beside a scalar scale: per tensor too
     check("QuantizeLinear", {"x": x, "s": scalar(0.25, F32), "z": zp}, opset=opset, **EXACT)
 
 

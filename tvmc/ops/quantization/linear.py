@@ -20,6 +20,7 @@ from tvmc.kernel import Expr, cast
 from tvmc.ops.common import FLOAT_DTYPES
 from tvmc.ops.lowering import Accessor, Attrs, Indices, TensorRef, computed
 from tvmc.ops.quantization.common import (
+    TENSOR,
     check_quant_dtype,
     expand_param,
     param_layout,
@@ -37,8 +38,10 @@ def _check_params(attrs: Attrs, types: list[TensorType]) -> None:
     x, scale = types[0], types[1]
     if scale.dtype not in FLOAT_DTYPES:
         raise ValueError(f"the scale must be a float tensor, got {scale.dtype}")
-    param_layout(attrs, x.shape, scale.shape, "the scale")
-    if len(types) == 3 and types[2].shape != scale.shape:
+    layout = param_layout(attrs, x.shape, scale.shape, "the scale")
+    if len(types) < 3 or (layout == TENSOR and types[2].size == 1 and types[2].ndim <= 1):
+        return  # a per-tensor scale and zero point may be a scalar and a 1-element vector
+    if types[2].shape != scale.shape:
         raise ValueError(
             f"the zero point's shape {list(types[2].shape)} differs from the scale's "
             f"{list(scale.shape)}"
