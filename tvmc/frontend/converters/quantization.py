@@ -167,7 +167,7 @@ def _rows(ctx: ConvertContext, node: OnnxNode, index: int) -> int:
 
 @converter("MatMulInteger")
 def MatMulInteger(ctx: ConvertContext, node: OnnxNode) -> None:
-    """int32 MatMul of the shifted operands: exact, wrapping past int32 as onnxruntime does."""
+    """int32 MatMul of the shifted operands: exact while the sums fit int32 (K <= 33,025)."""
     _check_int8(ctx, node, 0, 2)
     _check_int8(ctx, node, 1, 3)
     a = _shifted(ctx, node, 0, 2, "int32", _rows(ctx, node, 0))

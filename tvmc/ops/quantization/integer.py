@@ -9,10 +9,11 @@
 - `accumulation_dtype`: the float in which a ConvInteger / QLinearConv sum is exact.
 
 Why MatMulInteger is an int32 MatMul but ConvInteger a float Conv: MatMul has int32 templates on
-both targets and int32 sums wrap exactly like onnxruntime's; Conv's templates are float only, so
-the integer operands are converted to a float in which every product and partial sum is an
-integer it represents exactly, which makes every add, multiply and fma exact in any order (the
-tiling, split-K and vector order of the templates then cannot change the result).
+both targets and int32 sums are exact (past int32 they wrap like onnxruntime's in practice, but
+the codegen marks signed int adds nsw, so LLVM does not promise it); Conv's templates are float
+only, so the integer operands are converted to a float in which every product and partial sum is
+an integer it represents exactly, which makes every add, multiply and fma exact in any order
+(the tiling, split-K and vector order of the templates then cannot change the result).
 """
 
 from __future__ import annotations
