@@ -15,6 +15,8 @@ GAP_RULES: list[tuple[str, str]] = [
     (r"test_maxpool_with_argmax_\w+", "MaxPool's Indices output is not supported"),
     (r"test_cast(like)?_\w*(FLOAT8|FLOAT4|INT4|UINT4|INT2|UINT2|E8M0)\w*",
      "float8/float4/int4/int2 element types: numpy has no such dtypes"),
+    (r"test_(de)?quantizelinear_(e4m3fn|e5m2|float4e2m1|u?int4|u?int2)\w*",
+     "float8/float4/int4/int2 quantized types: numpy has no such dtypes"),
     (r"test_\w*bfloat16\w*|test_\w*BFLOAT16\w*|test_\w*_bf16\w*",
      "bfloat16 is not a supported element type"),
     (r"test_attention_4d_causal_fp16(_expanded)?",

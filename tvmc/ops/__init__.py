@@ -9,10 +9,21 @@ Shared scheduling pieces (the injective and row-reduction schedules, CPU micro-k
 tiled GEMM and launch helpers) live in tvmc.ops.schedule.
 """
 
-from tvmc.ops import conv, elementwise, linalg, loss, norm, pool, reduction, resize, tensor
+from tvmc.ops import (
+    conv,
+    elementwise,
+    linalg,
+    loss,
+    norm,
+    pool,
+    quantization,
+    reduction,
+    resize,
+    tensor,
+)
 from tvmc.ops.interpret import run_reference
 from tvmc.ops.registry import OPS, OpDef, evaluate_node, get_op, infer_node
 
-FAMILIES = (conv, elementwise, linalg, loss, norm, pool, reduction, resize, tensor)
+FAMILIES = (conv, elementwise, linalg, loss, norm, pool, quantization, reduction, resize, tensor)
 
 __all__ = ["FAMILIES", "OPS", "OpDef", "evaluate_node", "get_op", "infer_node", "run_reference"]
