@@ -336,3 +336,28 @@ def Compress(ctx: ConvertContext, node: OnnxNode) -> None:
     # entries past the axis select nothing (onnxruntime ignores them too)
     kept = ctx.add_const(np.flatnonzero(condition[:dim]).astype(np.int64))
     ctx.add("Gather", [data, kept], {"axis": axis}, outputs=node.outputs)
+
+
+# ---- scatters and TopK ---------------------------------------------------------------------------
+@converter("ScatterElements", "Scatter")
+def ScatterElements(ctx: ConvertContext, node: OnnxNode) -> None:
+    """Scatter (opsets 9 and 10) is ScatterElements without a reduction."""
+    axis = normalize_axis(node.attrs.get("axis", 0), ctx.type(node.inputs[0]).ndim, node.op_type)
+    attrs = {"axis": axis, "reduction": node.attrs.get("reduction", "none")}
+    ctx.add("ScatterElements", node.inputs[:3], attrs, outputs=node.outputs)
+
+
+same_name(["ScatterND"])  # reduction: opset 16 (add, mul), 18 (max, min)
+
+
+@converter("TopK")
+def TopK(ctx: ConvertContext, node: OnnxNode) -> None:
+    """k (an attribute before opset 10, an input since) must be a constant: it sets the output
+    shape. Both outputs always exist: an unused one gets a fresh name."""
+    k = node.attrs["k"] if "k" in node.attrs else _one_value(ctx, node, 1, "k")
+    axis = normalize_axis(node.attrs.get("axis", -1), ctx.type(node.inputs[0]).ndim, "TopK")
+    attrs = {"k": int(k), "axis": axis, "largest": int(node.attrs.get("largest", 1)),
+             "sorted": int(node.attrs.get("sorted", 1))}  # fmt: skip
+    names = [node.outputs[i] if i < len(node.outputs) else "" for i in range(2)]
+    names = [n or ctx.graph.fresh_name(f"{node.name or 'topk'}_{i}") for i, n in enumerate(names)]
+    ctx.add("TopK", node.inputs[:1], attrs, outputs=names)
