@@ -15,6 +15,7 @@ import onnx
 from tvmc.errors import ModelError, UnsupportedModelError
 from tvmc.frontend.context import ConvertContext, OnnxNode
 from tvmc.frontend.converters.registry import converter, same_name, unique_axes
+from tvmc.frontend.einsum import einsum
 from tvmc.graph import DTYPES
 from tvmc.ops.common import broadcast_shape, normalize_axis
 from tvmc.ops.tensor.shape import resolve_reshape
@@ -336,6 +337,13 @@ def Compress(ctx: ConvertContext, node: OnnxNode) -> None:
     # entries past the axis select nothing (onnxruntime ignores them too)
     kept = ctx.add_const(np.flatnonzero(condition[:dim]).astype(np.int64))
     ctx.add("Gather", [data, kept], {"axis": axis}, outputs=node.outputs)
+
+
+@converter("Einsum")
+def Einsum(ctx: ConvertContext, node: OnnxNode) -> None:
+    """Decomposed into Transpose, Reshape, Gather, ReduceSum and MatMul (tvmc.frontend.einsum)."""
+    result = einsum(ctx, node.attrs["equation"], [n for n in node.inputs if n])
+    ctx.add("Identity", [result], outputs=node.outputs)
 
 
 # ---- scatters and TopK ---------------------------------------------------------------------------

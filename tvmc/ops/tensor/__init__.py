@@ -8,7 +8,8 @@ target; scatters, scans and TopK, which must visit elements in order, are templa
 Every static parameter is a resolved attribute: Reshape holds the full target shape, Slice one
 start/end/step per axis already clamped, Pad one begin/end pair per axis, TopK its k. The
 frontend lowers Flatten, Squeeze, Unsqueeze (to Reshape), DepthToSpace/SpaceToDepth (Reshape,
-Transpose), CenterCropPad (Pad) and Compress (Gather).
+Transpose), CenterCropPad (Pad), Compress (Gather) and Einsum (Transpose, Reshape, Gather,
+ReduceSum, MatMul, Mul: tvmc/frontend/einsum.py).
 Converters emit non-negative axes; the rules also accept negative ones.
 """
 
