@@ -144,6 +144,8 @@ CASES = {
     "matmul_int32": ("MatMul", [T(8, 16, dtype="int32"), T(16, 8, dtype="int32")], {}, {}),
     "maxpool_int8": ("MaxPool", [T(1, 2, 8, 8, dtype="int8")], POOL, {}),
     "transpose": ("Transpose", [T(2, 3, 40)], {"perm": [2, 0, 1]}, {}),
+    "cumsum": ("CumSum", [T(4, 7, 40)], {"axis": 1, "exclusive": True}, {}),
+    "cumprod_f16": ("CumProd", [T(3, 50, dtype="float16")], {"axis": 1, "reverse": True}, {}),
 }
 
 
@@ -255,6 +257,16 @@ TEMPLATE_CASES = {
     "Hardmax": ("Hardmax", [T(3, 50)], {"axes": [1]}, {}),
     "InstanceNormalization": ("InstanceNormalization", [T(1, 3, 8, 8), T(3), T(3)], {}, {}),
     "GlobalMaxPool": ("GlobalMaxPool", [T(1, 3, 8, 8)], {}, {}),
+    "CumSum": ("CumSum", [T(3, 50)], {"axis": 0}, {}),
+    "CumProd": ("CumProd", [T(3, 50, dtype="int64")], {"axis": 1}, {}),
+    "ScatterND": ("ScatterND", [T(8, 16), T(3, 1, dtype="int64"), T(3, 16)], {}, {}),
+    "ScatterElements": (
+        "ScatterElements",
+        [T(8, 16), T(8, 4, dtype="int64"), T(8, 4)],
+        {"axis": 1, "reduction": "add"},
+        {},
+    ),
+    "TopK": ("TopK", [T(6, 40)], {"k": 5, "axis": 1}, {}),
 }
 
 

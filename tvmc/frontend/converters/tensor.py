@@ -10,10 +10,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import onnx
 
 from tvmc.errors import ModelError, UnsupportedModelError
 from tvmc.frontend.context import ConvertContext, OnnxNode
-from tvmc.frontend.converters.registry import converter, unique_axes
+from tvmc.frontend.converters.registry import converter, same_name, unique_axes
+from tvmc.frontend.einsum import einsum
 from tvmc.graph import DTYPES
 from tvmc.ops.common import broadcast_shape, normalize_axis
 from tvmc.ops.tensor.shape import resolve_reshape
@@ -142,10 +144,14 @@ def DepthToSpace(ctx: ConvertContext, node: OnnxNode) -> None:
 
 
 # ---- indexing and broadcasting -------------------------------------------------------------------
-@converter("Gather")
+@converter("Gather", "GatherElements")
 def Gather(ctx: ConvertContext, node: OnnxNode) -> None:
-    axis = normalize_axis(node.attrs.get("axis", 0), ctx.type(node.inputs[0]).ndim, "Gather")
-    ctx.add("Gather", node.inputs, {"axis": axis}, outputs=node.outputs)
+    ndim = ctx.type(node.inputs[0]).ndim
+    axis = normalize_axis(node.attrs.get("axis", 0), ndim, node.op_type)
+    ctx.add(node.op_type, node.inputs, {"axis": axis}, outputs=node.outputs)
+
+
+same_name(["GatherND", "ReverseSequence"])
 
 
 @converter("Expand")
@@ -237,11 +243,129 @@ def Range(ctx: ConvertContext, node: OnnxNode) -> None:
     _const(ctx, node, (start + np.arange(count, dtype=start.dtype) * delta).astype(start.dtype))
 
 
+# ---- masks, scans, selection ---------------------------------------------------------------------
+def _one_value(ctx: ConvertContext, node: OnnxNode, index: int, what: str) -> np.generic:
+    """Constant input `index` that must hold exactly one value (a scalar or a 1-element tensor)."""
+    value = ctx.require_const(node, index, what)
+    if value.size != 1:
+        raise ModelError(f"{node.describe()}: {what} must hold one value, got shape "
+                         f"{list(value.shape)}")  # fmt: skip
+    return value.reshape(())[()]
+
+
 @converter("Trilu")
 def Trilu(ctx: ConvertContext, node: OnnxNode) -> None:
     """The diagonal offset `k` (an optional input) becomes an attribute."""
-    k = ctx.require_const(node, 1, "k") if node.input(1) else np.zeros((), np.int64)
-    if k.size != 1:
-        raise ModelError(f"{node.describe()}: k must hold one value, got shape {list(k.shape)}")
-    attrs = {"upper": int(node.attrs.get("upper", 1)), "k": int(k.reshape(()))}
+    k = _one_value(ctx, node, 1, "k") if node.input(1) else 0
+    attrs = {"upper": int(node.attrs.get("upper", 1)), "k": int(k)}
     ctx.add("Trilu", node.inputs[:1], attrs, outputs=node.outputs)
+
+
+@converter("EyeLike")
+def EyeLike(ctx: ConvertContext, node: OnnxNode) -> None:
+    """The output dtype (an ONNX type number, default the input's) becomes a dtype name."""
+    dtype = ctx.type(node.inputs[0]).dtype
+    if "dtype" in node.attrs:
+        dtype = _dtype_name(node, node.attrs["dtype"])
+    attrs = {"k": int(node.attrs.get("k", 0)), "dtype": dtype}
+    ctx.add("EyeLike", node.inputs[:1], attrs, outputs=node.outputs)
+
+
+def _dtype_name(node: OnnxNode, onnx_type: int) -> str:
+    name = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(onnx_type)).name
+    if name not in DTYPES:
+        raise UnsupportedModelError(f"{node.describe()}: element type {name} is not supported")
+    return name
+
+
+@converter("OneHot")
+def OneHot(ctx: ConvertContext, node: OnnxNode) -> None:
+    """`depth` (a constant input; a float truncates) becomes an attribute."""
+    depth = int(_one_value(ctx, node, 1, "depth"))
+    rank = ctx.type(node.inputs[0]).ndim + 1  # of the output
+    axis = normalize_axis(node.attrs.get("axis", -1), rank, "OneHot")
+    ctx.add("OneHot", [node.inputs[0], node.inputs[2]], {"depth": depth, "axis": axis},
+            outputs=node.outputs)  # fmt: skip
+
+
+@converter("CumSum", "CumProd")
+def CumSum(ctx: ConvertContext, node: OnnxNode) -> None:
+    """The axis (a constant input) becomes an attribute."""
+    ndim = ctx.type(node.inputs[0]).ndim
+    (axis,) = unique_axes(node, [int(_one_value(ctx, node, 1, "axis"))], ndim)
+    attrs = {"axis": axis, "exclusive": bool(node.attrs.get("exclusive", 0)),
+             "reverse": bool(node.attrs.get("reverse", 0))}  # fmt: skip
+    ctx.add(node.op_type, node.inputs[:1], attrs, outputs=node.outputs)
+
+
+# ---- rewritten into other ops -------------------------------------------------------------------
+@converter("CenterCropPad")
+def CenterCropPad(ctx: ConvertContext, node: OnnxNode) -> None:
+    """One Pad: per listed axis a negative pad crops, a positive one pads with zeros, split
+    evenly around the centre (the odd element at the end)."""
+    shape = ctx.type(node.inputs[0]).shape
+    target = ctx.require_const(node, 1, "shape").reshape(-1).tolist()
+    axes = unique_axes(node, node.attrs.get("axes", range(len(shape))), len(shape))
+    if len(target) != len(axes):
+        raise ValueError(f"{len(target)} sizes in shape for {len(axes)} axes")
+    pads = [0] * (2 * len(shape))
+    for axis, size in zip(axes, target):
+        if size < 0:
+            raise ValueError(f"target size {size} of axis {axis} is negative")
+        grow = size - shape[axis]
+        begin = grow // 2 if grow >= 0 else -(-grow // 2)
+        pads[axis], pads[axis + len(shape)] = begin, grow - begin
+    attrs = {"pads": pads, "mode": "constant", "constant_value": 0}
+    ctx.add("Pad", node.inputs[:1], attrs, outputs=node.outputs)
+
+
+@converter("Compress")
+def Compress(ctx: ConvertContext, node: OnnxNode) -> None:
+    """A Gather of the positions the condition keeps (without an axis: of the flattened input).
+
+    The condition must be a constant: the number of its true entries is the output's length,
+    which would otherwise depend on run-time data.
+    """
+    what = "condition, whose true entries set the output length"
+    condition = ctx.require_const(node, 1, what).astype(bool).reshape(-1)
+    data, shape = node.inputs[0], ctx.type(node.inputs[0]).shape
+    if "axis" in node.attrs:
+        axis = normalize_axis(node.attrs["axis"], len(shape), "Compress")
+    else:
+        axis, (data,) = 0, ctx.add("Reshape", [data], {"shape": (math.prod(shape),)})
+    dim = ctx.type(data).shape[axis]
+    # entries past the axis select nothing (onnxruntime ignores them too)
+    kept = ctx.add_const(np.flatnonzero(condition[:dim]).astype(np.int64))
+    ctx.add("Gather", [data, kept], {"axis": axis}, outputs=node.outputs)
+
+
+@converter("Einsum")
+def Einsum(ctx: ConvertContext, node: OnnxNode) -> None:
+    """Decomposed into Transpose, Reshape, Gather, ReduceSum and MatMul (tvmc.frontend.einsum)."""
+    result = einsum(ctx, node.attrs["equation"], [n for n in node.inputs if n])
+    ctx.add("Identity", [result], outputs=node.outputs)
+
+
+# ---- scatters and TopK ---------------------------------------------------------------------------
+@converter("ScatterElements", "Scatter")
+def ScatterElements(ctx: ConvertContext, node: OnnxNode) -> None:
+    """Scatter (opsets 9 and 10) is ScatterElements without a reduction."""
+    axis = normalize_axis(node.attrs.get("axis", 0), ctx.type(node.inputs[0]).ndim, node.op_type)
+    attrs = {"axis": axis, "reduction": node.attrs.get("reduction", "none")}
+    ctx.add("ScatterElements", node.inputs[:3], attrs, outputs=node.outputs)
+
+
+same_name(["ScatterND"])  # reduction: opset 16 (add, mul), 18 (max, min)
+
+
+@converter("TopK")
+def TopK(ctx: ConvertContext, node: OnnxNode) -> None:
+    """k (an attribute before opset 10, an input since) must be a constant: it sets the output
+    shape. Both outputs always exist: an unused one gets a fresh name."""
+    k = node.attrs["k"] if "k" in node.attrs else _one_value(ctx, node, 1, "k")
+    axis = normalize_axis(node.attrs.get("axis", -1), ctx.type(node.inputs[0]).ndim, "TopK")
+    attrs = {"k": int(k), "axis": axis, "largest": int(node.attrs.get("largest", 1)),
+             "sorted": int(node.attrs.get("sorted", 1))}  # fmt: skip
+    names = [node.outputs[i] if i < len(node.outputs) else "" for i in range(2)]
+    names = [n or ctx.graph.fresh_name(f"{node.name or 'topk'}_{i}") for i, n in enumerate(names)]
+    ctx.add("TopK", node.inputs[:1], attrs, outputs=names)

@@ -1,15 +1,21 @@
 """Tensor and shape manipulation ops: `shape` (Reshape, Transpose, Expand, Tile), `slicing`
-(Concat, Split, Slice, Pad), `gather` (Gather), `mask` (Trilu). Each re-indexes or masks: its
-compute turns output indices into input indices, and serves every target. Registered here.
+(Concat, Split, Slice, Pad), `gather` (Gather, GatherElements, GatherND, ReverseSequence),
+`mask` (Trilu, EyeLike, OneHot), `scatter` (ScatterElements, ScatterND), `scan` (CumSum,
+CumProd) and `topk` (TopK). Registered here.
 
+The re-indexing ops are computes that turn output indices into input indices and serve every
+target; scatters, scans and TopK, which must visit elements in order, are templates.
 Every static parameter is a resolved attribute: Reshape holds the full target shape, Slice one
-start/end/step per axis already clamped, Pad one begin/end pair per axis. The frontend lowers
-Flatten, Squeeze, Unsqueeze (to Reshape) and DepthToSpace/SpaceToDepth (Reshape, Transpose).
+start/end/step per axis already clamped, Pad one begin/end pair per axis, TopK its k. The
+frontend lowers Flatten, Squeeze, Unsqueeze (to Reshape), DepthToSpace/SpaceToDepth (Reshape,
+Transpose), CenterCropPad (Pad), Compress (Gather) and Einsum (Transpose, Reshape, Gather,
+ReduceSum, MatMul, Mul: tvmc/frontend/einsum.py).
 Converters emit non-negative axes; the rules also accept negative ones.
 """
 
 from tvmc.ops.registry import register
-from tvmc.ops.tensor import gather, mask, shape, slicing
+from tvmc.ops.tensor import gather, mask, scan, scatter, shape, slicing, topk
 
-for _opdef in (*shape.DEFINITIONS, *slicing.DEFINITIONS, *gather.DEFINITIONS, *mask.DEFINITIONS):
-    register(_opdef)
+for _module in (shape, slicing, gather, mask, scatter, scan, topk):
+    for _opdef in _module.DEFINITIONS:
+        register(_opdef)
