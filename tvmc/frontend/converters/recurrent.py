@@ -54,8 +54,6 @@ def read_activations(
     """The activations of each direction; alpha/beta are consumed in order by the functions that
     take them (onnxruntime's reading), defaults when the lists run out."""
     names = list(node.attrs.get("activations", defaults * count))
-    if count == 2 and len(names) == len(defaults):
-        names = names * 2  # one set for both directions, as onnxruntime accepts
     if len(names) != len(defaults) * count:
         raise ModelError(
             f"{node.describe()}: {len(names)} activations; {node.op_type} needs {len(defaults)} "
@@ -211,8 +209,8 @@ class Cell:
 
 
 CELLS = {
-    "RNN": Cell(1, ("Tanh",), (5,), rnn_step, 6),
-    "GRU": Cell(3, ("Sigmoid", "Tanh"), (5,), gru_step, 20),
+    "RNN": Cell(1, ("Tanh",), (5,), rnn_step, 5),
+    "GRU": Cell(3, ("Sigmoid", "Tanh"), (5,), gru_step, 19),
     "LSTM": Cell(4, ("Sigmoid", "Tanh", "Tanh"), (5, 6), lstm_step, 20),
 }
 

@@ -19,9 +19,9 @@ from tvmc.errors import ModelError, UnsupportedModelError
 from tvmc.frontend.context import ConvertContext, OnnxNode
 from tvmc.frontend.converters.registry import CONVERTERS
 
-# ONNX nodes a model may unroll in all (subgraph nodes once per run, recurrent steps): beyond
-# this, compile time and code size grow past what a static graph is good for
-MAX_UNROLLED_NODES = 20_000
+# Nodes a model may unroll (subgraph nodes once per copy; a recurrent node's steps): compiling
+# costs about 30 ms per node, so the limit keeps a compile under about five minutes
+MAX_UNROLLED_NODES = 10_000
 _GRAPH_ATTRS = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 
 
