@@ -16,7 +16,12 @@ import onnx
 from tvmc.errors import ModelError, NonConstantInputError, UnsupportedModelError
 from tvmc.frontend.context import ConvertContext, OnnxNode
 from tvmc.frontend.converters.registry import converter
-from tvmc.frontend.converters.subgraph import bind_outputs, inline
+from tvmc.frontend.converters.subgraph import (
+    bind_outputs,
+    check_unrolled_size,
+    count_nodes,
+    inline,
+)
 from tvmc.ops.common import normalize_axis
 
 SCAN_BATCHED_BEFORE = 9  # Scan-8 has a batch axis and a sequence_lens input
@@ -75,6 +80,11 @@ def Loop(ctx: ConvertContext, node: OnnxNode) -> None:
             f"{node.describe()}: its body takes {len(body.input)} inputs and gives "
             f"{len(body.output)} outputs for {len(carried)} loop-carried values"
         )
+    if running and _condition_passes_through(body):  # then every iteration runs: know it now
+        if trips is None:
+            raise UnsupportedModelError(f"{node.describe()}: has no trip count and its condition "
+                                        "stays true, so it never ends")  # fmt: skip
+        check_unrolled_size(node, ctx.unrolled + trips * count_nodes(body), f"{trips} iterations")
     scans: list[list[str]] = [[] for _ in range(scan_count)]
     i = 0
     while running and (trips is None or i < trips):
@@ -95,6 +105,15 @@ def Loop(ctx: ConvertContext, node: OnnxNode) -> None:
         raise UnsupportedModelError(f"{node.describe()}: runs no iteration, so its scan outputs "
                                     "are empty with a shape tvmc cannot know")  # fmt: skip
     bind_outputs(ctx, node, [*carried, *(_stack(ctx, s, 0) for s in scans)])
+
+
+def _condition_passes_through(body: onnx.GraphProto) -> bool:
+    """Whether the body's condition output is its condition input (directly or by Identity)."""
+    cond_in, cond_out = body.input[1].name, body.output[0].name
+    return cond_in == cond_out or any(
+        n.op_type == "Identity" and list(n.input) == [cond_in] and list(n.output) == [cond_out]
+        for n in body.node
+    )
 
 
 def _ints(node: OnnxNode, attr: str, count: int, default: int) -> list[int]:
