@@ -18,6 +18,7 @@ FLOAT, INT64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 
 
 def value(name, elem=FLOAT, shape=None):
+    """A typed value_info (shape None: unknown)."""
     return helper.make_tensor_value_info(name, elem, shape)
 
 
@@ -30,6 +31,7 @@ def subgraph(name, nodes, inputs, outputs, initializers=()):
 
 
 def model_of(nodes, inputs, outputs, initializers=(), opset=17):
+    """A main graph of float inputs (name, shape); outputs untyped."""
     graph = helper.make_graph(
         nodes, "main", [value(n, FLOAT, s) for n, s in inputs],
         [helper.make_empty_tensor_value_info(n) for n in outputs],
@@ -41,18 +43,21 @@ def model_of(nodes, inputs, outputs, initializers=(), opset=17):
 
 
 def compiled(model, feeds):
+    """The model converted, compiled for llvm and run natively."""
     graph = run_passes(convert_model(model), IMPORT_PIPELINE, verify=True)
     results = evaluate(graph, feeds, compiled=True)
     return [results[o.name] for o in model.graph.output]
 
 
 def cuda_interpreted(model, feeds):
+    """The model lowered for CUDA and run by the kernel IR interpreter."""
     graph = run_passes(convert_model(model), IMPORT_PIPELINE)
     outputs = run_graph_lowered(graph, feeds, target=LoweringTarget(kind="cuda"))
     return [outputs[o.name] for o in model.graph.output]
 
 
 def check(model, feeds, runner=compiled):
+    """`runner` against onnxruntime."""
     expected = run_onnxruntime(model, feeds)
     actual = runner(model, feeds)
     assert len(actual) == len(expected)
@@ -132,6 +137,7 @@ def loop_body(extra_nodes=(), cond_out="cond_in", iteration="i_f"):
 
 
 def loop_model(trips, cond=True, body=None, opset=17):
+    """Loop(M=trips, cond) over `body` (default loop_body()); None leaves an input out."""
     inputs = ["M" if trips is not None else "", "cond" if cond is not None else "", "acc0"]
     node = helper.make_node("Loop", inputs, ["acc", "scans", "iters"], body=body or loop_body())
     inits = [("acc0", np.zeros(3, np.float32))]

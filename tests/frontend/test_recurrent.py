@@ -62,6 +62,7 @@ def recurrent_case(op, steps=3, batch=2, features=4, hidden=3, *, direction="for
 
 
 def compiled(model, feeds):
+    """The model converted, compiled for llvm and run natively."""
     graph = run_passes(convert_model(model), IMPORT_PIPELINE, verify=True)
     results = evaluate(graph, feeds, compiled=True)
     return [results[o.name] for o in model.graph.output]
@@ -85,6 +86,7 @@ def batchwise_reference(op, **kwargs):
 
 
 def check(model, feeds, rtol=1e-4, atol=1e-5, runner=compiled, reference=run_onnxruntime):
+    """`runner` against `reference` (onnxruntime); float32 steps accumulate rounding."""
     expected = reference(model, feeds)
     actual = runner(model, feeds)
     assert len(actual) == len(expected)

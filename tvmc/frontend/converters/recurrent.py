@@ -29,7 +29,8 @@ GEMM_T = {"transA": False, "transB": True, "alpha": 1.0, "beta": 1.0}  # a @ b^T
 # ---- activations ---------------------------------------------------------------------------------
 # ONNX name -> (alpha default, beta default); None: the function takes no such parameter. The
 # defaults are those of the ONNX operators of the same name (Affine's and ScaledTanh's are 1, 0
-# and 1, 1). Names are matched ignoring case, as onnxruntime does.
+# and 1, 1; onnxruntime takes 0 for those, so models had better give them). Names are matched
+# ignoring case, as onnxruntime does.
 ACTIVATIONS: dict[str, tuple[float | None, float | None]] = {
     "Relu": (None, None), "Tanh": (None, None), "Sigmoid": (None, None),
     "Softsign": (None, None), "Softplus": (None, None), "Affine": (1.0, 0.0),
@@ -85,7 +86,7 @@ def activate(ctx: ConvertContext, fn: Activation, x: str) -> str:
         return ctx.add_const(np.array(value, dtype))
 
     def op(name: str, *inputs: str, **attrs) -> str:
-        return ctx.add(name, list(inputs), attrs)[0]
+        return ctx.add(name, list(inputs), attrs)[0]  # one output
 
     if fn.name in ("Relu", "Tanh", "Sigmoid", "Softplus"):
         return op(fn.name, x)
@@ -116,8 +117,11 @@ class Direction:
     peepholes: str  # LSTM's P of this direction ([3 * hidden]) or ''
     activations: list[Activation]
     states: list[str | None] = field(default_factory=list)  # None: zero (no initial state)
+    # slices of R, B and P, made once for all steps (constant weights fold: one copy each)
+    parts: dict[tuple[str, int, int], str] = field(default_factory=dict)
 
     def op(self, name: str, *inputs: str, **attrs) -> str:
+        """The output of one new node of our op `name`."""
         return self.ctx.add(name, list(inputs), attrs)[0]
 
     def split(self, x: str, parts: int) -> list[str]:
@@ -126,7 +130,11 @@ class Direction:
 
     def rows(self, x: str, start: int, stop: int) -> str:
         """Gates start..stop of a [gates * hidden, ...] or [gates * hidden] tensor."""
-        return slice_axes(self.ctx, x, {0: (start * self.hidden, stop * self.hidden)})
+        key = (x, start, stop)
+        if key not in self.parts:
+            bounds = {0: (start * self.hidden, stop * self.hidden)}
+            self.parts[key] = slice_axes(self.ctx, x, bounds)
+        return self.parts[key]
 
     def linear(self, h: str | None, weights: str, c: str | None, gates: int) -> str:
         """h @ weights^T + c as [batch, gates * hidden]; no Gemm when h is 0."""
@@ -145,6 +153,7 @@ class Direction:
         return activate(self.ctx, self.activations[index], x)
 
     def mul(self, a: str, b: str | None) -> str | None:
+        """a * b, where b None is 0 (a missing initial state): None."""
         return None if b is None else self.op("Mul", a, b)
 
 
