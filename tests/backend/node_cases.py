@@ -66,6 +66,18 @@ def bind_inputs(model, values: dict[str, np.ndarray]):
     return bound
 
 
+def inputs_feeding(model, tensor: str) -> set[str]:
+    """The names `tensor` is computed from through the main graph's nodes (inputs among them)."""
+    producers = {out: node for node in model.graph.node for out in node.output}
+    seen, pending = set(), [tensor]
+    while pending:
+        name = pending.pop()
+        if name not in seen:
+            seen.add(name)
+            pending += list(producers[name].input) if name in producers else []
+    return seen
+
+
 def as_array(value):
     """Test data as numpy; None for element types without a numpy dtype (float8, int4, ...)."""
     if type(value).__name__ != "TensorProto":
@@ -125,11 +137,13 @@ def run_case(case, compiled: bool = False) -> Outcome:
                     with np.errstate(all="ignore"):
                         graph = run_passes(convert_model(used, shapes), IMPORT_PIPELINE)
                 except NonConstantInputError as exc:
-                    # bind the input itself, else every integer input it may be computed from
+                    # bind the input itself, else every integer input it may be computed from,
+                    # else the inputs it is computed from (a Loop's trip count from float inputs)
                     names = (
                         [exc.tensor]
                         if exc.tensor in feeds
                         else [n for n, x in feeds.items() if x.dtype.kind in "iu"]
+                        or sorted(inputs_feeding(model, exc.tensor) & set(feeds))
                     )
                     if not names:
                         raise

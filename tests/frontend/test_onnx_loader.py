@@ -9,6 +9,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import tvmc
 from tvmc.errors import InputError, ModelError, UnsupportedModelError
+from tvmc.frontend.converters import CONVERTERS
 
 
 def relu_model(shape=(1, 3), opset=13, extra_nodes=(), dim_param=False):
@@ -107,3 +108,30 @@ def test_external_data(tmp_path):
     (tmp_path / "ext.bin").unlink()
     with pytest.raises(ModelError, match="external data"):
         tvmc.load(str(path))
+
+
+def test_unsupported_ops_inside_subgraphs_are_named(tmp_path):
+    """A detector's NonMaxSuppression in an If branch, an unknown op in a Loop body nested in the
+    other branch: one error names both and where they sit."""
+    boxes = helper.make_tensor_value_info("selected", TensorProto.INT64, None)
+    nms = helper.make_node("NonMaxSuppression", ["boxes", "scores"], ["selected"], name="nms")
+    then = helper.make_graph([nms], "detect", [], [boxes])
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c"], ["c_out"]), helper.make_node("FooBar", ["v"], ["w"])],
+        "body",
+        [helper.make_tensor_value_info(n, t, None)
+         for n, t in (("i", TensorProto.INT64), ("c", TensorProto.BOOL), ("v", TensorProto.FLOAT))],
+        [helper.make_tensor_value_info(n, t, None)
+         for n, t in (("c_out", TensorProto.BOOL), ("w", TensorProto.FLOAT))],
+    )  # fmt: skip
+    loop = helper.make_node("Loop", ["", "", "boxes"], ["looped"], body=body, name="refine")
+    other = helper.make_graph([loop], "other", [], [helper.make_empty_tensor_value_info("looped")])
+    branch = helper.make_node("If", ["c0"], ["y2"], then_branch=then, else_branch=other,
+                              name="pick")  # fmt: skip
+    extra = [helper.make_node("Greater", ["y", "y"], ["c0"]), branch]
+    with pytest.raises(UnsupportedModelError) as info:
+        tvmc.load(save(relu_model(extra_nodes=extra), tmp_path))
+    message = str(info.value)
+    if "NonMaxSuppression" not in CONVERTERS:  # until someone adds it
+        assert "NonMaxSuppression (1 node, first 'nms' in If 'pick'.then_branch)" in message
+    assert "FooBar (1 node, first 'w' in If 'pick'.else_branch > Loop 'refine'.body)" in message
