@@ -77,7 +77,8 @@ def test_short_real_tune_then_compile_and_records(model: Path, tmp_path: Path):
     ):
         assert setting in result.stdout, setting
     assert (
-        "task 1/2 #0 conv.llvm: 2 trials" in result.stderr and "next: tvmc compile" in result.stderr
+        "task 1/2 #0 Conv 3x3 3->8 @16x16: 2 trials" in result.stderr
+        and "next: tvmc compile" in result.stderr
     )
     assert len(list(read_records(str(log)))) == 4
 
@@ -115,7 +116,7 @@ def test_progress_bars_on_a_terminal(model, tmp_path, monkeypatch, fake_measurer
     screen = io.StringIO()
     monkeypatch.setattr("tvmc.cli.tune.err", Console(file=screen, force_terminal=True, width=120))
     ok(tvmc("tune", model, "-o", tmp_path / "log.json", "--trials", "6", "--tuner", "random"))
-    assert "#0 conv.llvm" in screen.getvalue() and "GFLOP/s" in screen.getvalue()
+    assert "#0 Conv 3x3 3->8 @16x16" in screen.getvalue() and "GFLOP/s" in screen.getvalue()
     assert len(fake_measurers.made[0].measured) == 6
 
 

@@ -80,7 +80,7 @@ class RichTuningProgress(TuningProgress):
         assert self.bars is not None
         if not self.bars.live.is_started:
             self.bars.start()
-        label = f"#{stats.index} {stats.task.name}"
+        label = f"#{stats.index} {stats.task.label}"
         self.rows[stats.position] = self.bars.add_task(
             label, total=stats.planned, rates="measuring the default", eta=""
         )
@@ -129,7 +129,7 @@ class PlainTuningProgress(TuningProgress):
 
     def task_start(self, stats: TaskStats) -> None:
         err.print(
-            f"task {stats.position + 1}/{stats.count} #{stats.index} {stats.task.name}: "
+            f"task {stats.position + 1}/{stats.count} #{stats.index} {stats.task.label}: "
             f"{stats.planned} trials (resumed {stats.resumed})",
             markup=False,
         )
@@ -183,7 +183,9 @@ def print_summary(summary: TuningSummary, console: Console) -> None:
                "speedup", "of\npeak", "errors", "state"]  # fmt: skip
     for column in headers:
         left = column in ("task", "errors", "state")
-        table.add_column(column, justify="left" if left else "right")
+        # on a narrow terminal the task's label wraps; numbers and the state stay whole
+        table.add_column(column, justify="left" if left else "right",
+                         no_wrap=column not in ("task", "errors"))  # fmt: skip
     for s in summary.tasks:
         errors = ", ".join(
             f"{name.replace(' error', '')} {n}" for name, n in s.error_counts().items()
@@ -191,7 +193,7 @@ def print_summary(summary: TuningSummary, console: Console) -> None:
         share = s.peak_share
         table.add_row(
             str(s.index),
-            s.task.name,
+            s.task.label,
             f"{s.done}/{s.planned}" + (f" +{s.resumed}" if s.resumed else ""),
             _rate(s.best_gflops),
             *([_rate(s.best_gbps)] if memory else []),

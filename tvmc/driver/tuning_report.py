@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 from tvmc.autotune import ERROR_NAMES, Record, Task
 from tvmc.codegen import CPUTarget, physical_cores, target_kind
 from tvmc.config import PEAK_GFLOPS_ENV
-from tvmc.graph import Graph, Node, TensorType
-from tvmc.lower.lower import node_flops
+from tvmc.graph import TensorType
 from tvmc.ops import OPS
 from tvmc.runtime.peak import peak_gflops as measured_peak
 
@@ -73,10 +72,7 @@ def workload_flops(task_name: str, args: Sequence[Any]) -> int | None:
     try:
         types = [TensorType(tuple(a[1]), a[2]) for a in args if a[0] == "TENSOR"]
         attrs = next((a[1] for a in args if a[0] == "ATTRS"), {})
-        node = Node(op, [f"in{i}" for i in range(len(types))], ["out"], attrs, "node")
-        out = OPS[op].infer(node.attrs, types)[0]
-        graph = Graph(node.inputs, ["out"], [node], {**dict(zip(node.inputs, types)), "out": out})
-        return node_flops(graph, node) or None
+        return OPS[op].count_flops(attrs, types, OPS[op].infer(attrs, types)) or None
     except Exception:  # a foreign or older record: show its time only
         return None
 
@@ -116,6 +112,7 @@ def task_rows(tasks: Sequence[Task], indices: Sequence[int]) -> list[dict[str, A
         {
             "index": i,
             "name": t.name,
+            "label": t.label,
             "op": t.op,
             "args": t.args,
             "args_summary": args_summary(t.op, t.args),
@@ -235,7 +232,7 @@ class TaskStats:
         left = self.remaining
         eta = f", ~{left:.0f} s left" if left else ""
         return (
-            f"task {self.position + 1}/{self.count} #{self.index} {self.task.name}: "
+            f"task {self.position + 1}/{self.count} #{self.index} {self.task.label}: "
             f"{self.done}/{self.planned} trials, current {self.rate(self.last_cost)}, "
             f"best {self.rate(self.best_cost)}, {self.elapsed:.1f} s{eta}"
             + (f" ({self.state})" if self.state not in ("running", "waiting") else "")
@@ -248,6 +245,7 @@ class TaskStats:
         return {
             "index": self.index,
             "name": self.task.name,
+            "label": self.task.label,
             "op": self.task.op,
             "args": self.task.args,
             "args_summary": args_summary(self.task.op, self.task.args),
@@ -322,7 +320,7 @@ class TuningPlan:
             (
                 "tasks",
                 f"{len(self.tasks)}: "
-                + ", ".join(f"#{i} {t.name}" for i, t in zip(self.indices, self.tasks)),
+                + ", ".join(f"#{i} {t.label}" for i, t in zip(self.indices, self.tasks)),
             ),
             (
                 "peak",

@@ -45,6 +45,8 @@ InferRule = Callable[[Attrs, list[TensorType]], list[TensorType]]
 Reference = Callable[..., Any]  # reference(attrs, *arrays) -> array or tuple of arrays
 # flops(attrs, input types, output types): floating-point operations, multiply-adds count two
 FlopsRule = Callable[[Attrs, list[TensorType], list[TensorType]], int]
+# summary(attrs, input types): a workload in a few words, for tables ("3x3/2 64->128 @56x56")
+SummaryRule = Callable[[Attrs, list[TensorType]], str]
 
 # How an op combines with its neighbours; fusion and scheduling read it.
 ELEMENTWISE = "elementwise"  # out[i] depends on in[i] of same-shaped (or broadcast) inputs
@@ -68,6 +70,7 @@ class OpDef:
     num_inputs: tuple[int, int] = (1, 1)  # (min, max) number of inputs
     flops: FlopsRule | None = None  # None: no arithmetic worth counting (data movement)
     weights: tuple[int, ...] = ()  # inputs that are constants (weights, bias) in real models
+    summary: SummaryRule | None = None  # None: the input shapes
     doc: str = ""
 
     def __post_init__(self) -> None:
@@ -138,6 +141,12 @@ class OpDef:
         """Whether the op has a knob space on target kind `kind`."""
         lowering = self.lowerings.get(kind)
         return isinstance(lowering, Template) and lowering.space is not None
+
+    def describe(self, attrs: Attrs, inputs: list[TensorType]) -> str:
+        """The op and its workload in a few words: what tuning tables name a task by."""
+        if self.summary is not None:
+            return f"{self.name} {self.summary(attrs, inputs)}"
+        return f"{self.name} " + " ".join("x".join(map(str, t.shape)) or "scalar" for t in inputs)
 
     def count_flops(self, attrs: Attrs, inputs: list[TensorType], outputs: list[TensorType]) -> int:
         """FLOPs of one node (0 for ops without a rule)."""
