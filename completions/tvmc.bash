@@ -80,7 +80,8 @@ __tvmc_values() {
         'tvmc run --fill-mode') __tvmc_words "$cur" ones random zeros ;;
         'tvmc run --format') __tvmc_words "$cur" json text ;;
         'tvmc run @0') __tvmc_files "$cur" '*.tar' ;;
-        'tvmc tune --tuning-records'|'tvmc tune -o'|'tvmc tune --output') __tvmc_files "$cur" '*.json' '*.log' ;;
+        'tvmc tune -o'|'tvmc tune --output') __tvmc_files "$cur" '*.json' '*.log' ;;
+        'tvmc tune --tuning-records') __tvmc_files "$cur" '*.json' '*.log' ;;
         'tvmc tune --target') __tvmc_words "$cur" cuda llvm ;;
         'tvmc tune --model-format') __tvmc_words "$cur" onnx tvmc ;;
         'tvmc tune --tuner') __tvmc_words "$cur" ga gridsearch random xgb ;;

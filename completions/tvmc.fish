@@ -173,7 +173,8 @@ complete -c tvmc -n '__tvmc_command tvmc run' -s 'h' -l 'help' -d 'Show this mes
 complete -c tvmc -n '__tvmc_argument 0 tvmc run' -a '(__tvmc_files .tar)'
 
 # tvmc tune
-complete -c tvmc -n '__tvmc_command tvmc tune' -l 'tuning-records' -s 'o' -l 'output' -x -a '(__tvmc_files .json .log)' -d 'Records file (AutoTVM v0.2 lines): appended to as results arrive; an existing one resumes (its configs are not measured again). Required unless --tasks list.'
+complete -c tvmc -n '__tvmc_command tvmc tune' -s 'o' -l 'output' -x -a '(__tvmc_files .json .log)' -d 'Records file (AutoTVM v0.2 lines): appended to as results arrive; an existing one resumes (its configs are not measured again). Required unless --tasks list.'
+complete -c tvmc -n '__tvmc_command tvmc tune' -l 'tuning-records' -x -a '(__tvmc_files .json .log)' -d 'Without -o: the records file, as -o. With -o (as TVMC): prior records, only read: their configs are not measured again and seed the tuners.'
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'target' -x -a 'cuda llvm' -d 'Target string: \'llvm\' (this CPU), \'llvm -mcpu=skylake-avx512\'.'
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'target-llvm-mcpu' -x -d 'LLVM CPU name (default: this CPU).'
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'target-llvm-mattr' -x -d 'LLVM features, e.g. \'+avx2,-avx512f\'.'

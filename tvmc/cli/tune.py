@@ -238,13 +238,17 @@ def print_task_list(rows: list[dict[str, Any]], model_file: str) -> None:
 @click.command("tune")
 @click.argument("model_file", type=FileWithExt((".onnx", ".tvmc"), dir_okay=True))
 @click.option(
-    "--tuning-records",
     "-o",
     "--output",
-    "tuning_records",
     type=FileWithExt((".json", ".log"), dir_okay=False),
     help="Records file (AutoTVM v0.2 lines): appended to as results arrive; an existing one "
     "resumes (its configs are not measured again). Required unless --tasks list.",
+)
+@click.option(
+    "--tuning-records",
+    type=FileWithExt((".json", ".log"), dir_okay=False),
+    help="Without -o: the records file, as -o. With -o (as TVMC): prior records, only read: "
+    "their configs are not measured again and seed the tuners.",
 )
 @click.option(
     "--target",
@@ -343,6 +347,7 @@ def print_task_list(rows: list[dict[str, Any]], model_file: str) -> None:
 @format_option
 def tune_command(
     model_file: str,
+    output: str | None,
     tuning_records: str | None,
     target: str,
     target_llvm_mcpu: str | None,
@@ -368,6 +373,8 @@ def tune_command(
 ) -> None:
     """Tune the kernels of MODEL_FILE (ONNX or .tvmc), appending records for `tvmc compile`."""
     as_json = wants_json(output_format, json_flag)
+    prior = tuning_records if output is not None else None
+    tuning_records = output or tuning_records
     model = load(model_file, input_shapes, model_format, input_dtypes)
     options = TuneOptions(
         target=target,
@@ -386,12 +393,14 @@ def tune_command(
         scheduler=scheduler,
         device_key=device_key,
         priority=priority,
+        prior_records=prior,
     )
     if options.lists_tasks:
         print_tasks(model, model_file, options, as_json)
         return
     if tuning_records is None:
-        raise UsageError("tvmc tune needs --tuning-records PATH: the file records are appended to")
+        raise UsageError("tvmc tune needs -o PATH (or --tuning-records PATH): the file records "
+                         "are appended to")  # fmt: skip
     show_tables = not as_json
     progress = (
         RichTuningProgress(show_tables) if err.is_terminal else PlainTuningProgress(show_tables)

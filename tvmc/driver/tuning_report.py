@@ -287,6 +287,8 @@ class TuningPlan:
     peak_gflops: float
     peak_source: str
     cluster: Any = None  # the DaskMeasurer measuring on a cluster: the CLI shows its workers
+    prior_path: str | None = None  # records only read (TVMC's --tuning-records beside -o)
+    prior_records: int = 0  # of them, those of this target kind
 
     def settings(self) -> list[tuple[str, str]]:
         """(setting, value) rows, in the order shown."""
@@ -316,6 +318,11 @@ class TuningPlan:
             (
                 "resumed records",
                 f"{self.records_in_file} in the file, {sum(self.resumed)} configs of these tasks",
+            ),
+            *(
+                [("prior records", f"{self.prior_path}: {self.prior_records} read, not written")]
+                if self.prior_path
+                else []
             ),
             (
                 "tasks",
@@ -348,6 +355,7 @@ class TuningPlan:
             "check_correctness": o.check_correctness,
             "tuning_records": self.records_path,
             "resumed_records": self.records_in_file,
+            "prior_records": self.prior_path,
             "tasks": len(self.tasks),
             "peak_gflops": self.peak_gflops,
         }
