@@ -5,6 +5,9 @@
 `args` holds the inputs, outputs and params (the Program's order); each call passes its kernel
 the right pointers: an `args` slot, or `workspace + offset`. Running a model is one foreign call.
 
+The object also exports `__tvmc_layout`, the digest of the plan the code was compiled for
+(`tvmc.codegen.layout`): a runtime compares it with the plan a package states before a call.
+
 Big programs compile in parallel: kernels are split into groups, each group is lowered and
 optimized in its own process, and the objects are merged into one relocatable object (`ld -r`).
 """
@@ -21,6 +24,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 from llvmlite import ir
 
+from tvmc.codegen.layout import add_layout_symbol, layout_digest, program_plan
 from tvmc.codegen.llvm_cpu import (
     NUM_THREADS_SYMBOL,
     CodegenOptions,
@@ -103,10 +107,13 @@ def emit_program(
         jobs = 1
     groups = _partition(program.kernels, jobs)
     main = CPUModule(target, options, name=program.entry)
+    signatures = [KernelSignature.of(k) for k in program.kernels] + [entry_signature(program)]
+    digest = layout_digest(program_plan(program, signatures))
     if jobs == 1:
         for kernel in program.kernels:
             main.add_kernel(kernel)
         add_entry(main.module, program)
+        add_layout_symbol(main.module, digest)
         artifact = main.build()
         return dataclasses.replace(artifact, kernels=artifact.kernels + (entry_signature(program),))
 
@@ -117,6 +124,7 @@ def emit_program(
             main.add_kernel(kernel)
         num_threads_global(main.module)  # the one definition every group's kernels share
         add_entry(main.module, program)
+        add_layout_symbol(main.module, digest)
         first = main.build()
         others = [f.result() for f in futures]
     objects = [first.object_code] + [o[0] for o in others]
