@@ -7,12 +7,12 @@ parent sees its pipe close. A call past its deadline has its child killed. Eithe
 call starts a fresh child. Children are fresh interpreters, never forks of the tuner: forking
 a process with threads (Rich's refresh, XGBoost's OpenMP pool) can deadlock, and libgomp in a
 forked child hangs. They run in their own session (Ctrl-C stops the tuner, not a half-finished
-call) and die with their parent (PR_SET_PDEATHSIG).
+call) and die with their parent however it dies (`threads.die_with_parent`: PR_SET_PDEATHSIG,
+and a watch on the parent's pid), even mid-call; an idle child also ends when its pipe closes.
 """
 
 from __future__ import annotations
 
-import ctypes
 import importlib
 import os
 import pickle
@@ -26,6 +26,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
+
+from tvmc.codegen.threads import die_with_parent
 
 STARTUP_TIMEOUT = 120.0  # seconds a fresh child may take to import tvmc
 TRACEBACK_CHARS = 2000  # the end of a child's traceback kept in an error message
@@ -246,20 +248,9 @@ def _exit_text(code: int | None) -> str:
 
 
 # ---- the child ----------------------------------------------------------------------------------
-def _die_with_parent() -> None:
-    """Linux: SIGKILL this process when the tuner dies, even mid-call in generated code."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 def _serve(inbox: Connection, outbox: Connection, parent: int) -> None:
     """Answer calls until the parent closes the pipe."""
-    _die_with_parent()
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        return
+    die_with_parent(parent)
     try:
         for name in pickle.loads(inbox.recv_bytes()):
             importlib.import_module(name)

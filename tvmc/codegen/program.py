@@ -35,7 +35,7 @@ from tvmc.codegen.llvm_cpu import (
 )
 from tvmc.codegen.llvm_util import PTR, VOID
 from tvmc.codegen.target import CPUTarget
-from tvmc.codegen.threads import physical_cores
+from tvmc.codegen.threads import codegen_jobs, die_with_parent
 from tvmc.kernel import Kernel
 from tvmc.kernel.program import Program
 from tvmc.kernel.visitor import tree_size
@@ -97,12 +97,13 @@ def emit_program(
 ) -> CPUArtifact:
     """Compile every kernel of `program` and its entry function into one object.
 
-    `jobs`: worker processes (default: the physical cores; 1 compiles in this process, and is
-    what a caller wanting `artifact.assembly` of the whole program must use).
+    `jobs`: worker processes (default: $TVMC_CODEGEN_JOBS, else the physical cores; 1 compiles
+    in this process, and is what a caller wanting `artifact.assembly` of the whole program must
+    use). Workers die with this process, however it dies (a CI timeout's SIGKILL too).
     """
     program.validate()
     target = target or CPUTarget.host()
-    jobs = jobs or physical_cores()
+    jobs = jobs or codegen_jobs()
     if jobs > 1 and (len(program.kernels) < PARALLEL_MIN_KERNELS or not shutil.which("ld")):
         jobs = 1
     groups = _partition(program.kernels, jobs)
@@ -118,7 +119,8 @@ def emit_program(
         return dataclasses.replace(artifact, kernels=artifact.kernels + (entry_signature(program),))
 
     context = multiprocessing.get_context("fork")  # workers inherit the initialised LLVM
-    with ProcessPoolExecutor(len(groups) - 1, mp_context=context) as pool:
+    with ProcessPoolExecutor(len(groups) - 1, mp_context=context, initializer=die_with_parent,
+                             initargs=(os.getpid(),)) as pool:  # fmt: skip
         futures = [pool.submit(_compile_group, g, target, options) for g in groups[1:]]
         for kernel in groups[0]:
             main.add_kernel(kernel)
