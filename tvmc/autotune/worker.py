@@ -1,6 +1,6 @@
 """Worker processes: calls that may crash, hang or run away, kept out of the tuner's process.
 
-A `Worker` is a child interpreter (`python -m tvmc.autotune.worker`) running one call at a
+A `Worker` is a child interpreter (this module as `__main__`) running one call at a
 time: the parent sends a pickled `(function, args)` frame, the child answers `("ok", value)`
 or `("error", traceback)`. Generated code that crashes (SIGSEGV) kills the child alone: the
 parent sees its pipe close. A call past its deadline has its child killed. Either way the next
@@ -30,6 +30,18 @@ from typing import Any
 from tvmc.codegen.threads import die_with_parent
 
 STARTUP_TIMEOUT = 120.0  # seconds a fresh child may take to import tvmc
+# A child's first lines: tied to its parent (PR_SET_PDEATHSIG, as threads.die_with_parent does)
+# before it imports tvmc, which takes seconds; then this module runs as its __main__.
+BOOTSTRAP = """\
+import ctypes, os, runpy, signal, sys
+try:
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)
+except (OSError, AttributeError, TypeError):
+    pass
+if os.getppid() != int(sys.argv[3]):
+    os._exit(1)
+runpy.run_module("tvmc.autotune.worker", run_name="__main__", alter_sys=True)
+"""
 TRACEBACK_CHARS = 2000  # the end of a child's traceback kept in an error message
 
 
@@ -75,7 +87,7 @@ class Worker:
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         fds = (str(to_child_r), str(from_child_w))
-        cmd = [sys.executable, "-m", "tvmc.autotune.worker", *fds, str(os.getpid())]
+        cmd = [sys.executable, "-c", BOOTSTRAP, *fds, str(os.getpid())]
         # the tuner's import path, so the child finds what it finds (a test's fake ops, too)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         try:
