@@ -11,12 +11,12 @@ __tvmc_spec() {
             ;;
         'tvmc compile')
             subcommands=()
-            options=(--disabled-pass --dump-code --format --help --input-dtypes --input-shapes --json --model-format --opt-level --output --print-pass-times --target --target-llvm-mattr --target-llvm-mcpu --target-llvm-mtriple --tuning-records -O -h -o)
+            options=(--disabled-pass --dump-code --force --format --help --input-dtypes --input-shapes --json --model-format --opt-level --output --print-pass-times --target --target-llvm-mattr --target-llvm-mcpu --target-llvm-mtriple --tuning-records -O -h -o)
             value_options=(--disabled-pass --dump-code --format --input-dtypes --input-shapes --model-format --opt-level --output --target --target-llvm-mattr --target-llvm-mcpu --target-llvm-mtriple --tuning-records -O -o)
             ;;
         'tvmc load')
             subcommands=()
-            options=(--dump --format --help --input-dtypes --input-shapes --json --model-format --output -h -o)
+            options=(--dump --force --format --help --input-dtypes --input-shapes --json --model-format --output -h -o)
             value_options=(--format --input-dtypes --input-shapes --model-format --output -o)
             ;;
         'tvmc records')

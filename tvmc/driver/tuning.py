@@ -33,6 +33,7 @@ from tvmc.autotune.tuner import FAILED, Tuner
 from tvmc.autotune.tuners import TUNERS
 from tvmc.codegen import CUDATarget, physical_cores, target_kind
 from tvmc.driver.compiler import CompileOptions, optimize, parse_target
+from tvmc.driver.outputs import check_records_output
 from tvmc.driver.tune_options import (
     DEFAULT_TRIALS,
     TuneOptions,
@@ -369,9 +370,14 @@ def tune_graph(
     options: TuneOptions,
     progress: TuningProgress | None = None,
     measurer: Measurer | None = None,
+    source: str | None = None,
 ) -> str:
     """Tune a graph's kernels as `options` say and return the records path (None: a new
-    temporary file); `measurer` replaces the one the options name (local or a Dask cluster)."""
+    temporary file); `measurer` replaces the one the options name (local or a Dask cluster).
+    Records are appended to an existing records file, never to the model (`source`) or to a
+    file that is not one."""
+    if tuning_records is not None:
+        check_records_output(tuning_records, {"the model": source})
     all_tasks = graph_tasks(graph, options.target, options.target_llvm_mcpu,
                             options.target_llvm_mattr)  # fmt: skip
     chosen, _ = select_tasks(options.tasks, len(all_tasks))
