@@ -117,9 +117,13 @@ class ConvertContext:
         """Add node `op` (our op name); returns output names. Constant inputs fold immediately."""
         opdef = get_op(op)
         where = self.current.describe() if self.current else op
+        node_inputs = list(inputs)
+        given, (least, most) = sum(1 for n in node_inputs if n), opdef.num_inputs
+        if not least <= given <= most:
+            count = str(least) if least == most else f"{least} to {most}"
+            raise ModelError(f"{where}: {op} takes {count} inputs, got {given}")
         try:
             attrs = opdef.normalize_attrs(attrs or {}, where)
-            node_inputs = list(inputs)
             types = opdef.infer(attrs, [self.type(n) for n in node_inputs if n])
         except ValueError as exc:
             raise ModelError(f"{where}: {exc}") from None
