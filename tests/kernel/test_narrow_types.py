@@ -23,6 +23,7 @@ from tvmc.kernel import (
     interpret,
     kernel_str,
     legalize,
+    let,
     loop,
     maximum,
     seq,
@@ -80,18 +81,29 @@ def test_wide_types_encode_like_ml_dtypes(src):
         np.testing.assert_array_equal(bits_of(run(src, dst, x)), bits_of(expected(x, dst)))
 
 
-def test_arithmetic_rounds_once_per_operation():
-    a, b, y = (Buffer(n, (LANES,), "bfloat16") for n in "aby")
-    body = loop("i", LANES, lambda i: y.store(i, exp(a[i] * b[i] + a[i])), kind="vectorized")
-    kernel = Kernel("bf16_math", (a, b, y), body)
+def test_arithmetic_computes_in_float32_and_rounds_where_kept():
+    a, b, y, z = (Buffer(n, (LANES,), "bfloat16") for n in "abyz")
+    w = Buffer("w", (LANES,), "float32")
+
+    def body(i):
+        value = exp(a[i] * b[i] + a[i])
+        return seq(y.store(i, value), w.store(i, (a[i] * b[i]).astype("float32")),
+                   let("t", a[i] * b[i], lambda t: z.store(i, t + a[i])))  # fmt: skip
+
+    kernel = Kernel("bf16_math", (a, b, y, z, w), loop("i", LANES, body, kind="vectorized"))
     rng = np.random.default_rng(0)
     x1, x2 = (rng.standard_normal(LANES).astype(ml_dtypes.bfloat16) for _ in range(2))
-    out = np.zeros(LANES, ml_dtypes.bfloat16)
-    interpret(kernel, x1, x2, out)
-    # ml_dtypes' ufuncs compute each operation in float32 and round it: so must we
-    step = (x1 * x2).astype(np.float32) + x1.astype(np.float32)
-    want = np.exp(step.astype(ml_dtypes.bfloat16).astype(np.float64)).astype(ml_dtypes.bfloat16)
-    np.testing.assert_array_equal(bits_of(out), bits_of(want))
+    out = [np.zeros(LANES, ml_dtypes.bfloat16) for _ in "yz"] + [np.zeros(LANES, np.float32)]
+    interpret(kernel, x1, x2, *out)
+    f1, f2 = x1.astype(np.float32), x2.astype(np.float32)
+    # the whole expression in float32, rounded once where it is stored
+    want = np.exp((f1 * f2 + f1).astype(np.float64)).astype(np.float32).astype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(bits_of(out[0]), bits_of(want))
+    # a let keeps a bfloat16, so rounds; a Cast converts the bfloat16 value, so rounds first
+    t = (f1 * f2).astype(ml_dtypes.bfloat16)
+    want_z = (t.astype(np.float32) + f1).astype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(bits_of(out[1]), bits_of(want_z))
+    np.testing.assert_array_equal(out[2], t.astype(np.float32))
 
 
 def test_literals_become_bits_and_fold():
