@@ -9,8 +9,9 @@ bound by a let or converted by a Cast (a conversion first rounds its operand to 
 own type, so `Cast` means what it says). A fused chain of elementwise bfloat16 ops thus rounds
 once, at its store, as a float32 computation rounded to bfloat16 would. Conversions become the
 integer arithmetic of `floatbits.convert`; a narrow float literal becomes a float32 literal (the
-computation around it is float32), a narrow integer literal the int32 of its wrapped value. What needs no arithmetic moves the bits: loads, stores, lets, selects between
-stored values, broadcasts; the backends treat those as integers of the same width.
+computation around it is float32), a narrow integer literal the int32 of its wrapped value.
+What needs no arithmetic moves the bits: loads, stores, lets, selects between stored values,
+broadcasts; the backends treat those as integers of the same width.
 """
 
 from __future__ import annotations
