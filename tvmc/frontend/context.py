@@ -136,7 +136,14 @@ def onnx_dtype(elem_type: int, what: str) -> str:
     try:
         name = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).name
     except Exception:
-        name = onnx.TensorProto.DataType.Name(elem_type) if elem_type else "undefined"
+        name = ""
     if name not in DTYPES:
-        raise UnsupportedModelError(f"{what} has element type {name}, which tvmc does not support")
+        try:
+            label = onnx.TensorProto.DataType.Name(elem_type)
+        except ValueError:
+            label = str(elem_type)
+        raise UnsupportedModelError(
+            f"{what} has element type {label}, which tvmc does not support; supported: "
+            f"{', '.join(DTYPES)}"
+        )
     return name

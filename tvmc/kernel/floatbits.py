@@ -108,11 +108,9 @@ def _u32(value: int) -> Expr:
     return IntImm(value, "uint32")
 
 
-def _bits(x: Expr, dtype: str, storage: str) -> Expr:
-    """Unsigned bits (of type `storage`) as the narrow `dtype`."""
-    return Reinterpret(
-        dtype, Cast(storage_dtype(dtype), x) if storage != storage_dtype(dtype) else x
-    )
+def _bits(x: Expr, dtype: str) -> Expr:
+    """Integer `x` (the bits, in its low bits) as the narrow `dtype`."""
+    return Reinterpret(dtype, x.astype(storage_dtype(dtype)))
 
 
 def decode_float(value: Expr) -> Expr:
@@ -183,7 +181,7 @@ def encode_float(x: Expr, dtype: str) -> Expr:
     if fmt.special == "fnuz":  # no negative zero
         out = select(magnitude.eq(u(0)), u(0), out)
     out = select(a > u(inf_src), nan, out)
-    return _bits(out, dtype, unsigned)
+    return _bits(out, dtype)
 
 
 def _sign_and_magnitude(x: Expr) -> tuple[Expr, Expr]:
@@ -207,8 +205,8 @@ def encode_e8m0(x: Expr) -> Expr:
     code = e - IntImm(bias - 127, "int32") + half
     tiny = fabs(x) >= FloatImm(1.5 * 2.0**-127, x.dtype)  # below 2**-126: 2**-127 or 2**-126
     code = select(e < IntImm(bias - 126, "int32"), select(tiny, IntImm(1, "int32"), 0), code)
-    invalid = (x <= FloatImm(0.0, x.dtype)) | (x.ne(x)) | (code > IntImm(254, "int32"))
-    return _bits(select(invalid, IntImm(0xFF, "int32"), code), "float8_e8m0fnu", "int32")
+    invalid = (x <= FloatImm(0.0, x.dtype)) | x.ne(x) | (code > IntImm(254, "int32"))
+    return _bits(select(invalid, IntImm(0xFF, "int32"), code), "float8_e8m0fnu")
 
 
 def onnx_e8m0(x: Expr, saturate: bool, round_mode: str) -> Expr:
@@ -231,7 +229,7 @@ def onnx_e8m0(x: Expr, saturate: bool, round_mode: str) -> Expr:
         code = select(e.eq(IntImm(254, "int32")), e, code)
     code = select(e.eq(IntImm(255, "int32")) | (code > IntImm(254, "int32")),
                   IntImm(255, "int32"), code)  # fmt: skip
-    return _bits(code, "float8_e8m0fnu", "int32")
+    return _bits(code, "float8_e8m0fnu")
 
 
 def narrow_literal(value: float | int, dtype: str) -> Expr:
@@ -255,9 +253,8 @@ def _copy_sign(x: Expr, bits: int) -> Expr:
 
 def _truncate(x: Expr, lo: int, hi: int, dtype: str) -> Expr:
     """Float `x` truncated to integer `dtype` when that lands in [lo, hi], else 0 (NaN too)."""
-    inside = ((x > FloatImm(lo - 1, x.dtype)) | x.eq(FloatImm(lo, x.dtype))) & (
-        x < FloatImm(hi + 1, x.dtype)
-    )
+    below, low, above = (FloatImm(float(v), x.dtype) for v in (lo - 1, lo, hi + 1))
+    inside = ((x > below) | x.eq(low)) & (x < above)  # lo - 1 may round to lo (int64)
     return Cast(dtype, select(inside, x, FloatImm(0.0, x.dtype)))
 
 
