@@ -1,6 +1,7 @@
 """bfloat16, float8 and int4 tensors through the whole flow: a model's inputs, params (mod.params)
 and outputs, bound by the executor, read from .npz input files (which keep ml_dtypes arrays as
-raw bytes), filled at random, and `tvmc run --inputs` on the command line."""
+raw bytes), filled at random, `tvmc run --inputs` on the command line, and a CUDA package run
+on the fake GPU (tests/runtime/fake_cuda.py)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,15 @@ from onnx import TensorProto, helper, numpy_helper
 
 import tvmc
 from tests.cli.runners import run_in_process
+from tests.runtime.fake_cuda import FakeDriver
+from tvmc.driver.compiler import CompileOptions, build
 from tvmc.driver.runner import fill
 from tvmc.dtypes import NARROW_FLOATS, NARROW_INTS, as_dtype
 from tvmc.errors import InputError
 from tvmc.frontend import convert_model
 from tvmc.graph import TensorType
 from tvmc.ops import run_reference
+from tvmc.runtime import cuda_driver
 from tvmc.runtime.package import read_package
 
 BF16, INT4 = ml_dtypes.bfloat16, ml_dtypes.int4
@@ -113,3 +117,22 @@ def test_cli_run_reads_npz_of_narrow_types(package: tvmc.TVMCPackage, tmp_path: 
     with np.load(tmp_path / "out.npz") as saved:
         y8 = saved["y8"].view(ml_dtypes.float8_e4m3fn)
     np.testing.assert_array_equal(y8, package.run(inputs=inputs()).outputs["y8"])
+
+
+def test_cuda_package_on_the_fake_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The CUDA build of the model (PTX, launches, bfloat16/int4 params), its kernels run by the
+    interpreter standing in for the GPU, gives the CPU's outputs."""
+    graph = convert_model(narrow_model())
+    options = CompileOptions(target="cuda -arch=sm_90")
+    drv = FakeDriver(build(graph, options).lowered.program.kernels)
+    monkeypatch.setattr(cuda_driver, "driver", lambda: drv)
+    cuda_driver.device.cache_clear()
+    try:
+        onnx.save(narrow_model(), tmp_path / "narrow.onnx")
+        package = tvmc.compile(str(tmp_path / "narrow.onnx"), target="cuda -arch=sm_90",
+                               package_path=str(tmp_path / "n.tar"))  # fmt: skip
+        result = package.run(device="cuda", inputs=inputs())
+    finally:
+        cuda_driver.device.cache_clear()
+    for name, want in run_reference(graph, inputs()).items():
+        np.testing.assert_array_equal(result.outputs[name], want)
