@@ -57,6 +57,26 @@ def test_unsupported_ops_are_listed_once(tmp_path):
     assert "com.example.Baz (1 node, first 'baz')" in message
 
 
+def test_narrow_types_load_and_unsupported_ones_are_named(tmp_path):
+    def cast_model(src, to):
+        x = helper.make_tensor_value_info("x", src, [2])
+        y = helper.make_tensor_value_info("y", to, [2])
+        node = helper.make_node("Cast", ["x"], ["y"], to=to)
+        graph = helper.make_graph([node], "g", [x], [y])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+    model = tvmc.load(save(cast_model(TensorProto.BFLOAT16, TensorProto.INT4), tmp_path))
+    assert str(model.inputs["x"]) == "bfloat16[2]" and str(model.outputs["y"]) == "int4[2]"
+    for src, to, what in [(TensorProto.FLOAT6E2M3, TensorProto.FLOAT, "input 'x'"),
+                          (TensorProto.FLOAT, TensorProto.STRING, "its 'to'")]:  # fmt: skip
+        with pytest.raises(
+            UnsupportedModelError,
+            match=f"{what} has element type (FLOAT6E2M3|"
+            "STRING), which tvmc does not support; supported: .*bfloat16",
+        ):
+            tvmc.load(save(cast_model(src, to), tmp_path))
+
+
 def test_opset_too_old(tmp_path):
     with pytest.raises(UnsupportedModelError, match="opset 6"):
         tvmc.load(save(relu_model(opset=6), tmp_path))

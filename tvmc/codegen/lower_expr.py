@@ -44,6 +44,7 @@ from tvmc.kernel import (
     Not,
     Or,
     Ramp,
+    Reinterpret,
     Select,
     Sub,
     Var,
@@ -184,6 +185,11 @@ class ExprLowering(Visitor):
 
     def visit_Cast(self, e: Cast) -> ir.Value:
         return self.cast(self.expr(e.value), e.value.dtype, e.dtype)
+
+    def visit_Reinterpret(self, e: Reinterpret) -> ir.Value:
+        value = self.expr(e.value)
+        t = ir_type(e.dtype, lanes_of(value.type))
+        return value if value.type == t else self.b.bitcast(value, t)
 
     def visit_Ramp(self, e: Ramp) -> ir.Value:
         base = self.widen(self.expr(e.base), e.lanes)

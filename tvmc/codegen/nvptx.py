@@ -33,6 +33,7 @@ from tvmc.kernel import (
     kernel_str,
     validate,
 )
+from tvmc.kernel.legalize import legalize
 from tvmc.kernel.transform import MAX_THREADS_PER_BLOCK, contains, gpu_extents
 
 NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
@@ -188,7 +189,7 @@ def emit_ptx(kernels: list[Kernel], arch: str = "sm_90", ptx_version: str = "ptx
     state = ModuleState(module)
     launch: dict[str, LaunchDims] = {}
     for kernel in kernels:
-        validate(kernel)
+        kernel = legalize(validate(kernel))  # narrow types computed wide
         axes, launch[kernel.name] = launch_dims(kernel)
         fn = ir.Function(module, ir.FunctionType(VOID, [PTR] * len(kernel.params)), kernel.name)
         fn.calling_convention = "ptx_kernel"

@@ -6,9 +6,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import onnx
 
-from tvmc.errors import ModelError, NonConstantInputError
-from tvmc.graph import Graph, Node, TensorType
+from tvmc.errors import ModelError, NonConstantInputError, UnsupportedModelError
+from tvmc.graph import DTYPES, Graph, Node, TensorType
 from tvmc.ops import get_op
 from tvmc.ops.registry import evaluate_node
 
@@ -154,3 +155,21 @@ class ConvertContext:
         base = self.current.name if self.current and self.current.name else op
         taken = {n.name for n in self.graph.nodes[-8:]}
         return base if base not in taken else f"{base}/{op}"
+
+
+def onnx_dtype(elem_type: int, what: str) -> str:
+    """Our dtype name for an ONNX element type."""
+    try:
+        name = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).name
+    except Exception:
+        name = ""
+    if name not in DTYPES:
+        try:
+            label = onnx.TensorProto.DataType.Name(elem_type)
+        except ValueError:
+            label = str(elem_type)
+        raise UnsupportedModelError(
+            f"{what} has element type {label}, which tvmc does not support; supported: "
+            f"{', '.join(DTYPES)}"
+        )
+    return name

@@ -7,15 +7,14 @@ import os
 from collections import Counter
 from collections.abc import Mapping
 
-import numpy as np
 import onnx
 from onnx import numpy_helper
 
 from tvmc.errors import InputError, ModelError, UnsupportedModelError, did_you_mean
-from tvmc.frontend.context import ConvertContext
+from tvmc.frontend.context import ConvertContext, onnx_dtype
 from tvmc.frontend.converters import CONVERTERS
 from tvmc.frontend.converters.subgraph import convert_nodes, walk
-from tvmc.graph import DTYPES, Graph, TensorType
+from tvmc.graph import Graph, TensorType
 
 logger = logging.getLogger("tvmc.frontend")
 
@@ -48,15 +47,6 @@ def read_onnx(path: str) -> onnx.ModelProto:
     return model
 
 
-def onnx_dtype(elem_type: int, what: str) -> str:
-    """Our dtype name for an ONNX element type."""
-    try:
-        name = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).name
-    except Exception:
-        name = onnx.TensorProto.DataType.Name(elem_type) if elem_type else "undefined"
-    if name not in DTYPES:
-        raise UnsupportedModelError(f"{what} has element type {name}, which tvmc does not support")
-    return name
 
 
 def model_opset(model: onnx.ModelProto) -> int:

@@ -1,9 +1,10 @@
 """Kernel IR: a small loop-nest IR that schedule templates build and code generators consume.
 
-In: nothing but numpy (templates in tvmc.ops build kernels from it; it imports no tvmc layer).
+In: nothing but numpy and tvmc.dtypes (templates in tvmc.ops build kernels from it; it imports
+no tvmc layer).
 Out: expression and statement nodes, `Buffer`, `Kernel`, builders (`loop`, `nest`, `let`,
-`allocate`, `seq`, `ramp`, intrinsics...), `kernel_str` (printer), `validate`, `interpret` (the
-numpy oracle).
+`allocate`, `seq`, `ramp`, intrinsics...), `kernel_str` (printer), `validate`, `legalize` (narrow
+types computed wide, before any backend), `interpret` (the numpy oracle).
 """
 
 from tvmc.kernel.buffer import SCOPES, Buffer, allocate
@@ -37,6 +38,7 @@ from tvmc.kernel.expr import (
     Not,
     Or,
     Ramp,
+    Reinterpret,
     Select,
     Sub,
     Var,
@@ -70,6 +72,7 @@ from tvmc.kernel.intrin import (
     sqrt,
     tanh,
 )
+from tvmc.kernel.legalize import legalize
 from tvmc.kernel.printer import expr_str, kernel_str, stmt_lines
 from tvmc.kernel.stmt import (
     GPU_KINDS,
@@ -134,6 +137,7 @@ __all__ = [
     "Not",
     "Or",
     "Ramp",
+    "Reinterpret",
     "SCOPES",
     "Select",
     "SeqStmt",
@@ -160,6 +164,7 @@ __all__ = [
     "is_float",
     "is_int",
     "kernel_str",
+    "legalize",
     "let",
     "log",
     "loop",

@@ -11,12 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Union
 
+from tvmc.dtypes import DTYPES, FLOATS, INTS
+
 if TYPE_CHECKING:
     from tvmc.kernel.buffer import Buffer
 
-FLOAT_DTYPES = ("float16", "float32", "float64")
-INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
-DTYPES = (*FLOAT_DTYPES, *INT_DTYPES, "bool")
+FLOAT_DTYPES = FLOATS  # native and narrow (a narrow float computes in float32: legalize.py)
+INT_DTYPES = INTS
 
 
 class KernelIRError(ValueError):
@@ -24,12 +25,12 @@ class KernelIRError(ValueError):
 
 
 def is_float(dtype: str) -> bool:
-    """True for float16/32/64."""
+    """True for float16/32/64 and the narrow floats (bfloat16, float8, float4)."""
     return dtype in FLOAT_DTYPES
 
 
 def is_int(dtype: str) -> bool:
-    """True for signed and unsigned integers (not bool)."""
+    """True for signed and unsigned integers, narrow ones included (not bool)."""
     return dtype in INT_DTYPES
 
 
@@ -366,6 +367,19 @@ class Select(Expr):
 @dataclass(frozen=True)
 class Cast(Expr):
     """Conversion to `dtype`; float to int truncates towards zero."""
+
+    dtype: str
+    value: Expr
+    child_fields = ("value",)
+
+    def __post_init__(self) -> None:
+        _derive(self, self.dtype, _lanes(self.value))
+
+
+@dataclass(frozen=True)
+class Reinterpret(Expr):
+    """The bits of `value` read as `dtype`, which has the same width (float32 <-> uint32,
+    bfloat16 <-> uint16, a float8 or int4 <-> its uint8 byte): no conversion, a bitcast."""
 
     dtype: str
     value: Expr

@@ -1,8 +1,9 @@
 """Translation of a Kernel into Python source for the reference interpreter.
 
 Scalars are Python ints/bools and numpy float scalars (so float32 rounds like float32); vectors
-are 1-D numpy arrays (integer vectors as int64). Names starting with `_` are runtime helpers
-defined in interpret.py.
+are 1-D numpy arrays (integer vectors as int64). Narrow types (bfloat16, float8, int4, ...) are
+numpy scalars and arrays of their ml_dtypes type, moved but never computed on (`legalize`).
+Names starting with `_` are runtime helpers defined in interpret.py.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from tvmc.dtypes import is_narrow
 from tvmc.kernel.buffer import Buffer
 from tvmc.kernel.expr import (
     Add,
@@ -33,10 +35,12 @@ from tvmc.kernel.expr import (
     Not,
     Or,
     Ramp,
+    Reinterpret,
     Select,
     Sub,
     Var,
     is_float,
+    is_int,
 )
 from tvmc.kernel.stmt import (
     GPU_KINDS,
@@ -317,8 +321,13 @@ class PythonEmitter(Visitor):
         base, stride = self.expr(e.base), self.expr(e.stride)
         return f"(np.arange({e.lanes}, dtype=np.int64) * {stride} + {base})"
 
+    def visit_Reinterpret(self, e: Reinterpret) -> str:
+        value = self.expr(e.value)
+        return f"_reinterpret({value}, {e.value.dtype!r}, {e.dtype!r}, {e.lanes})"
+
     def visit_Broadcast(self, e: Broadcast) -> str:
-        dt = e.dtype if is_float(e.dtype) else ("bool" if e.dtype == "bool" else "int64")
+        native_int = is_int(e.dtype) and not is_narrow(e.dtype)  # narrow ones: their own type
+        dt = "int64" if native_int else e.dtype
         return f"np.full({e.lanes}, {self.expr(e.value)}, {dt!r})"
 
     def visit_Call(self, e: Call) -> str:

@@ -23,6 +23,7 @@ from tvmc.kernel.expr import (
     Not,
     Or,
     Ramp,
+    Reinterpret,
     Select,
     Sub,
     Var,
@@ -127,6 +128,9 @@ class _ExprPrinter(Visitor):
 
     def visit_Cast(self, e: Cast) -> str:
         return f"{e.dtype}({self.expr(e.value, 0)})"
+
+    def visit_Reinterpret(self, e: Reinterpret) -> str:
+        return f"reinterpret<{e.dtype}>({self.expr(e.value, 0)})"
 
     def visit_Load(self, e: Load) -> str:
         return f"{e.buffer.name}[{', '.join(self.expr(i, 0) for i in e.indices)}]"

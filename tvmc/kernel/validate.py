@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from tvmc.kernel.buffer import Buffer
 from tvmc.kernel.expr import (
     INTRINSICS,
@@ -24,6 +26,7 @@ from tvmc.kernel.expr import (
     Not,
     Or,
     Ramp,
+    Reinterpret,
     Select,
     Var,
     check_dtype,
@@ -240,6 +243,12 @@ class _Checker(Visitor):
         check_dtype(e.dtype)
         self.expr(e.value, scope)
 
+    def visit_Reinterpret(self, e: Reinterpret, scope: _Scope) -> None:
+        check_dtype(e.dtype)
+        value = self.expr(e.value, scope)
+        if "bool" in (e.dtype, value.dtype) or _width(e.dtype) != _width(value.dtype):
+            raise self.fail(f"reinterpret needs types of one width: {value.dtype} as {e.dtype}")
+
     def visit_Load(self, e: Load, scope: _Scope) -> None:
         self.access(e.buffer, e.indices, scope)
 
@@ -266,3 +275,7 @@ class _Checker(Visitor):
     def lanes(self, e: Expr, *lanes: int) -> None:
         if len(set(lanes) - {1}) > 1:
             raise self.fail(f"operands with lanes {list(lanes)} in {expr_str(e)}")
+
+
+def _width(dtype: str) -> int:
+    return np.dtype(dtype).itemsize

@@ -7,7 +7,7 @@ import numpy as np
 from tvmc.graph import TensorType
 from tvmc.ops.registry import Attrs
 
-FLOAT_DTYPES = ("float16", "float32", "float64")
+FLOAT_DTYPES = ("float16", "float32", "float64", "bfloat16")  # bfloat16 computes in float32
 
 
 def same_as_first(attrs: Attrs, types: list[TensorType]) -> list[TensorType]:

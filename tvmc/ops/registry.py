@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from tvmc.dtypes import NARROW_FLOATS
 from tvmc.errors import UnsupportedModelError
 from tvmc.graph import Node, TensorType
 from tvmc.kernel import Buffer, Kernel
@@ -182,6 +183,10 @@ def register(opdef: OpDef) -> OpDef:
     return opdef
 
 
+def _widened(array: np.ndarray) -> np.ndarray:
+    return array.astype(np.float32) if np.dtype(array.dtype).name in NARROW_FLOATS else array
+
+
 def get_op(name: str) -> OpDef:
     """The definition of op `name` (KeyError when unknown)."""
     return OPS[name]
@@ -193,9 +198,16 @@ def infer_node(node: Node, input_types: list[TensorType]) -> list[TensorType]:
 
 
 def evaluate_node(node: Node, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Run the numpy reference of `node`; outputs are cast to the types its rule gives."""
+    """Run the numpy reference of `node`; outputs are cast to the types its rule gives.
+
+    An op that computes sees narrow float inputs (bfloat16, float8...) as float32 and its
+    outputs are rounded once, to the types its rule gives: a float32 computation rounded, as
+    the compiled code computes them. Ops that only move elements, and Cast, see them as they are.
+    """
     opdef = OPS[node.op]
-    result = opdef.reference(node.attrs, *arrays)
+    computes = opdef.kind != INJECTIVE and node.op != "Cast"
+    wide = [_widened(a) if computes else a for a in arrays]
+    result = opdef.reference(node.attrs, *wide)
     outputs = list(result) if isinstance(result, (tuple, list)) else [result]
     types = opdef.infer(node.attrs, [TensorType.of(np.asarray(a)) for a in arrays])
     if len(outputs) != len(types):

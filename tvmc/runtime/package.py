@@ -33,6 +33,7 @@ from tvmc.codegen import KernelSignature, LoadedModule, link_shared, load_librar
 from tvmc.codegen.cuda_program import Launch
 from tvmc.codegen.layout import ptx_layout
 from tvmc.codegen.target import CUDA_ARCHS, CUDATarget, host_triple, init_llvm
+from tvmc.dtypes import as_dtype
 from tvmc.errors import PackageError, UsageError
 from tvmc.runtime.cuda import CUDAExecutor
 from tvmc.runtime.cuda_driver import device as cuda_device
@@ -325,6 +326,8 @@ def _check_params(path: str, contents: PackageContents) -> None:
         buf, value = program.buffers.get(name), contents.params.get(name)
         if buf is None or value is None:
             raise PackageError(f"{path!r}: mod.params lacks param {name!r}")
+        # .npz holds bfloat16, float8, int4... as raw bytes (void): the buffer says what they are
+        value = contents.params[name] = as_dtype(value, buf.dtype)
         if value.dtype != np.dtype(buf.dtype) or value.size != int(np.prod(buf.shape)):
             raise PackageError(
                 f"{path!r}: param {name!r} is {value.dtype}{list(value.shape)}, "

@@ -33,7 +33,7 @@ from tvmc.kernel.expr import is_float
 from tvmc.ops.common import same_as_first
 from tvmc.ops.elementwise.literals import literal, zero
 from tvmc.ops.lowering import Accessor, Attrs, TensorRef, computed
-from tvmc.ops.registry import ELEMENTWISE, REQUIRED, InferRule, OpDef
+from tvmc.ops.registry import ELEMENTWISE, InferRule, OpDef
 
 Reference = Callable[[Attrs, np.ndarray], np.ndarray]
 IR = Callable[[Attrs, Expr], Expr]
@@ -162,10 +162,6 @@ def _clip(attrs: Attrs, x: Expr) -> Expr:
     return x
 
 
-def _cast_rule(attrs: Attrs, types: list[TensorType]) -> list[TensorType]:
-    return [TensorType(types[0].shape, attrs["to"])]
-
-
 ARITHMETIC = [
     unary("Sqrt", lambda a, x: np.sqrt(x), lambda a, x: sqrt(x), doc="Square root."),
     unary("Exp", lambda a, x: np.exp(x), lambda a, x: exp(x), doc="e**x."),
@@ -185,9 +181,6 @@ ARITHMETIC = [
     unary("Clip", _clip_reference, _clip, attrs={"min": None, "max": None},
           doc="x clamped to the optional [min, max] (attributes whatever the opset: the "
               "frontend reads them from inputs)."),
-    unary("Cast", lambda a, x: x.astype(a["to"]), lambda a, x: x.astype(a["to"]),
-          attrs={"to": REQUIRED}, infer=_cast_rule,
-          doc="Conversion: float to int truncates toward zero; to bool means != 0."),
 ]  # fmt: skip
 
 DEFINITIONS = [*ACTIVATIONS, *ARITHMETIC]

@@ -12,7 +12,7 @@ from tvmc.ops.lowering import Attrs
 
 # ONNX MatMul/Gemm accept floats and 32/64-bit integers; int8 products have their own ops
 # (MatMulInteger), and a bool matmul is meaningless.
-_MATMUL_DTYPES = ("float16", "float32", "float64", "int32", "int64", "uint32", "uint64")
+_MATMUL_DTYPES = ("float16", "float32", "float64", "bfloat16", "int32", "int64", "uint32", "uint64")
 
 
 def _check_dtype(op: str, types: list[TensorType]) -> str:
