@@ -47,8 +47,6 @@ def read_onnx(path: str) -> onnx.ModelProto:
     return model
 
 
-
-
 def model_opset(model: onnx.ModelProto) -> int:
     for entry in model.opset_import:
         if entry.domain in _DEFAULT_DOMAINS:
