@@ -13,7 +13,10 @@ GAP_RULES: list[tuple[str, str]] = [
     (r"test_batchnorm_\w+_training_mode", "BatchNormalization training_mode=1: inference only"),
     (r"test_training_dropout\w*", "Dropout in training mode: inference only"),
     (r"test_maxpool_with_argmax_\w+", "MaxPool's Indices output is not supported"),
-    (r"test_attention_\w+_bf16_expanded",
+    (r"test_(de)?quantizelinear_(e4m3fn|e5m2|float4e2m1|u?int4|u?int2)\w*",
+     "QuantizeLinear/DequantizeLinear with float8/float4/int4/int2 quantized types: not yet "
+     "(the types are supported; the quantization ops take 8-, 16- and 32-bit integers)"),
+    (r"test_attention_\w+_bf16(_expanded)?",
      "bfloat16: up to two bfloat16 ulps off the expected output (rtol 1e-3 is a quarter of one), "
      "which rounds every intermediate, MatMul's partial sums included, to bfloat16 (tvmc "
      "accumulates in float32 and rounds once where a value is stored)"),
