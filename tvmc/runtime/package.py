@@ -301,6 +301,10 @@ def _read_npy(
     if dtype.hasobject:
         raise ValueError("object arrays (pickles) are not allowed")
     count = math.prod(shape)
+    # .npz keeps bfloat16, float8, int4... as raw bytes (void) of the same width
+    raw_narrow = dtype.kind == "V" and dtype.names is None
+    if wanted is not None and raw_narrow and dtype.itemsize == np.dtype(wanted[0]).itemsize:
+        dtype = np.dtype(wanted[0])
     if wanted is not None and (dtype.name, count) != wanted:
         raise ValueError(f"param {name!r} is {dtype.name}{list(shape)}, mod.json expects "
                          f"{wanted[1]} values of {wanted[0]}")  # fmt: skip
