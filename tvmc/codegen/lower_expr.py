@@ -21,7 +21,7 @@ from tvmc.codegen.llvm_util import (
     mem_type,
     splat,
 )
-from tvmc.codegen.mathfuncs import POLY_FUNCTIONS, math_function
+from tvmc.codegen.mathfuncs import POLY_FUNCTIONS, WIDE_FUNCTIONS, math_function, wide_math_function
 from tvmc.kernel import (
     Add,
     And,
@@ -398,6 +398,8 @@ class ExprLowering(Visitor):
     def float_call(self, name: str, args: list[ir.Value], t: ir.Type) -> ir.Value:
         """A float intrinsic on values of type `t` (float32 or float64, scalar or vector)."""
         f32 = str(element(t)) == "float"
+        if name in WIDE_FUNCTIONS:
+            return self.b.call(wide_math_function(self.module, name, t), args)
         if name in POLY_FUNCTIONS and f32:
             return self.b.call(math_function(self.module, name, t), args)
         if name in _LLVM_UNARY:

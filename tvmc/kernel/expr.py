@@ -414,9 +414,13 @@ class Broadcast(Expr):
         _derive(self, _dtype(self.value), self.lanes)
 
 
+# Trigonometric and hyperbolic functions and their inverses (float intrinsics of one argument).
+CIRCULAR = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh")
+
 # Intrinsics: name -> (number of args, float only, reduces lanes to 1).
 INTRINSICS: dict[str, tuple[int, bool, bool]] = {
     **{name: (1, True, False) for name in ("exp", "log", "tanh", "erf", "sigmoid", "sqrt")},
+    **{name: (1, True, False) for name in CIRCULAR},
     **{name: (1, True, False) for name in ("fabs", "floor", "ceil", "round_even")},
     "pow": (2, True, False),
     "fma": (3, True, False),

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from tvmc.kernel.expr import KernelIRError
+from tvmc.kernel.expr import CIRCULAR, KernelIRError
 from tvmc.kernel.interpret_emit import PythonEmitter
 from tvmc.kernel.stmt import Kernel
 from tvmc.kernel.validate import validate
@@ -217,6 +217,7 @@ _MATH: dict[str, Callable[..., Any]] = {
     "erf": lambda x: np.asarray(_erf(x), dtype=np.float64),
     "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
     "sqrt": np.sqrt,
+    **{name: getattr(np, "arc" + name[1:] if name[0] == "a" else name) for name in CIRCULAR},
     "fabs": np.abs,
     "floor": np.floor,
     "ceil": np.ceil,
