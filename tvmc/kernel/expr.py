@@ -110,14 +110,27 @@ class Expr:
     def __ge__(self, other: ExprLike) -> Expr:
         return GE(*coerce_pair(self, other))
 
+    # logical on bools, bitwise on integers
     def __and__(self, other: ExprLike) -> Expr:
-        return And(*coerce_pair(self, other))
+        a, b = coerce_pair(self, other)
+        return And(a, b) if a.dtype == "bool" else BitAnd(a, b)
 
     def __or__(self, other: ExprLike) -> Expr:
-        return Or(*coerce_pair(self, other))
+        a, b = coerce_pair(self, other)
+        return Or(a, b) if a.dtype == "bool" else BitOr(a, b)
+
+    def __xor__(self, other: ExprLike) -> Expr:
+        a, b = coerce_pair(self, other)
+        return NE(a, b) if a.dtype == "bool" else BitXor(a, b)
 
     def __invert__(self) -> Expr:
-        return Not(self)
+        return Not(self) if self.dtype == "bool" else BitNot(self)
+
+    def __lshift__(self, other: ExprLike) -> Expr:
+        return ShiftLeft(*coerce_pair(self, other))
+
+    def __rshift__(self, other: ExprLike) -> Expr:
+        return ShiftRight(*coerce_pair(self, other))
 
     def __bool__(self) -> bool:
         # `if i < n:` in a template is a bug (it would test the node, not the value).
@@ -348,6 +361,52 @@ class Not(Expr):
 
     def __post_init__(self) -> None:
         _derive(self, "bool", _lanes(self.a))
+
+
+class BitwiseOp(BinaryOp):
+    """Base of the operations on the bits of integers (two's complement)."""
+
+
+class BitAnd(BitwiseOp):
+    """a & b."""
+
+    symbol = "&"
+
+
+class BitOr(BitwiseOp):
+    """a | b."""
+
+    symbol = "|"
+
+
+class BitXor(BitwiseOp):
+    """a ^ b."""
+
+    symbol = "^"
+
+
+class ShiftLeft(BitwiseOp):
+    """a << b, wrapping; an amount outside [0, bits) shifts every bit out (0), as in numpy."""
+
+    symbol = "<<"
+
+
+class ShiftRight(BitwiseOp):
+    """a >> b: arithmetic for signed a, logical for unsigned; an amount outside [0, bits)
+    leaves the sign fill (-1 for negative a, else 0), as in numpy."""
+
+    symbol = ">>"
+
+
+@dataclass(frozen=True)
+class BitNot(Expr):
+    """~a: every bit of an integer flipped."""
+
+    a: Expr
+    child_fields = ("a",)
+
+    def __post_init__(self) -> None:
+        _derive(self, _dtype(self.a), _lanes(self.a))
 
 
 @dataclass(frozen=True)

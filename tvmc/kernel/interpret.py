@@ -203,6 +203,27 @@ def _icast(x: Any, dtype: str, lanes: int) -> Any:
     return wrapped if lanes > 1 else int(wrapped)
 
 
+def _shift(a: Any, n: Any, dtype: str, lanes: int, left: bool) -> Any:
+    """a << n or a >> n in `dtype` (integers held as int64); amounts outside [0, bits) shift
+    every bit out, leaving the sign fill of a right shift."""
+    x = np.asarray(a).astype(np.int64).astype(dtype)
+    k = np.asarray(n).astype(np.int64)
+    inside = (k >= 0) & (k < x.dtype.itemsize * 8)
+    amount = np.where(inside, k, 0).astype(dtype)
+    if left:
+        out = np.where(inside, np.left_shift(x, amount), 0)
+    else:
+        out = np.where(inside, np.right_shift(x, amount), np.where(x < 0, -1, 0))
+    return _wrap(out, dtype, lanes)
+
+
+def _wrap(x: Any, dtype: str, lanes: int) -> Any:
+    """Integer bits wrapped to `dtype`: an int64 vector, or a scalar's value as a Python int
+    (so a uint64 scalar stays non-negative, as loads give it)."""
+    value = np.asarray(x).astype(np.int64).astype(dtype)
+    return value.astype(np.int64) if lanes > 1 else int(value)
+
+
 def _f64(fn: Callable[..., Any], dtype: str, *args: Any) -> Any:
     result = np.asarray(fn(*(np.asarray(a, np.float64) for a in args)))
     return result.astype(dtype) if result.ndim else np.dtype(dtype).type(result)
@@ -277,6 +298,8 @@ _RUNTIME: dict[str, Any] = {
     "_tdiv": _tdiv,
     "_sel": _sel,
     "_icast": _icast,
+    "_shift": _shift,
+    "_wrap": _wrap,
     "_f64": _f64,
     "_MATH": _MATH,
     "_reduce": _reduce,
