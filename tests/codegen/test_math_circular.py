@@ -1,18 +1,19 @@
-"""Accuracy of sin, cos, tan, their inverses and the hyperbolic functions, in ulps of the result.
+"""Accuracy of sin, cos, tan, their inverses, the hyperbolic functions and expm1, in result ulps.
 
 Each runs compiled (16 lanes and scalar) over a dense sweep plus special values. The reference is
 numpy in float64 for float32 results, numpy in long double (x87, 64-bit significand) for float64
 ones. Measured on this machine (max error over the sweeps below; 0.5 is correct rounding):
 
-    function  float32  float64   sweep
+    function  float32  float64   sweep (plus uniform samples of the same intervals)
     sin/cos   0.501    0.78      [-1e5, 1e5], [-10, 10]; huge arguments over the whole range
     tan       0.501    0.85      as sin (float64 at 5.3e255, the hardest known case: 29)
     asin/acos 0.500    0.89      [-1, 1]
     atan      0.500    0.83      [-1e4, 1e4], [-10, 10]
-    sinh/cosh 0.500    1.53      [-90, 90] (float32), [-700, 700] (float64)
-    asinh     0.500    1.63      [-1e6, 1e6], [-1, 1]
-    acosh     0.500    2.15      [1, 1e6], [1, 3]
+    sinh/cosh 0.501    1.53      [-89, 89], [-1.5, 1.5] (float64: [-700, 700], [-1, 1])
+    asinh     0.500    1.73      [-1e6, 1e6], [-1, 1]
+    acosh     0.500    2.28      [1, 1e6], [1, 3]
     atanh     0.500    1.59      [-1, 1]
+    expm1     0.500    2.16      [-80, 80], [-1, 1], [-1e-3, 1e-3] (float64: [-700, 700], ...)
 
 The bounds asserted leave room for targets without FMA (llvm.fmuladd then rounds twice).
 """
@@ -32,7 +33,8 @@ from tvmc.codegen.nvptx import emit_ptx
 from tvmc.kernel import CIRCULAR, Buffer, Kernel, call, loop
 
 N = 1 << 14
-NUMPY = {name: getattr(np, "arc" + name[1:] if name[0] == "a" else name) for name in CIRCULAR}
+FUNCTIONS = (*CIRCULAR, "expm1")
+NUMPY = {name: getattr(np, "arc" + name[1:] if name[0] == "a" else name) for name in FUNCTIONS}
 SWEEPS = {
     "sin": [(-1e5, 1e5), (-10, 10)],
     "cos": [(-1e5, 1e5), (-10, 10)],
@@ -45,8 +47,9 @@ SWEEPS = {
     "asinh": [(-1e6, 1e6), (-1, 1)],
     "acosh": [(1, 1e6), (1, 3)],
     "atanh": [(-1, 1)],
+    "expm1": [(-80, 80), (-1, 1), (-1e-3, 1e-3)],
 }
-WIDE_SWEEPS = {"sinh": [(-700, 700)], "cosh": [(-700, 700)]}
+WIDE_SWEEPS = {name: [(-700, 700), (-1, 1), (-1e-3, 1e-3)] for name in ("sinh", "cosh", "expm1")}
 BOUND = {"float32": 0.51, "float64": 3.0}
 LONG_DOUBLE = np.finfo(np.longdouble).nmant >= 63
 SPECIAL = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.0, 0.5, -0.5, 1e-30, -1e-30, 1e-40,
@@ -93,7 +96,7 @@ def ulp_errors(name: str, x: np.ndarray, got: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize("lanes", [16, 1])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("name", CIRCULAR)
+@pytest.mark.parametrize("name", FUNCTIONS)
 def test_accuracy_over_a_dense_sweep(name, dtype, lanes):
     if dtype == "float64" and not LONG_DOUBLE:
         pytest.skip("no long double wider than float64 for the reference")
@@ -105,7 +108,7 @@ def test_accuracy_over_a_dense_sweep(name, dtype, lanes):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("name", CIRCULAR)
+@pytest.mark.parametrize("name", FUNCTIONS)
 def test_special_values(name, dtype):
     if dtype == "float64" and not LONG_DOUBLE:
         pytest.skip("no long double wider than float64 for the reference")
@@ -114,7 +117,7 @@ def test_special_values(name, dtype):
     got = run(name, x)
     err = ulp_errors(name, x, got)
     assert err.max() <= BOUND[dtype], dict(zip(x[err > BOUND[dtype]], got[err > BOUND[dtype]]))
-    odd = name in ("sin", "tan", "asin", "atan", "sinh", "asinh", "atanh")
+    odd = name in ("sin", "tan", "asin", "atan", "sinh", "asinh", "atanh", "expm1")
     if odd:  # odd functions keep the sign of zero
         assert np.signbit(got[1]) and not np.signbit(got[0])
     np.testing.assert_array_equal(run(name, x, lanes=1), got)
@@ -175,7 +178,7 @@ def test_ptx_assembles_without_libm(tmp_path):
         return Kernel(f"k_{name}_{dtype}", (x, y), body)
 
     dtypes = ("float32", "float64", "float16")
-    ptx = emit_ptx([kernel(name, dtype) for dtype in dtypes for name in CIRCULAR]).ptx
+    ptx = emit_ptx([kernel(name, dtype) for dtype in dtypes for name in FUNCTIONS]).ptx
     assert "call" not in ptx.split(".entry")[0]  # no external functions declared
     src = tmp_path / "k.ptx"
     src.write_text(ptx)

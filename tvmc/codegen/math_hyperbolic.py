@@ -1,12 +1,12 @@
-"""Vectorisable sinh, cosh, asinh, acosh and atanh in float64 (float32 results round from them).
+"""Vectorisable sinh, cosh, asinh, acosh, atanh and expm1 in float64 (float32 rounds from them).
 
 They rest on a float64 exp and log of our own (fdlibm's methods, below 1 ulp, no libm calls):
 `exp_scaled` returns e**x * 2**shift without overflowing early (sinh and cosh take e**|x| / 2,
 finite up to |x| = 710.47), and `log_corrected(u, c)` is log(u + c) for a tiny correction c,
 which makes log1p(x) exact for the rounding of 1 + x. Near 0, sinh is its Taylor series (odd,
-so sinh(-0) = -0); the inverse functions go through log1p of arguments built without
-cancellation (asinh: x + x**2 / (1 + sqrt(1 + x**2)); acosh: t + sqrt(t * (t + 2)), t = x - 1;
-atanh: 2x / (1 - x)), and log(2|x|) beyond |x| = 2**28.
+so sinh(-0) = -0) and expm1(x) is 2 sinh(x/2) e**(x/2); the inverse functions go through log1p
+of arguments built without cancellation (asinh: x + x**2 / (1 + sqrt(1 + x**2)); acosh:
+t + sqrt(t * (t + 2)), t = x - 1; atanh: 2x / (1 - x)), and log(2|x|) beyond |x| = 2**28.
 """
 
 from __future__ import annotations
@@ -96,13 +96,24 @@ def log1p(x: Num) -> Num:
     return where(x.eq(INF), INF, log_corrected(u, err))
 
 
+def _sinh_taylor(x: Num, single: bool) -> Num:
+    """sinh x for |x| < 1 (odd: keeps -0)."""
+    z = x * x
+    return x + x * z * poly(z, SINH_TAYLOR_SINGLE if single else SINH_TAYLOR)
+
+
 def sinh(x: Num, single: bool) -> Num:
     """sinh x, odd (sinh(-0) = -0)."""
     a = x.abs()
-    z = x * x
-    taylor = x + x * z * poly(z, SINH_TAYLOR_SINGLE if single else SINH_TAYLOR)
     h = exp_scaled(a, -1)  # e**|x| / 2
-    return where(a < 1.0, taylor, (h - 0.25 / h).copysign(x))
+    return where(a < 1.0, _sinh_taylor(x, single), (h - 0.25 / h).copysign(x))
+
+
+def expm1(x: Num, single: bool) -> Num:
+    """e**x - 1 without cancellation near 0: 2 sinh(x/2) e**(x/2) for |x| < 1."""
+    half = x * 0.5
+    near_zero = 2.0 * _sinh_taylor(half, single) * exp_scaled(half)
+    return where(x.abs() < 1.0, near_zero, exp_scaled(x) - 1.0)
 
 
 def cosh(x: Num, single: bool) -> Num:

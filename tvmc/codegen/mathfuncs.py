@@ -6,8 +6,8 @@ Max relative error against float64 (tests/codegen/test_mathfuncs.py, Zen 4): exp
 log 7.4e-8, tanh 2.3e-7, erf 3.2e-7, sigmoid 1.2e-7. exp flushes results below FLT_MIN to 0.
 Sources: Cephes expf/logf (range reduction and minimax polynomials); Eigen's rational tanh and erf.
 
-The trigonometric and hyperbolic functions and their inverses (`WIDE_FUNCTIONS`) take float32 or
-float64 and compute in float64 (`math_trig`, `math_inverse`, `math_hyperbolic`).
+The trigonometric and hyperbolic functions, their inverses and expm1 (`WIDE_FUNCTIONS`) take
+float32 or float64 and compute in float64 (`math_trig`, `math_inverse`, `math_hyperbolic`).
 """
 
 from __future__ import annotations
@@ -200,6 +200,7 @@ _WIDE: dict[str, Body] = {
     "asinh": math_hyperbolic.asinh,
     "acosh": math_hyperbolic.acosh,
     "atanh": math_hyperbolic.atanh,
+    "expm1": math_hyperbolic.expm1,
 }
 WIDE_FUNCTIONS = tuple(_WIDE)
 

@@ -480,6 +480,7 @@ CIRCULAR = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh"
 INTRINSICS: dict[str, tuple[int, bool, bool]] = {
     **{name: (1, True, False) for name in ("exp", "log", "tanh", "erf", "sigmoid", "sqrt")},
     **{name: (1, True, False) for name in CIRCULAR},
+    "expm1": (1, True, False),
     **{name: (1, True, False) for name in ("fabs", "floor", "ceil", "round_even")},
     "pow": (2, True, False),
     "fma": (3, True, False),

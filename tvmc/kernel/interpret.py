@@ -233,6 +233,7 @@ _erf = np.frompyfunc(math.erf, 1, 1)
 
 _MATH: dict[str, Callable[..., Any]] = {
     "exp": np.exp,
+    "expm1": np.expm1,
     "log": np.log,
     "tanh": np.tanh,
     "erf": lambda x: np.asarray(_erf(x), dtype=np.float64),

@@ -70,6 +70,11 @@ def exp(x: Expr) -> Call:
     return call("exp", x)
 
 
+def expm1(x: Expr) -> Call:
+    """e**x - 1, accurate near 0."""
+    return call("expm1", x)
+
+
 def log(x: Expr) -> Call:
     """Natural logarithm."""
     return call("log", x)

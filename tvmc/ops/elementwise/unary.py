@@ -18,6 +18,7 @@ from tvmc.kernel import (
     Expr,
     erf,
     exp,
+    expm1,
     fabs,
     floor,
     log,
@@ -160,15 +161,16 @@ ACTIVATIONS = [
 
 
 # ---- activations of ONNX's later opsets (float16 computes in float32) ----------------------------
+# e**x - 1 as expm1: exp(x) - 1 would keep no digits of a result near 0
 def _celu(attrs: Attrs, x: Expr) -> Expr:
     alpha = literal(attrs["alpha"], x.dtype)
-    negative = alpha * (exp(x / alpha) - literal(1, x.dtype))
+    negative = alpha * expm1(x / alpha)
     return maximum(x, zero(x)) + minimum(zero(x), negative)  # the spec's formula, any alpha
 
 
 def _selu(attrs: Attrs, x: Expr) -> Expr:
     alpha, gamma = literal(attrs["alpha"], x.dtype), literal(attrs["gamma"], x.dtype)
-    negative = alpha * exp(minimum(x, zero(x))) - alpha  # exp of min(x, 0) cannot overflow
+    negative = alpha * expm1(minimum(x, zero(x)))  # alpha * e**x - alpha; cannot overflow
     return select(x > zero(x), gamma * x, gamma * negative)
 
 
@@ -204,7 +206,7 @@ LATER_ACTIVATIONS = [
           doc="max(0, x) + min(0, alpha * (e**(x / alpha) - 1))."),
     unary("Selu",
           wide_with_attrs(lambda a, x: np.where(
-              x > 0, a["gamma"] * x, a["gamma"] * (a["alpha"] * np.exp(x) - a["alpha"]))),
+              x > 0, a["gamma"] * x, a["gamma"] * a["alpha"] * np.expm1(x))),
           in_float32(_selu), attrs={"alpha": 1.67326319217681884765625,
                                     "gamma": 1.05070102214813232421875},
           infer=unary_rule("Selu", FLOAT_DTYPES, "float"),
