@@ -206,22 +206,28 @@ def _icast(x: Any, dtype: str, lanes: int) -> Any:
 def _shift(a: Any, n: Any, dtype: str, lanes: int, left: bool) -> Any:
     """a << n or a >> n in `dtype` (integers held as int64); amounts outside [0, bits) shift
     every bit out, leaving the sign fill of a right shift."""
-    x = np.asarray(a).astype(np.int64).astype(dtype)
-    k = np.asarray(n).astype(np.int64)
-    inside = (k >= 0) & (k < x.dtype.itemsize * 8)
+    x = np.asarray(_wrap(a, dtype, lanes)).astype(dtype)
+    bits = x.dtype.itemsize * 8
+    k = np.asarray(n).astype(np.int64) if lanes > 1 else np.int64(_wrap(n, "int64", 1))
+    inside = (k >= 0) & (k < bits)
     amount = np.where(inside, k, 0).astype(dtype)
     if left:
-        out = np.where(inside, np.left_shift(x, amount), 0)
+        out = np.where(inside, np.left_shift(x, amount), x.dtype.type(0))
     else:
-        out = np.where(inside, np.right_shift(x, amount), np.where(x < 0, -1, 0))
+        fill = np.right_shift(x, bits - 1) if x.dtype.kind == "i" else np.zeros_like(x)
+        out = np.where(inside, np.right_shift(x, amount), fill)
     return _wrap(out, dtype, lanes)
 
 
 def _wrap(x: Any, dtype: str, lanes: int) -> Any:
     """Integer bits wrapped to `dtype`: an int64 vector, or a scalar's value as a Python int
     (so a uint64 scalar stays non-negative, as loads give it)."""
-    value = np.asarray(x).astype(np.int64).astype(dtype)
-    return value.astype(np.int64) if lanes > 1 else int(value)
+    if lanes > 1:
+        return np.asarray(x).astype(np.int64).astype(dtype).astype(np.int64)
+    bits = np.dtype(dtype).itemsize * 8
+    value = int(x) & ((1 << bits) - 1)
+    signed = np.dtype(dtype).kind == "i"
+    return value - (1 << bits) if signed and value >> (bits - 1) else value
 
 
 def _f64(fn: Callable[..., Any], dtype: str, *args: Any) -> Any:

@@ -34,10 +34,10 @@ def _shift_reference(attrs: Attrs, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     inside = (k >= 0) & (k < x.dtype.itemsize * 8)
     amount = np.where(inside, k, 0).astype(x.dtype)
     if attrs["direction"] == "LEFT":
-        out = np.where(inside, np.left_shift(x, amount), 0)
-    else:
-        out = np.where(inside, np.right_shift(x, amount), np.where(x < 0, -1, 0))
-    return out.astype(x.dtype)
+        return np.where(inside, np.left_shift(x, amount), x.dtype.type(0))
+    bits = x.dtype.itemsize * 8  # the sign fill, computed in x's dtype (uint64 has no -1)
+    fill = np.right_shift(x, bits - 1) if x.dtype.kind == "i" else np.zeros_like(x)
+    return np.where(inside, np.right_shift(x, amount), fill)
 
 
 def _shift(attrs: Attrs, inputs: list[TensorRef], out_types: list[TensorType]) -> list[Accessor]:
