@@ -3,10 +3,13 @@ results compiled (16 lanes and scalar, CPU) and interpreted against numpy for ev
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+
 import numpy as np
 import pytest
 
-from tvmc.codegen import emit_cpu, load_jit
+from tvmc.codegen import emit_cpu, emit_ptx, load_jit
 from tvmc.kernel import (
     NE,
     And,
@@ -117,3 +120,18 @@ def test_bit_operations_need_integers():
         validate(Kernel("bad", (x, y), loop("i", 4, lambda i: y.store(i, BitAnd(x[i], x[i])))))
     with pytest.raises(KernelIRError, match="~ needs an integer operand"):
         validate(Kernel("bad", (x, y), loop("i", 4, lambda i: y.store(i, BitNot(x[i])))))
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not installed")
+def test_ptx_of_every_bit_operation_assembles(tmp_path):
+    def kernel(op: str, dtype: str) -> Kernel:
+        a, b, y = (Buffer(n, (64,), dtype) for n in "aby")
+        body = loop("t", 64, lambda t: y.store(t, OPS[op](a[t], b[t])), kind="threadIdx.x")
+        return Kernel(f"k_{op}_{dtype}", (a, b, y), body)
+
+    ptx = emit_ptx([kernel(op, dtype) for op in OPS for dtype in ("int8", "uint32", "int64")]).ptx
+    src = tmp_path / "k.ptx"
+    src.write_text(ptx)
+    done = subprocess.run(["ptxas", "-arch=sm_90", str(src), "-o", str(tmp_path / "k.cubin")],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
