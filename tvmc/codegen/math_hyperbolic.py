@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from tvmc.codegen.math_builder import Num, from_int, poly, to_int, where
+from tvmc.codegen.math_builder import Mask, Num, from_int, poly, to_int, where
 
 INV_LN2 = 1.44269504088896338700e00
 LN2_HI, LN2_LO = 6.93147180369123816490e-01, 1.90821492927058770002e-10  # LN2_HI: 32 bits
@@ -88,12 +88,24 @@ def log_corrected(u: Num, c: Num | float = 0.0) -> Num:
     return where(u < 0.0, NAN, where(u.is_nan(), u, out))
 
 
-def log1p(x: Num) -> Num:
-    """log(1 + x), exact for the rounding of 1 + x."""
+def _one_plus(x: Num) -> tuple[Num, Num]:
+    """(1 + x rounded, its rounding error) by TwoSum; the error of 1 + inf is 0."""
     u = 1.0 + x
     back = u - 1.0
-    err = (1.0 - (u - back)) + (x - back)  # TwoSum: u + err = 1 + x exactly
-    return where(x.eq(INF), INF, log_corrected(u, err))
+    err = (1.0 - (u - back)) + (x - back)
+    return u, where(x.eq(INF), 0.0, err)
+
+
+def log1p(x: Num) -> Num:
+    """log(1 + x), exact for the rounding of 1 + x."""
+    return log_corrected(*_one_plus(x))
+
+
+def _log1p_or_log2x(y: Num, x: Num, big: Mask) -> Num:
+    """log1p(y), or log(2x) where `big`: one logarithm either way."""
+    u, err = _one_plus(y)
+    out = log_corrected(where(big, x, u), where(big, 0.0, err))
+    return where(big, out + math.log(2), out)
 
 
 def _sinh_taylor(x: Num, single: bool) -> Num:
@@ -126,14 +138,13 @@ def asinh(x: Num, single: bool) -> Num:
     """asinh x, odd."""
     a = x.abs()
     y = a + a * a / (1.0 + (1.0 + a * a).sqrt())
-    out = where(a > BIG, log_corrected(a) + math.log(2), log1p(y))
-    return out.copysign(x)
+    return _log1p_or_log2x(y, a, a > BIG).copysign(x)
 
 
 def acosh(x: Num, single: bool) -> Num:
     """acosh x; NaN below 1."""
     t = x - 1.0
-    out = where(x > BIG, log_corrected(x) + math.log(2), log1p(t + (t * (t + 2.0)).sqrt()))
+    out = _log1p_or_log2x(t + (t * (t + 2.0)).sqrt(), x, x > BIG)
     return where(x < 1.0, NAN, out)
 
 

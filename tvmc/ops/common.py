@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tvmc.graph import TensorType
-from tvmc.ops.registry import Attrs
+from tvmc.ops.registry import Attrs, InferRule
 
 FLOAT_DTYPES = ("float16", "float32", "float64")
 INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
@@ -23,7 +23,9 @@ def check_dtypes(op: str, types: list[TensorType], dtypes: tuple[str, ...], what
             raise ValueError(f"{op} takes {what} tensors, got {t.dtype}")
 
 
-def unary_rule(op: str, dtypes: tuple[str, ...], what: str, out_dtype: str | None = None):
+def unary_rule(
+    op: str, dtypes: tuple[str, ...], what: str, out_dtype: str | None = None
+) -> InferRule:
     """Rule of a one-input elementwise op defined for `dtypes` only (`out_dtype`: e.g. 'bool')."""
 
     def rule(attrs: Attrs, types: list[TensorType]) -> list[TensorType]:
