@@ -110,8 +110,7 @@ class Expr:
     def __ge__(self, other: ExprLike) -> Expr:
         return GE(*coerce_pair(self, other))
 
-    # logical on bools, bitwise on integers
-    def __and__(self, other: ExprLike) -> Expr:
+    def __and__(self, other: ExprLike) -> Expr:  # logical on bools, bitwise on integers
         a, b = coerce_pair(self, other)
         return And(a, b) if a.dtype == "bool" else BitAnd(a, b)
 
@@ -120,8 +119,7 @@ class Expr:
         return Or(a, b) if a.dtype == "bool" else BitOr(a, b)
 
     def __xor__(self, other: ExprLike) -> Expr:
-        a, b = coerce_pair(self, other)
-        return NE(a, b) if a.dtype == "bool" else BitXor(a, b)
+        return BitXor(*coerce_pair(self, other))
 
     def __invert__(self) -> Expr:
         return Not(self) if self.dtype == "bool" else BitNot(self)
@@ -392,8 +390,7 @@ class ShiftLeft(BitwiseOp):
 
 
 class ShiftRight(BitwiseOp):
-    """a >> b: arithmetic for signed a, logical for unsigned; an amount outside [0, bits)
-    leaves the sign fill (-1 for negative a, else 0), as in numpy."""
+    """a >> b (arithmetic for signed a); an amount outside [0, bits) leaves the sign fill."""
 
     symbol = ">>"
 
@@ -473,10 +470,9 @@ class Broadcast(Expr):
         _derive(self, _dtype(self.value), self.lanes)
 
 
-# Trigonometric and hyperbolic functions and their inverses (float intrinsics of one argument).
+# Intrinsics: name -> (number of args, float only, reduces lanes to 1). CIRCULAR: the
+# trigonometric and hyperbolic functions and their inverses.
 CIRCULAR = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh")
-
-# Intrinsics: name -> (number of args, float only, reduces lanes to 1).
 INTRINSICS: dict[str, tuple[int, bool, bool]] = {
     **{name: (1, True, False) for name in ("exp", "log", "tanh", "erf", "sigmoid", "sqrt")},
     **{name: (1, True, False) for name in CIRCULAR},

@@ -127,7 +127,7 @@ COMPARISONS = [
     binary("GreaterOrEqual", np.greater_equal, lambda a, b: a >= b, "a >= b.", "bool"),
     binary("And", np.logical_and, lambda a, b: a & b, "Logical and.", "bool"),
     binary("Or", np.logical_or, lambda a, b: a | b, "Logical or.", "bool"),
-    binary("Xor", np.logical_xor, lambda a, b: a ^ b, "Logical exclusive or.", "bool",
+    binary("Xor", np.logical_xor, lambda a, b: a.ne(b), "Logical exclusive or.", "bool",
            (("bool",), "bool")),
 ]  # fmt: skip
 
