@@ -14,7 +14,8 @@ import pytest
 from tests.kernel.examples import gpu_elementwise, gpu_row_sum
 from tvmc.autotune.measure_cuda import ptxas_registers
 from tvmc.codegen.nvptx import LaunchDims, emit_ptx
-from tvmc.kernel import Barrier, Buffer, Kernel, KernelIRError, allocate, loop, seq
+from tvmc.errors import UnsupportedModelError
+from tvmc.kernel import Barrier, Buffer, Kernel, KernelIRError, allocate, exp, loop, seq
 
 
 @functools.cache
@@ -131,3 +132,11 @@ def test_float64_transcendentals_are_an_unsupported_model_not_a_bug(tmp_path):
         ["compile", "f64.onnx", "--target", "cuda -arch=sm_90", "-o", "f.tar"], tmp_path
     )
     assert code == 5 and "no CUDA lowering" in stderr and "Traceback" not in stderr
+
+
+def test_a_float64_exp_is_an_unsupported_model_error():
+    """tvmc's exp is float32 code and the GPU has no libm: the model's to change, not a bug."""
+    x, y = Buffer("X", (64,), "float64"), Buffer("Y", (64,), "float64")
+    k = Kernel("e64", (x, y), loop("t", 64, lambda t: y.store(t, exp(x[t])), kind="threadIdx.x"))
+    with pytest.raises(UnsupportedModelError, match="exp on float64 has no CUDA lowering"):
+        emit_ptx([k])

@@ -152,10 +152,10 @@ class NVPTXLowering(Lowering):
         """Float intrinsics, refusing the ones that would need libm."""
         f32 = str(element(t)) == "float"
         if name in ("exp", "log", "tanh", "erf", "sigmoid", "pow") and not f32:
-            # a limit of what tvmc supports, not a broken template: the model's fault to fix
+            # a model's float64 op can ask for it: the user's error to fix, not a template bug
             raise UnsupportedModelError(
-                f"{name} on float64 data has no CUDA lowering yet (no libm on the GPU): cast "
-                "the model to float32, or compile it for llvm"
+                f"{name} on float64 has no CUDA lowering (tvmc's {name} is float32 code; the "
+                "GPU has no libm): compute it in float32, or compile for llvm"
             )
         return super().float_call(name, args, t)
 

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from tvmc.dtypes import FLOATS
-from tvmc.kernel.expr import KernelIRError
+from tvmc.kernel.expr import CIRCULAR, KernelIRError
 from tvmc.kernel.interpret_emit import PythonEmitter
 from tvmc.kernel.legalize import legalize
 from tvmc.kernel.stmt import Kernel
@@ -224,6 +224,33 @@ def _reinterpret(x: Any, src: str, dst: str, lanes: int) -> Any:
     return out if lanes > 1 else out[()]
 
 
+def _shift(a: Any, n: Any, dtype: str, lanes: int, left: bool) -> Any:
+    """a << n or a >> n in `dtype` (integers held as int64); amounts outside [0, bits) shift
+    every bit out, leaving the sign fill of a right shift."""
+    x = np.asarray(_wrap(a, dtype, lanes)).astype(dtype)
+    bits = x.dtype.itemsize * 8
+    k = np.asarray(n).astype(np.int64) if lanes > 1 else np.int64(_wrap(n, "int64", 1))
+    inside = (k >= 0) & (k < bits)
+    amount = np.where(inside, k, 0).astype(dtype)
+    if left:
+        out = np.where(inside, np.left_shift(x, amount), x.dtype.type(0))
+    else:
+        fill = np.right_shift(x, bits - 1) if x.dtype.kind == "i" else np.zeros_like(x)
+        out = np.where(inside, np.right_shift(x, amount), fill)
+    return _wrap(out, dtype, lanes)
+
+
+def _wrap(x: Any, dtype: str, lanes: int) -> Any:
+    """Integer bits wrapped to `dtype`: an int64 vector, or a scalar's value as a Python int
+    (so a uint64 scalar stays non-negative, as loads give it)."""
+    if lanes > 1:
+        return np.asarray(x).astype(np.int64).astype(dtype).astype(np.int64)
+    bits = np.dtype(dtype).itemsize * 8
+    value = int(x) & ((1 << bits) - 1)
+    signed = np.dtype(dtype).kind == "i"
+    return value - (1 << bits) if signed and value >> (bits - 1) else value
+
+
 def _f64(fn: Callable[..., Any], dtype: str, *args: Any) -> Any:
     result = np.asarray(fn(*(np.asarray(a, np.float64) for a in args)))
     return result.astype(dtype) if result.ndim else np.dtype(dtype).type(result)
@@ -233,11 +260,13 @@ _erf = np.frompyfunc(math.erf, 1, 1)
 
 _MATH: dict[str, Callable[..., Any]] = {
     "exp": np.exp,
+    "expm1": np.expm1,
     "log": np.log,
     "tanh": np.tanh,
     "erf": lambda x: np.asarray(_erf(x), dtype=np.float64),
     "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
     "sqrt": np.sqrt,
+    **{name: getattr(np, "arc" + name[1:] if name[0] == "a" else name) for name in CIRCULAR},
     "fabs": np.abs,
     "floor": np.floor,
     "ceil": np.ceil,
@@ -298,6 +327,8 @@ _RUNTIME: dict[str, Any] = {
     "_sel": _sel,
     "_icast": _icast,
     "_reinterpret": _reinterpret,
+    "_shift": _shift,
+    "_wrap": _wrap,
     "_f64": _f64,
     "_MATH": _MATH,
     "_reduce": _reduce,

@@ -18,6 +18,10 @@ from tvmc.kernel.buffer import Buffer
 from tvmc.kernel.expr import (
     Add,
     And,
+    BitAnd,
+    BitNot,
+    BitOr,
+    BitXor,
     Broadcast,
     Call,
     Cast,
@@ -37,6 +41,8 @@ from tvmc.kernel.expr import (
     Ramp,
     Reinterpret,
     Select,
+    ShiftLeft,
+    ShiftRight,
     Sub,
     Var,
     is_float,
@@ -288,6 +294,21 @@ class PythonEmitter(Visitor):
         return f"{fn}({a}, {b})" if e.lanes > 1 else f"bool({fn}({a}, {b}))"
 
     visit_Or = visit_And
+
+    def visit_BitAnd(self, e: BitAnd | BitOr | BitXor) -> str:
+        # no wrap needed: the bits of in-range operands give an in-range result
+        return f"({self.expr(e.a)} {e.symbol} {self.expr(e.b)})"
+
+    visit_BitOr = visit_BitXor = visit_BitAnd
+
+    def visit_ShiftLeft(self, e: ShiftLeft | ShiftRight) -> str:
+        left = isinstance(e, ShiftLeft)
+        return f"_shift({self.expr(e.a)}, {self.expr(e.b)}, {e.dtype!r}, {e.lanes}, {left})"
+
+    visit_ShiftRight = visit_ShiftLeft
+
+    def visit_BitNot(self, e: BitNot) -> str:
+        return f"_wrap(~{self.expr(e.a)}, {e.dtype!r}, {e.lanes})"
 
     def visit_Not(self, e: Not) -> str:
         return f"np.logical_not({self.expr(e.a)})" if e.lanes > 1 else f"(not {self.expr(e.a)})"

@@ -14,6 +14,8 @@ from tvmc.kernel.expr import (
     INTRINSICS,
     And,
     BinaryOp,
+    BitNot,
+    BitwiseOp,
     Broadcast,
     Call,
     Cast,
@@ -228,10 +230,16 @@ class _Checker(Visitor):
         logical = isinstance(e, (And, Or))
         if logical != (a.dtype == "bool") and not isinstance(e, CmpOp):
             raise self.fail(f"{e.symbol} on {a.dtype} operands in {expr_str(e)}")
+        if isinstance(e, BitwiseOp) and not is_int(a.dtype):
+            raise self.fail(f"{e.symbol} needs integer operands in {expr_str(e)}")
 
     def visit_Not(self, e: Not, scope: _Scope) -> None:
         if self.expr(e.a, scope).dtype != "bool":
             raise self.fail(f"! needs a bool operand in {expr_str(e)}")
+
+    def visit_BitNot(self, e: BitNot, scope: _Scope) -> None:
+        if not is_int(self.expr(e.a, scope).dtype):
+            raise self.fail(f"~ needs an integer operand in {expr_str(e)}")
 
     def visit_Select(self, e: Select, scope: _Scope) -> None:
         c, t, f = self.expr(e.cond, scope), self.expr(e.t, scope), self.expr(e.f, scope)

@@ -16,6 +16,10 @@ same_name(
         "Sub", "Mul", "Div", "Pow", "PRelu",
         "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or",
         "Sum", "Max", "Min", "Mean", "Where", "Mod",
+        "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
+        "Celu", "Selu", "ThresholdedRelu", "Softsign", "Shrink", "Mish", "Swish",
+        "Sign", "Round", "IsInf", "IsNaN", "Xor",
+        "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "BitShift",
     ],
     ignore=["consumed_inputs"],  # opset < 6 bookkeeping with no effect on results
 )  # fmt: skip
