@@ -17,11 +17,11 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
+from tvmc.dtypes import is_narrow
 from tvmc.errors import ModelError, UnsupportedModelError
 from tvmc.frontend.context import ConvertContext, OnnxNode
 from tvmc.frontend.converters.conv import window_attrs
 from tvmc.frontend.converters.registry import converter
-from tvmc.dtypes import is_narrow
 from tvmc.graph import DTYPES
 from tvmc.ops.common import broadcasts_to
 from tvmc.ops.quantization.integer import (
