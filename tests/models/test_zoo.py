@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import tvmc
-from tvmc.errors import ModelError, UnsupportedModelError
+from tvmc.errors import UnsupportedModelError
 
 ZOO = Path(__file__).parent / "zoo"
 MANIFEST = json.loads((ZOO / "manifest.json").read_text())
@@ -31,13 +31,6 @@ MAX_BYTES = 8_000_000  # the committed zoo stays small: shrink a model rather th
 
 # name -> (the exception it raises today, the reason): known gaps, strict so that a fix shows.
 XFAIL: dict[str, tuple[type[BaseException], str]] = {
-    "efficientnet": (
-        ModelError,
-        "Error: AveragePool node 'node_avg_pool2d': pooling window "
-        "[192, 192] (dilations [1, 1]) does not fit input [1, 192, 2, 2] with pads "
-        "[0, 0, 0, 0] (transformers' EfficientNet pools with AvgPool2d(hidden_dim, "
-        "ceil_mode=True); ONNX's ceil_mode gives a 1x1 output, onnxruntime runs it)",
-    ),
     "raft_tiny": (
         UnsupportedModelError,
         "Error: the model uses ops tvmc does not support: "

@@ -55,6 +55,35 @@ def test_pool_ceil_mode(op, pads, rng):
     check_lowered(op, {"x": randn(rng, 1, 2, 7, 8)}, attrs, opset=12)
 
 
+@pytest.mark.parametrize("op", POOLS)
+@pytest.mark.parametrize("count_include_pad", [0, 1])
+@pytest.mark.parametrize("kernel,stride,pads", [(9, 9, [0, 0, 0, 0]), (192, 192, [0, 0, 0, 0]),
+                                                (8, 3, [1, 1, 1, 1])])  # fmt: skip
+def test_pool_ceil_mode_window_longer_than_input(op, count_include_pad, kernel, stride, pads, rng):
+    # one window in ceil mode, its overhang padded: adaptive pooling exported at a small input
+    # (torchvision's EfficientNet at 7x7 gives AveragePool 192x192)
+    attrs = {"kernel_shape": [kernel, kernel], "strides": [stride, stride], "pads": pads,
+             "ceil_mode": 1}  # fmt: skip
+    if op == "AveragePool":
+        attrs["count_include_pad"] = count_include_pad
+    elif count_include_pad:
+        pytest.skip("MaxPool has no count_include_pad")
+    x = randn(rng, 1, 3, 7, 5)
+    check_lowered(op, {"x": x}, attrs, opset=19)
+    if kernel == 9:  # the CUDA template, interpreted
+        check(op, {"x": x}, attrs, opset=19, target=LoweringTarget(kind="cuda"))
+
+
+def test_pool_window_longer_than_input_without_ceil_mode_is_a_model_error(rng):
+    from tests.onnx_helpers import single_node_model
+    from tvmc.errors import ModelError
+    from tvmc.frontend import convert_model
+
+    model = single_node_model("MaxPool", {"x": randn(rng, 1, 3, 7, 7)}, {"kernel_shape": [9, 9]})
+    with pytest.raises(ModelError, match="does not fit"):
+        convert_model(model)
+
+
 @pytest.mark.parametrize("ceil_mode", [0, 1])
 @pytest.mark.parametrize("count_include_pad", [0, 1])
 @pytest.mark.parametrize("width,strides", [(7, [2, 2]), (37, [1, 1])])

@@ -47,15 +47,17 @@ def window_output_size(
     pad_end: int,
     ceil_mode: bool = False,
 ) -> int:
-    """Window positions along one axis; ceil mode drops windows that start in the end padding."""
+    """Window positions along one axis; ceil mode drops windows that start in the end padding.
+
+    A window longer than the padded axis fits nowhere (0), but in ceil mode the first window
+    still starts inside the input: one position, its overhang padded (onnxruntime's and
+    PyTorch's rule, which adaptive pooling exported at a small input relies on)."""
     span = dilation * (kernel - 1) + 1
     room = size + pad_begin + pad_end - span
-    if room < 0:
-        return 0
     out = (-(-room // stride) if ceil_mode else room // stride) + 1
     if ceil_mode and (out - 1) * stride >= size + pad_begin:
         out -= 1
-    return out
+    return max(out, 0)
 
 
 def window_output_shape(
