@@ -119,3 +119,64 @@ def test_narrow_initializers_are_unpacked():
     tvmc_graph = convert_model(model)  # constant folded by the reference on import
     (y,) = [tvmc_graph.params[n] for n in tvmc_graph.outputs]
     np.testing.assert_array_equal(y, w.astype(np.float32))
+
+
+# ---- BitCast -------------------------------------------------------------------------------------
+BITCASTS = [("float32", "INT32"), ("int32", "FLOAT"), ("float64", "INT64"), ("uint64", "DOUBLE"),
+            ("uint16", "INT16"), ("int16", "FLOAT16"), ("int8", "UINT8"), ("bool", "UINT8"),
+            ("uint8", "BOOL"), ("bfloat16", "INT16"), ("uint16", "BFLOAT16"),
+            ("float16", "BFLOAT16"), ("float8_e4m3fn", "UINT8"), ("int8", "FLOAT8E5M2"),
+            ("float8_e5m2", "FLOAT8E4M3FN")]  # fmt: skip
+
+
+def bitcast_model(x: np.ndarray, to: str, doubled: bool = False) -> onnx.ModelProto:
+    """BitCast of x (of x + x first when `doubled`: a computed value, not a loaded one)."""
+    elem = getattr(TensorProto, to)
+    nodes = [helper.make_node("BitCast", ["s" if doubled else "x"], ["y"], to=elem)]
+    if doubled:
+        nodes.insert(0, helper.make_node("Add", ["x", "x"], ["s"]))
+    inputs = [helper.make_tensor_value_info("x", helper.np_dtype_to_tensor_dtype(x.dtype),
+                                            x.shape)]  # fmt: skip
+    graph = helper.make_graph(nodes, "bitcast", inputs,
+                              [helper.make_tensor_value_info("y", elem, x.shape)])  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
+
+
+def bit_patterns(dtype: str, rng: np.random.Generator) -> np.ndarray:
+    """Every byte value (or random 16- to 64-bit patterns), NaNs and infinities among them."""
+    if dtype == "bool":
+        return rng.integers(0, 2, 37).astype(bool)
+    width = np.dtype(dtype).itemsize
+    if width == 1:
+        return np.arange(256, dtype=np.uint8).view(dtype)
+    raw = rng.integers(0, 256, 37 * width, dtype=np.uint8)
+    return raw.view(f"u{width}").view(dtype)
+
+
+@pytest.mark.parametrize("src,to", BITCASTS)
+def test_bitcast_keeps_every_bit(src, to, rng):
+    x = bit_patterns(src, rng)
+    if to == "BOOL":
+        x = np.arange(37, dtype=np.uint8) % 3  # bytes 0, 1 and 2: any set byte is true
+    graph = run_passes(convert_model(bitcast_model(x, to)), IMPORT_PIPELINE)
+    want_dtype = helper.tensor_dtype_to_np_dtype(getattr(TensorProto, to))
+    want = x != 0 if to == "BOOL" else x.view(want_dtype)
+    for options in ({}, {"use_interpreter": True}):
+        got = run_graph_lowered(graph, {"x": x}, **options)["y"]
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(bits_of(got), bits_of(want))
+
+
+def test_bitcast_of_a_computed_narrow_value_rounds_it_first():
+    x = np.linspace(-3, 3, 41, dtype=np.float32).astype("bfloat16")
+    model = bitcast_model(x, "INT16", doubled=True)
+    graph = run_passes(convert_model(model), IMPORT_PIPELINE)
+    got = run_graph_lowered(graph, {"x": x})["y"]
+    np.testing.assert_array_equal(got, (x.astype(np.float32) * 2).astype("bfloat16").view(np.int16))
+
+
+def test_bitcast_between_widths_is_a_model_error():
+    from tvmc.errors import ModelError
+
+    with pytest.raises(ModelError, match="BitCast needs types of one width"):
+        convert_model(bitcast_model(np.zeros(3, np.float32), "INT16"))

@@ -30,6 +30,7 @@ from tvmc.kernel.expr import (
     Expr,
     FloatImm,
     IntImm,
+    Reinterpret,
     Select,
     const,
 )
@@ -136,6 +137,11 @@ class _Legalizer(Visitor):
         if is_narrow(e.value.dtype):  # the operand rounded to its own type, then converted
             return cast(self.bits(e.value), e.dtype)
         return cast(self.legal(e.value), e.dtype) if is_narrow(e.dtype) else self.rebuilt(e)
+
+    def visit_Reinterpret(self, e: Reinterpret) -> Expr:
+        if is_narrow(e.value.dtype):  # the operand's bits, rounded to its type if computed wide
+            return Reinterpret(e.dtype, self.bits(e.value))
+        return self.rebuilt(e)
 
     def visit_Broadcast(self, e: Broadcast) -> Expr:
         return Broadcast(self.legal(e.value), e.lanes)

@@ -44,6 +44,12 @@ def Cast(ctx: ConvertContext, node: OnnxNode) -> None:
     ctx.add("Cast", [node.inputs[0]], {"to": to, **_cast_options(node)}, outputs=node.outputs)
 
 
+@converter("BitCast")
+def BitCast(ctx: ConvertContext, node: OnnxNode) -> None:
+    to = onnx_dtype(node.attrs["to"], f"{node.describe()}: its 'to'")
+    ctx.add("BitCast", [node.inputs[0]], {"to": to}, outputs=node.outputs)
+
+
 @converter("CastLike")
 def CastLike(ctx: ConvertContext, node: OnnxNode) -> None:
     """A Cast to the element type of the second input (whose values are not read)."""

@@ -1,4 +1,5 @@
-"""Cast: conversion between element types, with ONNX's float8 saturation and e8m0 rounding.
+"""Cast: conversion between element types, with ONNX's float8 saturation and e8m0 rounding;
+BitCast: the same bits read as another type of the same width.
 
 A plain conversion is numpy's `astype` (through ml_dtypes for the narrow types): floats to
 integers truncate toward zero, to bool means != 0, to a narrow float rounds to nearest even. Two
@@ -14,9 +15,10 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from tvmc.dtypes import NARROW_FLOATS, NATIVE_FLOATS
+from tvmc.dtypes import NARROW_FLOATS, NATIVE_FLOATS, is_narrow, storage_dtype
 from tvmc.graph import TensorType
 from tvmc.kernel import Expr, select
+from tvmc.kernel.expr import Reinterpret
 from tvmc.kernel.floatbits import onnx_e8m0
 from tvmc.ops.elementwise.literals import literal
 from tvmc.ops.elementwise.unary import unary
@@ -81,10 +83,44 @@ def _ir(attrs: Attrs, x: Expr) -> Expr:
     return x.astype(to)
 
 
+def _bit_width(dtype: str) -> int:
+    return 8 if dtype == "bool" else np.dtype(dtype).itemsize * 8
+
+
+def _bitcast_rule(attrs: Attrs, types: list[TensorType]) -> list[TensorType]:
+    x, to = types[0], attrs["to"]
+    if _bit_width(x.dtype) != _bit_width(to):
+        raise ValueError(f"BitCast needs types of one width: {x.dtype} ({_bit_width(x.dtype)} "
+                         f"bits) as {to} ({_bit_width(to)} bits)")  # fmt: skip
+    return [TensorType(x.shape, to)]
+
+
+def _bitcast_reference(attrs: Attrs, x: np.ndarray) -> np.ndarray:
+    to = attrs["to"]
+    return (x.view(np.uint8) != 0) if to == "bool" else x.view(to)
+
+
+def _as_bits(x: Expr) -> Expr:
+    """`x`'s bits as the unsigned integer its narrow type is stored in; native types as they are."""
+    return Reinterpret(storage_dtype(x.dtype), x) if is_narrow(x.dtype) else x
+
+
+def _bitcast_ir(attrs: Attrs, x: Expr) -> Expr:
+    to = attrs["to"]
+    if x.dtype == "bool" or to == "bool":  # one byte holding 0 or 1 (a set byte reads as true)
+        return x.astype("uint8") if to != "bool" else x.ne(literal(0, x.dtype))
+    bits = _as_bits(x)
+    if is_narrow(to) and bits.dtype != storage_dtype(to):
+        bits = Reinterpret(storage_dtype(to), bits)
+    return bits if bits.dtype == to else Reinterpret(to, bits)
+
+
 DEFINITIONS = [
     unary("Cast", _reference, _ir, attrs={"to": REQUIRED, "saturate": 1, "round_mode": "up"},
           infer=_rule,
           doc="Conversion: float to int truncates toward zero; to bool means != 0; to a narrow "
               "float rounds to nearest even, float8 saturating unless saturate=0; float8_e8m0fnu "
               "rounds by round_mode."),
+    unary("BitCast", _bitcast_reference, _bitcast_ir, attrs={"to": REQUIRED}, infer=_bitcast_rule,
+          doc="The bits of x read as type `to`, of the same width (float32 as int32...)."),
 ]  # fmt: skip
