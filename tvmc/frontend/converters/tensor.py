@@ -155,6 +155,14 @@ def Gather(ctx: ConvertContext, node: OnnxNode) -> None:
 same_name(["GatherND", "ReverseSequence"])
 
 
+@converter("TensorScatter")
+def TensorScatter(ctx: ConvertContext, node: OnnxNode) -> None:
+    mode = node.attrs.get("mode", "linear")
+    attrs = {"axis": int(node.attrs.get("axis", -2)),
+             "mode": mode.decode() if isinstance(mode, bytes) else mode}  # fmt: skip
+    ctx.add("TensorScatter", node.inputs, attrs, outputs=node.outputs)
+
+
 @converter("Expand")
 def Expand(ctx: ConvertContext, node: OnnxNode) -> None:
     target = ctx.require_const(node, 1, "shape").tolist()

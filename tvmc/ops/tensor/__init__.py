@@ -1,7 +1,7 @@
 """Tensor and shape manipulation ops: `shape` (Reshape, Transpose, Expand, Tile), `slicing`
 (Concat, Split, Slice, Pad), `gather` (Gather, GatherElements, GatherND, ReverseSequence),
 `mask` (Trilu, EyeLike, OneHot), `scatter` (ScatterElements, ScatterND), `scan` (CumSum,
-CumProd) and `topk` (TopK). Registered here.
+CumProd), `topk` (TopK) and `cache` (TensorScatter). Registered here.
 
 The re-indexing ops are computes that turn output indices into input indices and serve every
 target; scatters, scans and TopK, which must visit elements in order, are templates.
@@ -14,8 +14,8 @@ Converters emit non-negative axes; the rules also accept negative ones.
 """
 
 from tvmc.ops.registry import register
-from tvmc.ops.tensor import gather, mask, scan, scatter, shape, slicing, topk
+from tvmc.ops.tensor import cache, gather, mask, scan, scatter, shape, slicing, topk
 
-for _module in (shape, slicing, gather, mask, scatter, scan, topk):
+for _module in (shape, slicing, gather, mask, scatter, scan, topk, cache):
     for _opdef in _module.DEFINITIONS:
         register(_opdef)
