@@ -93,3 +93,32 @@ def test_prelu_where_cast_not(rng):
     check_node("Where", {"c": cond, "x": x, "y": np.float32(1.5) * x})
     check_node("Cast", {"x": x * 10}, {"to": 7})  # int64: truncation toward zero
     check_node("Not", {"c": cond})
+
+
+@pytest.mark.parametrize("ratio,supported", [(0.0, True), (0.25, False)])
+def test_dropout_in_training_mode_passes_only_with_a_ratio_of_0(ratio, supported):
+    """Nothing is dropped at ratio 0, so training mode is the identity; above 0 it is random."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tvmc.errors import UnsupportedModelError
+    from tvmc.frontend import convert_model
+
+    consts = [numpy_helper.from_array(np.array(ratio, np.float32), "r"),
+              numpy_helper.from_array(np.array(True), "t")]  # fmt: skip
+    node = helper.make_node("Dropout", ["x", "r", "t"], ["y", "m"])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [2, 3])], [helper.make_tensor_value_info(
+        "y", TensorProto.FLOAT, [2, 3]), helper.make_tensor_value_info(
+        "m", TensorProto.BOOL, [2, 3])], consts)  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    if not supported:
+        with pytest.raises(UnsupportedModelError, match="training mode"):
+            convert_model(model)
+        return
+    g = convert_model(model)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    from tvmc.ops import run_reference
+
+    out = run_reference(g, {"x": x})
+    np.testing.assert_array_equal(out["y"], x)
+    assert out["m"].all()

@@ -66,15 +66,24 @@ def _cast_options(node: OnnxNode) -> dict[str, object]:
 
 @converter("Dropout")
 def Dropout(ctx: ConvertContext, node: OnnxNode) -> None:
-    """Inference: the data passes through; the optional mask is all ones."""
+    """Inference: the data passes through; the optional mask is all ones. So does training
+    mode with a ratio of 0 (nothing dropped); other training ratios draw random numbers."""
     training = node.attrs.get("is_test", 1) == 0 or (
         node.input(2) and bool(ctx.require_const(node, 2, "training_mode"))
     )
-    if training:
+    if training and _dropout_ratio(ctx, node) != 0:
         raise UnsupportedModelError(
-            f"{node.describe()}: training mode is not supported (inference only)"
+            f"{node.describe()}: training mode is not supported (inference only; a ratio of 0 "
+            "is, as it drops nothing)"
         )
     ctx.add("Identity", [node.inputs[0]], outputs=node.outputs[:1])
     if len(node.outputs) > 1 and node.outputs[1]:
         mask = np.ones(ctx.type(node.inputs[0]).shape, dtype=bool)
         ctx.add_const(mask, node.outputs[1])
+
+
+def _dropout_ratio(ctx: ConvertContext, node: OnnxNode) -> float:
+    """The ratio: input 1 (opset 12+, a constant), else the attribute; 0.5 by default."""
+    if node.input(1):
+        return float(np.asarray(ctx.require_const(node, 1, "ratio")).reshape(-1)[0])
+    return float(node.attrs.get("ratio", 0.5))
