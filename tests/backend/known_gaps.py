@@ -14,7 +14,6 @@ GAP_RULES: list[tuple[str, str]] = [
     (r"test_training_dropout(_default)?(_mask)?",
      "Dropout in training mode with a ratio above 0 draws random numbers: inference only (a "
      "ratio of 0 passes)"),
-    (r"test_maxpool_with_argmax_\w+", "MaxPool's Indices output is not supported"),
     (r"test_(de)?quantizelinear_(e4m3fn|e5m2|float4e2m1|u?int4|u?int2)\w*",
      "QuantizeLinear/DequantizeLinear with float8/float4/int4/int2 quantized types: not yet "
      "(the types are supported; the quantization ops take 8-, 16- and 32-bit integers)"),

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.onnx_helpers import check_node, single_node_model
-from tvmc.errors import ModelError, UnsupportedModelError
+from tvmc.errors import ModelError
 from tvmc.frontend import convert_model
 from tvmc.ops import run_reference
 
@@ -129,8 +129,9 @@ def test_lrn_even_size_follows_the_spec(rng):
 
 def test_pool_errors_say_what(rng):
     x = {"x": randn(rng, 1, 2, 4, 4)}
-    with pytest.raises(UnsupportedModelError, match="Indices output of MaxPool"):
-        convert_model(single_node_model("MaxPool", x, {"kernel_shape": [2, 2]}, num_outputs=2))
+    with pytest.raises(ModelError, match="storage_order must be 0 or 1, got 2"):
+        convert_model(single_node_model("MaxPool", x, {"kernel_shape": [2, 2], "storage_order": 2},
+                                        num_outputs=2))  # fmt: skip
     with pytest.raises(ModelError, match="does not fit input"):
         convert_model(single_node_model("AveragePool", x, {"kernel_shape": [5, 5]}))
     with pytest.raises(ModelError, match="kernel_shape \\[2\\] needs 2 values"):

@@ -290,3 +290,36 @@ def test_lp_pool_float16_big_windows_epilogue_and_interpreted(rng):
     check("LpPool", {"x": x}, {**attrs, "strides": [1, 2], "p": 3}, opset=18, **cuda)
     check("LpPool", {"x": x}, {"kernel_shape": [2, 3], "ceil_mode": 1, "strides": [2, 2]},
           opset=18, **cuda)  # fmt: skip
+
+
+# ---- MaxPool's Indices output --------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "x_shape,attrs",
+    [
+        ((1, 2, 7, 8), {"kernel_shape": [2, 2], "strides": [2, 2]}),
+        ((2, 3, 7, 8), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+        ((1, 2, 7, 8), {"kernel_shape": [3, 2], "strides": [2, 3], "pads": [0, 1, 1, 0],
+                        "ceil_mode": 1}),
+        ((1, 2, 10, 9), {"kernel_shape": [3, 2], "dilations": [2, 3], "pads": [1, 0, 2, 1]}),
+        ((1, 2, 9), {"kernel_shape": [3], "strides": [2]}),  # 1D
+        ((1, 2, 5, 6, 7), {"kernel_shape": [2, 2, 3], "strides": [2, 2, 2]}),  # 3D
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("storage_order", [0, 1])
+def test_max_pool_indices(x_shape, attrs, storage_order, rng):
+    x = randn(rng, *x_shape)
+    attrs = {**attrs, "storage_order": storage_order}
+    check_lowered("MaxPool", {"x": x}, attrs, num_outputs=2, opset=12, expect="MaxPoolIndices")
+
+
+def test_max_pool_indices_take_the_first_maximum_and_never_padding(rng):
+    """Ties (int8 values from a few levels, all equal, all -inf) pick the first in ONNX's
+    order, as onnxruntime does; the CUDA schedule interpreted agrees."""
+    attrs = {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}
+    ties = rng.integers(-2, 2, (1, 3, 7, 8)).astype(np.int8)
+    check_lowered("MaxPool", {"x": ties}, attrs, num_outputs=2, opset=12)
+    flat = np.full((1, 2, 5, 5), -np.inf, np.float32)
+    check_lowered("MaxPool", {"x": flat}, attrs, num_outputs=2, opset=12)
+    x = randn(rng, 2, 3, 9, 8)
+    check_lowered("MaxPool", {"x": x}, {**attrs, "storage_order": 1}, num_outputs=2, opset=12,
+                  target=LoweringTarget(kind="cuda"))  # fmt: skip

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tvmc.errors import ModelError, UnsupportedModelError
+from tvmc.errors import ModelError
 from tvmc.frontend.context import ConvertContext, OnnxNode
 from tvmc.frontend.converters.conv import auto_pad, window_attrs
 from tvmc.frontend.converters.registry import converter, same_name
@@ -18,16 +18,17 @@ def _pool(ctx: ConvertContext, node: OnnxNode, op: str, extra: dict) -> None:
     attrs = window_attrs(node, spatial_shape, list(kernel))
     # SAME pads already give exactly ceil(size / stride) windows; ceil_mode must not add one more
     ceil_mode = 0 if auto_pad(node).startswith("SAME") else node.attrs.get("ceil_mode", 0)
-    ctx.add(op, node.inputs[:1], {**attrs, "ceil_mode": ceil_mode, **extra}, outputs=node.outputs)
+    outputs = node.outputs[1:2] if op == "MaxPoolIndices" else node.outputs[:1]
+    ctx.add(op, node.inputs[:1], {**attrs, "ceil_mode": ceil_mode, **extra}, outputs=outputs)
 
 
 @converter("MaxPool")
 def MaxPool(ctx: ConvertContext, node: OnnxNode) -> None:
-    if len(node.outputs) > 1 and node.outputs[1]:
-        raise UnsupportedModelError(
-            f"{node.describe()}: the Indices output of MaxPool is not supported (only the values)"
-        )
+    """The values, and the Indices output (a second op reading the same windows) when used."""
     _pool(ctx, node, "MaxPool", {})
+    if len(node.outputs) > 1 and node.outputs[1]:
+        _pool(ctx, node, "MaxPoolIndices",
+              {"storage_order": node.attrs.get("storage_order", 0)})  # fmt: skip
 
 
 @converter("AveragePool")

@@ -1,8 +1,8 @@
 """Pools (MaxPool, AveragePool, LpPool, global pools) and LRN: definitions (`definition`),
 windowed CPU and CUDA templates (`cpu`, `gpu`; tunable on CUDA in `block`), global pools as row
-reductions (`global_pool`)."""
+reductions (`global_pool`), MaxPool's Indices output as a compute (`argmax`)."""
 
-from tvmc.ops.pool import cpu, gpu
+from tvmc.ops.pool import argmax, cpu, gpu
 from tvmc.ops.pool.definition import (
     average_pool,
     average_pool_rule,
@@ -26,6 +26,7 @@ register(OpDef(
     lowerings={"cpu": cpu.MAX_POOL, "cuda": gpu.MAX_POOL},
     attrs={**WINDOW_ATTRS, "ceil_mode": 0}, kind=OPAQUE,
 ))  # fmt: skip
+register(argmax.DEFINITION)
 register(OpDef(
     "AveragePool", average_pool_rule, average_pool,
     lowerings={"cpu": cpu.AVERAGE_POOL, "cuda": gpu.AVERAGE_POOL},
