@@ -25,11 +25,13 @@ GRACE_SECONDS = 5.0  # how long dead parents' workers may take to go
 
 
 def write_chain_model(directory: Path) -> Path:
-    """x[1, 64] through LAYERS of MatMul and Relu, each its own kernel."""
+    """x[1, 64] through LAYERS of MatMul and Relu, each its own kernel (widths 64, 65...:
+    identical layers would share one)."""
     rng = np.random.default_rng(0)
     nodes, inits, last = [], [], "x"
     for i in range(LAYERS):
-        inits.append(numpy_helper.from_array(rng.standard_normal((64, 64), np.float32), f"w{i}"))
+        weight = rng.standard_normal((64 + i, 65 + i), np.float32)
+        inits.append(numpy_helper.from_array(weight, f"w{i}"))
         nodes.append(helper.make_node("MatMul", [last, f"w{i}"], [f"m{i}"]))
         nodes.append(helper.make_node("Relu", [f"m{i}"], [f"r{i}"]))
         last = f"r{i}"
@@ -37,7 +39,7 @@ def write_chain_model(directory: Path) -> Path:
         nodes,
         "chain",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
-        [helper.make_tensor_value_info(last, TensorProto.FLOAT, [1, 64])],
+        [helper.make_tensor_value_info(last, TensorProto.FLOAT, [1, 64 + LAYERS])],
         inits,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])

@@ -13,6 +13,7 @@ from tvmc.kernel import Buffer, Expr, Kernel
 from tvmc.kernel.program import Call, Program, ProgramBuffer
 from tvmc.lower.fuse import FusionPlan, plan_fusion
 from tvmc.lower.memory import aligned_size, plan_workspace
+from tvmc.lower.share import shared_kernels
 from tvmc.ops import OPS
 from tvmc.ops.lowering import (
     Indices,
@@ -285,11 +286,12 @@ def plan_memory(state: KernelLowering) -> LoweredModel:
         tensor = tensor_of.get(buf.name)
         shape = graph.types[tensor].shape if tensor is not None else buf.shape  # () and empty too
         buffers[buf.name] = ProgramBuffer(buf.name, shape, buf.dtype, kind, index, offset)
+    runs = shared_kernels(state.kernels)  # identical layers' calls run one kernel's code
     program = Program(
-        kernels=state.kernels,
+        kernels=[k for k in state.kernels if runs[k.name] is k],
         buffers=buffers,
         calls=[
-            Call(k.name, tuple(b.name for b in k.params), label, flops)
+            Call(runs[k.name].name, tuple(b.name for b in k.params), label, flops)
             for k, label, flops in state.calls
         ],  # fmt: skip
         inputs=[state.buffer(n).name for n in graph.inputs],
