@@ -39,7 +39,8 @@ CASES: dict[str, tuple[str, str, str | None]] = {
     "run": ("run", "run convs.tar --json", None),
     "run timed": (
         "run",
-        "run convs.tar --json --print-time --repeat 2 --profile --print-top 3 -o out.npz",
+        "run convs.tar --json --print-time --repeat 2 --warmup 2 --duration 0.05 --profile "
+        "--print-top 3 -o out.npz",
         "saved out.npz",
     ),
     "tune tasks list": ("tune-tasks", "tune convs.onnx --tasks list --json", None),

@@ -66,6 +66,23 @@ from tvmc.driver import DEVICES, FILL_MODES, TVMCResult, run
     show_default=True,
     help="Raise --number until one measurement lasts this long.",
 )
+@click.option(
+    "--warmup",
+    type=click.IntRange(min=0),
+    default=1,
+    show_default=True,
+    metavar="N",
+    help="Untimed runs before --print-time measures (they page code in, start the threads).",
+)
+@click.option(
+    "--duration",
+    type=FiniteFloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    metavar="S",
+    help="With --print-time, keep measuring until S seconds have passed (at least --repeat "
+    "measurements; 0: exactly --repeat).",
+)
 @click.option("--profile", is_flag=True, help="Time each kernel call and print a table of them.")
 @click.option(
     "--end-to-end",
@@ -91,6 +108,8 @@ def run_command(
     repeat: int,
     number: int,
     min_repeat_ms: float,
+    warmup: int,
+    duration: float,
     profile: bool,
     end_to_end: bool,
     num_threads: int | None,
@@ -110,6 +129,8 @@ def run_command(
         profile=profile,
         num_threads=num_threads,
         end_to_end=end_to_end,
+        warmup=warmup,
+        duration=duration,
     )
     if outputs:
         result.save(outputs)

@@ -98,20 +98,26 @@ def run(
     profile: bool = False,
     num_threads: int | None = None,
     end_to_end: bool = False,
+    *,
+    warmup: int = 1,
+    duration: float = 0.0,
 ) -> TVMCResult:
     """Run a compiled package (or its path) once; optionally time it and profile its kernels.
 
     `device` must be the one the package was compiled for ("cuda" for `--target cuda`).
     `end_to_end`: on cuda, timings include copying inputs in and outputs out (by default they
     time the GPU work alone); on the CPU inputs and outputs are not copied, so it changes nothing.
+    `warmup`: untimed runs before the measurements; `duration` > 0: measure until that many
+    seconds have passed, and at least `repeat` times.
     """
     if isinstance(package, TVMCModel):
         raise UsageError("this model is not compiled yet: run tvmc.compile(model) first")
-    check_run_options(device, repeat, number, min_repeat_ms, num_threads)  # before reading it
+    check_run_options(device, repeat, number, min_repeat_ms, num_threads, warmup, duration)
     if not isinstance(package, TVMCPackage):
         package = TVMCPackage(package)
     return package.run(device, inputs, fill_mode, benchmark, repeat, number, min_repeat_ms,
-                       profile, num_threads, end_to_end)  # fmt: skip
+                       profile, num_threads, end_to_end, warmup=warmup,
+                       duration=duration)  # fmt: skip
 
 
 def tune(
