@@ -36,8 +36,8 @@ __tvmc_spec() {
             ;;
         'tvmc run')
             subcommands=()
-            options=(--device --end-to-end --fill-mode --format --help --inputs --json --min-repeat-ms --num-threads --number --outputs --print-time --print-top --profile --repeat -h -i -o)
-            value_options=(--device --fill-mode --format --inputs --min-repeat-ms --num-threads --number --outputs --print-top --repeat -i -o)
+            options=(--device --duration --end-to-end --fill-mode --format --help --inputs --json --min-repeat-ms --num-threads --number --outputs --print-time --print-top --profile --repeat --warmup -h -i -o)
+            value_options=(--device --duration --fill-mode --format --inputs --min-repeat-ms --num-threads --number --outputs --print-top --repeat --warmup -i -o)
             ;;
         'tvmc tune')
             subcommands=()
