@@ -22,6 +22,7 @@ from tvmc.driver.model import SAVED_MODEL_FORMAT, read_saved_graph, save_graph
 from tvmc.driver.outputs import check_output
 from tvmc.driver.package import CompiledPackage, compile_graph
 from tvmc.driver.pipeline import PassTime
+from tvmc.driver.profile import node_rows
 from tvmc.driver.runner import check_device, check_run_options, execute, make_inputs
 from tvmc.driver.tune_options import TuneOptions, tune_options
 from tvmc.driver.tuning import tune_graph
@@ -276,7 +277,12 @@ class TVMCResult:
         for i, name in enumerate(self.output_names):
             self.outputs.setdefault(f"output_{i}", outputs[name])  # TVMC's names
         self.times = times
-        self.profile = profile or []
+        self.profile = profile or []  # one row per kernel call, in run order
+
+    @property
+    def profile_nodes(self) -> list[dict[str, Any]]:
+        """The profile summed per model node (ONNX name, op type, shapes), its kernels listed."""
+        return node_rows(self.profile)
 
     def format_times(self) -> str:
         """TVMC's table (`Execution time summary:`, then mean/median/max/min/std in ms), then
@@ -333,6 +339,7 @@ class TVMCResult:
             },
             "time": None,
             "profile": self.profile,
+            "profile_nodes": self.profile_nodes,
         }
         if self.times is not None:
             results = [round(t * 1e3, 6) for t in self.times.results]

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from tvmc.driver.profile import profile_rows
 from tvmc.dtypes import FLOATS, as_dtype
 from tvmc.errors import InputError, UsageError, did_you_mean, unknown_choice
 from tvmc.graph import TensorType
@@ -171,24 +172,5 @@ def execute(
         times = executor.benchmark(number, repeat, min_repeat_ms, warmup=warmup,
                                    duration=duration, **extra)  # fmt: skip
         times = dataclasses.replace(times, load_seconds=load_seconds, first_seconds=first_seconds)
-    rows = profile_rows(executor.profile(repeat)) if profile else None
+    rows = profile_rows(executor.profile(repeat), executor.info) if profile else None
     return arrays, times, rows
-
-
-def profile_rows(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Executor profile rows with milliseconds, share of the total and GFLOP/s."""
-    total = sum(row["seconds"] for row in calls) or 1.0
-    rows = []
-    for row in calls:
-        seconds, flops = row["seconds"], row["flops"]
-        rows.append(
-            {
-                "node": row["node"],
-                "kernel": row["kernel"],
-                "time_ms": seconds * 1e3,
-                "share_percent": 100.0 * seconds / total,
-                "flops": flops,
-                "gflops": flops / seconds / 1e9 if flops and seconds > 0 else None,
-            }
-        )
-    return rows

@@ -13,7 +13,7 @@ import numpy as np
 
 from tvmc.codegen import LoadedModule
 from tvmc.errors import InputError
-from tvmc.kernel.program import Call, ProgramBuffer
+from tvmc.kernel.program import Call, ProgramBuffer, Source
 from tvmc.runtime.package_check import check_layout, check_plan
 from tvmc.runtime.timing import Timings, measure, timed_runs
 
@@ -50,7 +50,13 @@ class ProgramInfo:
             "params": self.params,
             "buffers": [b.to_json() for b in self.buffers.values()],
             "calls": [
-                {"kernel": c.kernel, "args": list(c.args), "node": c.node, "flops": c.flops}
+                {
+                    "kernel": c.kernel,
+                    "args": list(c.args),
+                    "node": c.node,
+                    "flops": c.flops,
+                    "sources": [s.to_json() for s in c.sources],
+                }
                 for c in self.calls
             ],  # fmt: skip
             "workspace_bytes": self.workspace_bytes,
@@ -60,7 +66,8 @@ class ProgramInfo:
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> ProgramInfo:
         buffers = [ProgramBuffer.from_json(b) for b in d["buffers"]]
-        calls = [Call(c["kernel"], tuple(c["args"]), c.get("node", ""), c.get("flops", 0))
+        calls = [Call(c["kernel"], tuple(c["args"]), c.get("node", ""), c.get("flops", 0),
+                      tuple(Source.from_json(s) for s in c.get("sources", ())))
                  for c in d["calls"]]  # fmt: skip
         return cls(d["entry"], list(d["inputs"]), list(d["outputs"]), list(d["params"]),
                    {b.name: b for b in buffers}, calls, int(d["workspace_bytes"]),
