@@ -20,7 +20,8 @@ import os
 import shutil
 import subprocess
 import tempfile
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 
 from llvmlite import ir
 
@@ -94,8 +95,12 @@ def emit_program(
     target: CPUTarget | None = None,
     options: CodegenOptions | None = None,
     jobs: int | None = None,
+    on_kernels: Callable[[int, int], None] | None = None,
 ) -> CPUArtifact:
     """Compile every kernel of `program` and its entry function into one object.
+
+    `on_kernels(done, total)` is called as kernels' object code is done: at the start, then
+    per group of kernels a process finishes (with jobs=1: once, at the end).
 
     `jobs`: worker processes (default: $TVMC_CODEGEN_JOBS, else the physical cores; 1 compiles
     in this process, and is what a caller wanting `artifact.assembly` of the whole program must
@@ -110,12 +115,16 @@ def emit_program(
     main = CPUModule(target, options, name=program.entry)
     signatures = [KernelSignature.of(k) for k in program.kernels] + [entry_signature(program)]
     digest = layout_digest(program_plan(program, signatures))
+    total = len(program.kernels)
+    report = on_kernels or (lambda done, total: None)
+    report(0, total)
     if jobs == 1:
         for kernel in program.kernels:
             main.add_kernel(kernel)
         add_entry(main.module, program)
         add_layout_symbol(main.module, digest)
         artifact = main.build()
+        report(total, total)
         return dataclasses.replace(artifact, kernels=artifact.kernels + (entry_signature(program),))
 
     context = multiprocessing.get_context("fork")  # workers inherit the initialised LLVM
@@ -128,6 +137,11 @@ def emit_program(
         add_entry(main.module, program)
         add_layout_symbol(main.module, digest)
         first = main.build()
+        done = len(groups[0])
+        report(done, total)
+        for future in as_completed(futures):
+            done += len(groups[1 + futures.index(future)])
+            report(done, total)
         others = [f.result() for f in futures]
     objects = [first.object_code] + [o[0] for o in others]
     signatures = {s.name: s for s in first.kernels}

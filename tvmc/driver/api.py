@@ -16,6 +16,7 @@ from tvmc.autotune import Task
 from tvmc.driver.model import load_graph
 from tvmc.driver.objects import TVMCModel, TVMCPackage, TVMCResult
 from tvmc.driver.package import compile_graph, dump_formats
+from tvmc.driver.pipeline import CompileProgress
 from tvmc.driver.runner import check_run_options
 from tvmc.driver.tune_options import TuneOptions, tune_options
 from tvmc.driver.tuning import graph_tasks
@@ -63,12 +64,15 @@ def compile_model(
     model_format: str | None = None,
     tuning_records: str | os.PathLike[str] | None = None,
     force: bool = False,
+    progress: CompileProgress | None = None,
 ) -> TVMCPackage:
     """Compile a model (a TVMCModel or a model file) into a package; None path: a temp file.
 
     `tuning_records`: a records file (`tvmc tune`) whose best config per workload is applied;
     tasks without one keep the default schedule (one warning says how many). An existing file
     at `package_path` is replaced only if it is a tvmc package (not the model), or if `force`.
+    `progress`: told as stages begin (import, optimize, records, lower, codegen, link) and as
+    kernels' code is done (`tvmc compile` draws it on a terminal).
     """
     dump_formats(dump_code, target)  # a bad format fails before the model loads
     if isinstance(model, TVMCModel) and (shape_dict or dtype_dict or model_format):
@@ -77,11 +81,13 @@ def compile_model(
             "this model is loaded already"
         )
     loaded = not isinstance(model, TVMCModel)
+    if loaded:
+        (progress or CompileProgress()).stage("import")
     model = _model(model, shape_dict, dtype_dict, model_format)
     compiled = compile_graph(
         model.graph, model.source, target, package_path, opt_level, disabled_passes, dump_code,
         target_llvm_mcpu, target_llvm_mattr, target_llvm_mtriple, tuning_records=tuning_records,
-        load_times=model.load_times if loaded else None, force=force,
+        load_times=model.load_times if loaded else None, force=force, progress=progress,
     )  # fmt: skip
     return TVMCPackage._compiled(compiled)
 
