@@ -8,6 +8,7 @@ each step is imported one way. `tvmc.driver.api` (load, compile, run, tune) sits
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import time
@@ -215,12 +216,15 @@ class TVMCPackage:
         arrays = make_inputs(self.inputs, inputs, fill_mode)
         if num_threads is not None:
             set_num_threads(num_threads)  # process-wide, like TVMC_NUM_THREADS
+        cold = self._executor is None
         executor = self.executor()
         outputs, times, rows = execute(
             executor, [arrays[name] for name in self.inputs], self.outputs, benchmark,
             repeat, number, min_repeat_ms, profile, end_to_end,
             warmup=warmup, duration=duration, load_seconds=self.load_seconds,
         )  # fmt: skip
+        if times is not None and not cold:  # loaded and run before: no cold start to report
+            times = dataclasses.replace(times, load_seconds=None, first_seconds=None)
         return TVMCResult(outputs, times, rows)
 
     def summary(self) -> dict[str, Any]:
