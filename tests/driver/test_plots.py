@@ -76,6 +76,12 @@ def test_records_plot_refuses_to_replace_other_files(log: Path, tmp_path: Path):
     assert notes.read_text() == "my notes"
     png = tvmc_cli("records", "plot", log, "-o", tmp_path / "x.png")
     assert png.exit_code == 2 and ".svg" in png.stderr and not (tmp_path / "x.png").exists()
+    pools = tmp_path / "pools.json"
+    open(pools, "w").close()
+    append_records(str(pools), [record(POOL, 0, 1e-5), record(CONV, 1, 1e-5, error_no=4)])
+    nothing = tvmc_cli("records", "plot", pools, "-o", tmp_path / "p.svg")
+    assert nothing.exit_code == 2 and "nothing to draw" in nothing.stderr
+    assert not (tmp_path / "p.svg").exists()
     empty = tmp_path / "empty.json"
     empty.write_text("garbage\n")
     assert tvmc_cli("records", "plot", empty, "-o", tmp_path / "e.svg").exit_code == 2

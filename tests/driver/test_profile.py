@@ -119,10 +119,9 @@ SOURCE = {"name": "a", "op": "Conv", "inputs": [[1, 2]], "output": [1]}
         [{**SOURCE, "name": 7}],
         [{**SOURCE, "name": "x" * (MAX_SOURCE_TEXT + 1)}],
         [{**SOURCE, "inputs": [[-1]]}],
-        [{**SOURCE, "extra": 1}],
         [SOURCE] * (MAX_SOURCES + 1),
     ],
-    ids=["string", "missing", "type", "long", "shape", "extra", "many"],
+    ids=["string", "missing", "type", "long", "shape", "many"],
 )
 def test_malformed_node_records_are_refused(package_path: str, tmp_path: Path, value):
     forged = rewrite(package_path, tmp_path / "bad.tar", edit_json("mod.json", set_sources(value)))

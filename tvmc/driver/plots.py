@@ -90,6 +90,11 @@ def plot_records(path: str | os.PathLike[str], output: str | os.PathLike[str]) -
     """Write the convergence chart of a records file as SVG; returns what was drawn."""
     check_extension(output, {".svg": "an SVG chart"}, "-o/--output")
     curves, left_out = convergence(path)
+    if not curves:
+        raise UsageError(
+            f"nothing to draw in {os.fspath(path)!r}: no workload has both a FLOP count and an "
+            f"error-free record (not drawable: {', '.join(left_out)})"
+        )
     series = {name: [(float(x), y) for x, y in c.points]
               for name, c in zip(series_names(curves), curves)}  # fmt: skip
     title = f"tuning: best GFLOP/s so far, {os.path.basename(os.fspath(path))}"
