@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -69,3 +70,15 @@ def test_compile_in_a_pipe_draws_nothing_and_ends_with_a_one_line_summary(
     assert first.startswith(f"compiled {model} -> {out} (")
     assert "kB): " in first or f"{size} B): " in first
     assert "kernels for llvm in " in first and first.endswith(" s")
+
+
+def test_no_color_draws_without_colour(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=True, width=100)  # colours as the env says
+    with RichCompileProgress(console, "m.onnx") as progress:
+        progress.stage("lower")
+        progress.display.refresh()
+    drawn = buffer.getvalue()
+    assert "compiling m.onnx: lowering to kernels" in drawn
+    assert not re.search(r"\x1b\[[0-9;]*3[0-9]m", drawn)  # no foreground colour codes
