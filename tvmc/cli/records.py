@@ -96,7 +96,11 @@ def best_command(records_file: str, output: str, output_format: str, json_flag: 
 )
 @format_option
 def plot_command(records_file: str, output: str, output_format: str, json_flag: bool) -> None:
-    """Draw best GFLOP/s so far against trials, one line per task of RECORDS_FILE, as SVG."""
+    """Draw best GFLOP/s so far against trials, one line per task of RECORDS_FILE, as SVG.
+
+    \b
+    tvmc records plot log.json -o tuning.svg
+    """
     drawn = plot_records(records_file, output)
     if wants_json(output_format, json_flag):
         print_json(drawn)

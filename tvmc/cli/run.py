@@ -131,7 +131,13 @@ def run_command(
     output_format: str,
     json_flag: bool,
 ) -> None:
-    """Run PACKAGE_FILE (made by `tvmc compile`) once, and time or profile it when asked."""
+    """Run PACKAGE_FILE (made by `tvmc compile`) once, and time or profile it when asked.
+
+    \b
+    tvmc run model.tar --print-time --warmup 10 --duration 5   # p50..p99, inferences/s
+    tvmc run model.tar --profile                                # time per ONNX node
+    tvmc run model.tar --profile-out trace.json --profile-out chart.svg
+    """
     for path in profile_out:  # before running: a typo should not cost a profile
         check_extension(path, PROFILE_FORMATS, "--profile-out")
     result = run(
