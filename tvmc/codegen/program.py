@@ -43,6 +43,7 @@ from tvmc.kernel.visitor import tree_size
 
 I8, I64 = ir.IntType(8), ir.IntType(64)
 PARALLEL_MIN_KERNELS = 8  # below this, starting worker processes costs more than it saves
+BINUTILS = ("ld", "nm", "objcopy")  # merging the parts' objects into one
 
 
 def entry_signature(program: Program) -> KernelSignature:
@@ -109,7 +110,7 @@ def emit_program(
     program.validate()
     target = target or CPUTarget.host()
     jobs = jobs or codegen_jobs()
-    if jobs > 1 and (len(program.kernels) < PARALLEL_MIN_KERNELS or not shutil.which("ld")):
+    if jobs > 1 and (len(program.kernels) < PARALLEL_MIN_KERNELS or not _have_binutils()):
         jobs = 1
     groups = _partition(program.kernels, jobs)
     main = CPUModule(target, options, name=program.entry)
@@ -185,6 +186,10 @@ def _compile_group(
     return artifact.object_code, artifact.llvm_ir, artifact.kernel_text, artifact.kernels
 
 
+def _have_binutils() -> bool:
+    return all(shutil.which(tool) for tool in BINUTILS)
+
+
 def _merge_objects(objects: list[bytes]) -> bytes:
     """One relocatable object from several (`ld -r`), so packages keep a single mod.o."""
     with tempfile.TemporaryDirectory(prefix="tvmc-merge-") as tmp:
@@ -193,9 +198,30 @@ def _merge_objects(objects: list[bytes]) -> bytes:
             paths.append(os.path.join(tmp, f"part{i}.o"))
             with open(paths[-1], "wb") as f:
                 f.write(data)
+            _rename_private_labels(paths[-1], f".p{i}")
         out = os.path.join(tmp, "merged.o")
         done = subprocess.run(["ld", "-r", "-o", out, *paths], capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"merging objects failed: {done.stderr.strip()}")
         with open(out, "rb") as f:
             return f.read()
+
+
+def _rename_private_labels(path: str, suffix: str) -> None:
+    """Give the object's `.L` labels (LLVM keeps its constant pools' in the symbol table, for
+    mergeable sections) a suffix of their own: every part numbers them from 0, and MCJIT binds
+    a relocation to the last `.LCPI0_0` of the merged object, whichever part's it is."""
+    done = subprocess.run(["nm", "-a", "--defined-only", path], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"listing symbols failed: {done.stderr.strip()}")
+    labels = {line.split()[-1] for line in done.stdout.splitlines()
+              if line.split() and line.split()[-1].startswith(".L")}  # fmt: skip
+    if not labels:
+        return
+    table = f"{path}.names"
+    with open(table, "w") as f:
+        f.writelines(f"{name} {name}{suffix}\n" for name in sorted(labels))
+    done = subprocess.run(["objcopy", f"--redefine-syms={table}", path], capture_output=True,
+                          text=True)  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"renaming labels failed: {done.stderr.strip()}")
