@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+from tvmc.runtime import timing
 from tvmc.runtime.timing import Timings, measure, timed_runs
 
 
@@ -28,24 +30,46 @@ def test_warmup_runs_come_first_and_are_not_timed(warmup: int):
     assert timings.results == (1e-3,) * 3 and timings.warmup == warmup and timings.runs == 3
 
 
-def test_duration_bounds_the_run_by_time_and_keeps_repeat_as_a_floor():
-    step = counting([], "x", 0.005)
-    start = time.perf_counter()
+def fake_clock(monkeypatch: pytest.MonkeyPatch, tick: float):
+    """A step that takes `tick` seconds of a fake clock, and the calls it counts."""
+    clock, calls = [0.0], []
+
+    def step() -> None:
+        clock[0] += tick
+        calls.append(1)
+
+    monkeypatch.setattr(timing, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+    return step, calls
+
+
+def test_duration_bounds_the_run_by_time_and_keeps_repeat_as_a_floor(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    step, calls = fake_clock(monkeypatch, 1 / 256)  # ~3.9 ms, exact in binary
     timings = measure(lambda: timed_runs(step, 1, 0.0), step, repeat=2, warmup=0, duration=0.1)
-    elapsed = time.perf_counter() - start
-    assert 0.1 <= timings.seconds <= elapsed
-    assert 5 <= len(timings.results) <= 25  # ~5 ms each over 0.1 s, not the 2 of --repeat
-    assert timings.runs == len(timings.results)
-    many = measure(lambda: timed_runs(step, 1, 0.0), step, repeat=12, warmup=0, duration=0.01)
-    assert len(many.results) == 12  # the floor wins over a short duration
+    assert len(timings.results) == 26 == timings.runs  # the first count with 26/256 s >= 0.1 s
+    assert timings.seconds == 26 / 256
+    floor = measure(lambda: timed_runs(step, 1, 0.0), step, repeat=12, warmup=0, duration=0.01)
+    assert len(floor.results) == 12  # the floor wins over a short duration
 
 
-def test_runs_count_every_call_of_a_raised_number():
-    step = counting([], "x", 0.001)
+def test_a_real_duration_is_at_least_that_long():
+    step = counting([], "x", 0.002)
+    start = time.perf_counter()
+    timings = measure(lambda: timed_runs(step, 1, 0.0), step, repeat=1, warmup=0, duration=0.05)
+    assert 0.05 <= timings.seconds <= time.perf_counter() - start
+    assert len(timings.results) >= 2
+
+
+def test_runs_count_every_call_of_a_raised_number(monkeypatch: pytest.MonkeyPatch):
+    """Each call takes 1/1024 s (exact in binary), so a 10 ms measurement takes a try of 1
+    call, then one of 11."""
+    tick = 1 / 1024
+    step, calls = fake_clock(monkeypatch, tick)
     timings = measure(lambda: timed_runs(step, 1, 10.0), step, repeat=3, warmup=0)
-    assert timings.runs >= 3 * 8  # number doubled until a measurement lasts 10 ms
-    assert timings.throughput == pytest.approx(timings.runs / timings.seconds)
-    assert 100 < timings.throughput < 1000  # a 1 ms call: under 1000 per second
+    assert timings.results == (tick,) * 3
+    assert timings.runs == len(calls) == 3 * (1 + 11)  # the short tries ran in the time too
+    assert timings.seconds == 36 * tick and timings.throughput == 1024
 
 
 def test_statistics_match_numpy():

@@ -197,12 +197,14 @@ class CUDAExecutor:
     def _timed_runs(
         self, step: Callable[[], None], number: int, min_repeat_ms: float
     ) -> tuple[float, int]:
-        """(mean seconds of `step` between two events, runs): `number` raised until
-        min_repeat_ms."""
+        """(mean seconds of `step` between two events, runs in all tries): `number` raised
+        until min_repeat_ms, as `timing.timed_runs`."""
+        calls = 0
         while True:
             elapsed_ms = self._events_ms(lambda n=number: [step() for _ in range(n)])
+            calls += number
             if elapsed_ms >= min_repeat_ms or min_repeat_ms <= 0:
-                return elapsed_ms / 1e3 / number, number
+                return elapsed_ms / 1e3 / number, calls
             number = max(number * 2, int(number * min_repeat_ms / max(elapsed_ms, 1e-3)) + 1)
 
     def _events_ms(self, work: Callable[[], Any]) -> float:

@@ -17,9 +17,9 @@ SUMMARY = ("mean", "median", "max", "min", "std")  # TVMC's columns, in its orde
 @dataclass(frozen=True)
 class Timings:
     """Seconds per inference, one value per measurement (each the mean of `number` or more
-    runs), and how the benchmark went: `runs` inferences timed in `seconds`, after `warmup`
-    untimed ones; `load_seconds` (package read to ready) and `first_seconds` (the first
-    inference, cold) when the caller measured them."""
+    runs), and how the benchmark went: `runs` inferences run in the `seconds` of measuring,
+    after `warmup` untimed ones; `load_seconds` (package read to ready) and `first_seconds`
+    (the first inference, cold) when the caller measured them."""
 
     results: tuple[float, ...]
     runs: int = 0
@@ -86,15 +86,18 @@ def mean_seconds(fn: Callable[[], None], number: int, min_repeat_ms: float) -> f
 
 
 def timed_runs(fn: Callable[[], None], number: int, min_repeat_ms: float) -> tuple[float, int]:
-    """(mean seconds per call, calls made in the last try): `number` raised until one try lasts
-    `min_repeat_ms`."""
+    """(mean seconds per call of the try that lasted `min_repeat_ms`, calls made in all tries):
+    `number` raised until one try lasts that long. Every call counts toward throughput: the
+    shorter tries ran inside the measured time too."""
+    calls = 0
     while True:
         start = time.perf_counter()
         for _ in range(number):
             fn()
         elapsed = time.perf_counter() - start
+        calls += number
         if elapsed * 1e3 >= min_repeat_ms or min_repeat_ms <= 0:
-            return elapsed / number, number
+            return elapsed / number, calls
         number = max(number * 2, int(number * min_repeat_ms / max(elapsed * 1e3, 1e-3)) + 1)
 
 
