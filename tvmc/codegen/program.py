@@ -9,7 +9,8 @@ The object also exports `__tvmc_layout`, the digest of the plan the code was com
 (`tvmc.codegen.layout`): a runtime compares it with the plan a package states before a call.
 
 Big programs compile in parallel: kernels are split into groups, each group is lowered and
-optimized in its own process, and the objects are merged into one relocatable object (`ld -r`).
+optimized in its own process, and the objects are merged into one relocatable object (`ld -r`,
+each part's private `.L` labels renamed first so that MCJIT cannot confuse them).
 """
 
 from __future__ import annotations
