@@ -10,7 +10,7 @@ The object also exports `__tvmc_layout`, the digest of the plan the code was com
 
 Big programs compile in parallel: kernels are split into groups, each group is lowered and
 optimized in its own process, and the objects are merged into one relocatable object (`ld -r`,
-each part's private `.L` labels renamed first so that MCJIT cannot confuse them).
+each part's constant-pool labels renamed first so that MCJIT cannot confuse them).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import dataclasses
 import multiprocessing
 import os
 import shutil
+import struct
 import subprocess
 import tempfile
 from collections.abc import Callable
@@ -44,7 +45,7 @@ from tvmc.kernel.visitor import tree_size
 
 I8, I64 = ir.IntType(8), ir.IntType(64)
 PARALLEL_MIN_KERNELS = 8  # below this, starting worker processes costs more than it saves
-BINUTILS = ("ld", "nm", "objcopy")  # merging the parts' objects into one
+PART_MARKS = b"ABCDEFGHJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"  # .LCPI -> .LCPA...
 
 
 def entry_signature(program: Program) -> KernelSignature:
@@ -111,9 +112,9 @@ def emit_program(
     program.validate()
     target = target or CPUTarget.host()
     jobs = jobs or codegen_jobs()
-    if jobs > 1 and (len(program.kernels) < PARALLEL_MIN_KERNELS or not _have_binutils()):
+    if jobs > 1 and (len(program.kernels) < PARALLEL_MIN_KERNELS or not shutil.which("ld")):
         jobs = 1
-    groups = _partition(program.kernels, jobs)
+    groups = _partition(program.kernels, min(jobs, len(PART_MARKS)))
     main = CPUModule(target, options, name=program.entry)
     signatures = [KernelSignature.of(k) for k in program.kernels] + [entry_signature(program)]
     digest = layout_digest(program_plan(program, signatures))
@@ -187,10 +188,6 @@ def _compile_group(
     return artifact.object_code, artifact.llvm_ir, artifact.kernel_text, artifact.kernels
 
 
-def _have_binutils() -> bool:
-    return all(shutil.which(tool) for tool in BINUTILS)
-
-
 def _merge_objects(objects: list[bytes]) -> bytes:
     """One relocatable object from several (`ld -r`), so packages keep a single mod.o."""
     with tempfile.TemporaryDirectory(prefix="tvmc-merge-") as tmp:
@@ -198,8 +195,7 @@ def _merge_objects(objects: list[bytes]) -> bytes:
         for i, data in enumerate(objects):
             paths.append(os.path.join(tmp, f"part{i}.o"))
             with open(paths[-1], "wb") as f:
-                f.write(data)
-            _rename_private_labels(paths[-1], f".p{i}")
+                f.write(constant_pool_labels_of_part(data, i))
         out = os.path.join(tmp, "merged.o")
         done = subprocess.run(["ld", "-r", "-o", out, *paths], capture_output=True, text=True)
         if done.returncode != 0:
@@ -208,21 +204,29 @@ def _merge_objects(objects: list[bytes]) -> bytes:
             return f.read()
 
 
-def _rename_private_labels(path: str, suffix: str) -> None:
-    """Give the object's `.L` labels (LLVM keeps its constant pools' in the symbol table, for
-    mergeable sections) a suffix of their own: every part numbers them from 0, and MCJIT binds
-    a relocation to the last `.LCPI0_0` of the merged object, whichever part's it is."""
-    done = subprocess.run(["nm", "-a", "--defined-only", path], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"listing symbols failed: {done.stderr.strip()}")
-    labels = {line.split()[-1] for line in done.stdout.splitlines()
-              if line.split() and line.split()[-1].startswith(".L")}  # fmt: skip
-    if not labels:
-        return
-    table = f"{path}.names"
-    with open(table, "w") as f:
-        f.writelines(f"{name} {name}{suffix}\n" for name in sorted(labels))
-    done = subprocess.run(["objcopy", f"--redefine-syms={table}", path], capture_output=True,
-                          text=True)  # fmt: skip
-    if done.returncode != 0:
-        raise RuntimeError(f"renaming labels failed: {done.stderr.strip()}")
+def constant_pool_labels_of_part(object_code: bytes, part: int) -> bytes:
+    """The ELF object with its constant-pool labels (`.LCPI<f>_<n>`) renamed for `part`, in
+    place (`.LCPA...`, `.LCPB...`: same length, so nothing moves). LLVM keeps these labels in
+    the symbol table (relocations into mergeable sections need them), every part numbers them
+    from 0, and MCJIT binds a relocation by name to one of the same-named labels of the merged
+    object, whichever part's it is."""
+    if part >= len(PART_MARKS):
+        raise ValueError(f"at most {len(PART_MARKS)} parts can be merged, got part {part}")
+    data = bytearray(object_code)
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        raise ValueError("not a little-endian 64-bit ELF object")
+    shoff, (shentsize, shnum) = _u(data, 0x28, "Q")[0], _u(data, 0x3A, "HH")
+    sections = [_u(data, shoff + i * shentsize, "IIQQQQII") for i in range(shnum)]
+    for _, kind, _, _, offset, size, link, _ in sections:
+        if kind != 2:  # SHT_SYMTAB
+            continue
+        strtab = sections[link][4]
+        for at in range(offset, offset + size, 24):
+            name = strtab + _u(data, at, "I")[0]
+            if data[name : name + 5] == b".LCPI":
+                data[name + 4] = PART_MARKS[part]
+    return bytes(data)
+
+
+def _u(data: bytearray, at: int, fmt: str) -> tuple[int, ...]:
+    return struct.unpack_from("<" + fmt, data, at)
