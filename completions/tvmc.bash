@@ -20,11 +20,16 @@ __tvmc_spec() {
             value_options=(--format --input-dtypes --input-shapes --model-format --output -o)
             ;;
         'tvmc records')
-            subcommands=(best show)
+            subcommands=(best plot show)
             options=(--help -h)
             value_options=()
             ;;
         'tvmc records best')
+            subcommands=()
+            options=(--format --help --json --output -h -o)
+            value_options=(--format --output -o)
+            ;;
+        'tvmc records plot')
             subcommands=()
             options=(--format --help --json --output -h -o)
             value_options=(--format --output -o)
@@ -36,8 +41,8 @@ __tvmc_spec() {
             ;;
         'tvmc run')
             subcommands=()
-            options=(--device --end-to-end --fill-mode --format --help --inputs --json --min-repeat-ms --num-threads --number --outputs --print-time --print-top --profile --repeat -h -i -o)
-            value_options=(--device --fill-mode --format --inputs --min-repeat-ms --num-threads --number --outputs --print-top --repeat -i -o)
+            options=(--device --duration --end-to-end --fill-mode --format --help --inputs --json --min-repeat-ms --num-threads --number --outputs --print-time --print-top --profile --profile-out --repeat --warmup -h -i -o)
+            value_options=(--device --duration --fill-mode --format --inputs --min-repeat-ms --num-threads --number --outputs --print-top --profile-out --repeat --warmup -i -o)
             ;;
         'tvmc tune')
             subcommands=()
@@ -72,12 +77,16 @@ __tvmc_values() {
         'tvmc records best -o'|'tvmc records best --output') __tvmc_files "$cur" '*.json' '*.log' ;;
         'tvmc records best --format') __tvmc_words "$cur" json text ;;
         'tvmc records best @0') __tvmc_files "$cur" '*.json' '*.log' ;;
+        'tvmc records plot -o'|'tvmc records plot --output') __tvmc_files "$cur" '*.svg' ;;
+        'tvmc records plot --format') __tvmc_words "$cur" json text ;;
+        'tvmc records plot @0') __tvmc_files "$cur" '*.json' '*.log' ;;
         'tvmc records show --format') __tvmc_words "$cur" json text ;;
         'tvmc records show @0') __tvmc_files "$cur" '*.json' '*.log' ;;
         'tvmc run --device') __tvmc_words "$cur" cpu cuda ;;
         'tvmc run -i'|'tvmc run --inputs') __tvmc_files "$cur" '*.npz' ;;
         'tvmc run -o'|'tvmc run --outputs') __tvmc_files "$cur" '*.npz' ;;
         'tvmc run --fill-mode') __tvmc_words "$cur" ones random zeros ;;
+        'tvmc run --profile-out') __tvmc_files "$cur" '*.json' '*.svg' ;;
         'tvmc run --format') __tvmc_words "$cur" json text ;;
         'tvmc run @0') __tvmc_files "$cur" '*.tar' ;;
         'tvmc tune -o'|'tvmc tune --output') __tvmc_files "$cur" '*.json' '*.log' ;;

@@ -6,7 +6,7 @@ function __tvmc_subcommands
         case 'tvmc'
             printf '%s\n' 'compile' 'load' 'records' 'run' 'tune' 'worker'
         case 'tvmc records'
-            printf '%s\n' 'best' 'show'
+            printf '%s\n' 'best' 'plot' 'show'
     end
 end
 
@@ -21,10 +21,12 @@ function __tvmc_value_options
             printf '%s\n' '--format' '--input-dtypes' '--input-shapes' '--model-format' '--output' '-o'
         case 'tvmc records best'
             printf '%s\n' '--format' '--output' '-o'
+        case 'tvmc records plot'
+            printf '%s\n' '--format' '--output' '-o'
         case 'tvmc records show'
             printf '%s\n' '--format'
         case 'tvmc run'
-            printf '%s\n' '--device' '--fill-mode' '--format' '--inputs' '--min-repeat-ms' '--num-threads' '--number' '--outputs' '--print-top' '--repeat' '-i' '-o'
+            printf '%s\n' '--device' '--duration' '--fill-mode' '--format' '--inputs' '--min-repeat-ms' '--num-threads' '--number' '--outputs' '--print-top' '--profile-out' '--repeat' '--warmup' '-i' '-o'
         case 'tvmc tune'
             printf '%s\n' '--device-key' '--early-stopping' '--format' '--input-dtypes' '--input-shapes' '--min-repeat-ms' '--model-format' '--number' '--output' '--parallel' '--priority' '--repeat' '--scheduler' '--target' '--target-llvm-mattr' '--target-llvm-mcpu' '--tasks' '--timeout' '--trials' '--tuner' '--tuning-records' '-o'
         case 'tvmc worker'
@@ -140,6 +142,7 @@ complete -c tvmc -n '__tvmc_argument 0 tvmc load' -a '(__tvmc_files .onnx .tvmc)
 
 # tvmc records
 complete -c tvmc -n '__tvmc_argument 0 tvmc records' -a 'best' -d 'Keep only the best error-free record per workload and target of RECORDS_FILE.'
+complete -c tvmc -n '__tvmc_argument 0 tvmc records' -a 'plot' -d 'Draw best GFLOP/s so far against trials, one line per task of RECORDS_FILE,...'
 complete -c tvmc -n '__tvmc_argument 0 tvmc records' -a 'show' -d 'Per workload of RECORDS_FILE: trials, the best time and GFLOP/s, errors by kind.'
 complete -c tvmc -n '__tvmc_command tvmc records' -s 'h' -l 'help' -d 'Show this message and exit.'
 
@@ -149,6 +152,13 @@ complete -c tvmc -n '__tvmc_command tvmc records best' -l 'format' -x -a 'json t
 complete -c tvmc -n '__tvmc_command tvmc records best' -l 'json' -d 'Shorthand for --format json.'
 complete -c tvmc -n '__tvmc_command tvmc records best' -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c tvmc -n '__tvmc_argument 0 tvmc records best' -a '(__tvmc_files .json .log)'
+
+# tvmc records plot
+complete -c tvmc -n '__tvmc_command tvmc records plot' -s 'o' -l 'output' -x -a '(__tvmc_files .svg)' -d 'The SVG file to write (replaces only an SVG).'
+complete -c tvmc -n '__tvmc_command tvmc records plot' -l 'format' -x -a 'json text' -d 'Output format: human text, or one JSON document on stdout for pipelines.'
+complete -c tvmc -n '__tvmc_command tvmc records plot' -l 'json' -d 'Shorthand for --format json.'
+complete -c tvmc -n '__tvmc_command tvmc records plot' -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c tvmc -n '__tvmc_argument 0 tvmc records plot' -a '(__tvmc_files .json .log)'
 
 # tvmc records show
 complete -c tvmc -n '__tvmc_command tvmc records show' -l 'format' -x -a 'json text' -d 'Output format: human text, or one JSON document on stdout for pipelines.'
@@ -166,7 +176,10 @@ complete -c tvmc -n '__tvmc_command tvmc run' -l 'print-top' -x -d 'Print the N 
 complete -c tvmc -n '__tvmc_command tvmc run' -l 'repeat' -x -d 'Timed measurements (each the mean of --number runs).'
 complete -c tvmc -n '__tvmc_command tvmc run' -l 'number' -x -d 'Runs per measurement.'
 complete -c tvmc -n '__tvmc_command tvmc run' -l 'min-repeat-ms' -x -d 'Raise --number until one measurement lasts this long.'
-complete -c tvmc -n '__tvmc_command tvmc run' -l 'profile' -d 'Time each kernel call and print a table of them.'
+complete -c tvmc -n '__tvmc_command tvmc run' -l 'warmup' -x -d 'Untimed runs before --print-time measures (they page code in, start the threads).'
+complete -c tvmc -n '__tvmc_command tvmc run' -l 'duration' -x -d 'With --print-time, keep measuring until S seconds have passed (at least --repeat measurements; 0: exactly --repeat).'
+complete -c tvmc -n '__tvmc_command tvmc run' -l 'profile' -d 'Time each kernel call; print the time per model node (ONNX name, op, shapes).'
+complete -c tvmc -n '__tvmc_command tvmc run' -l 'profile-out' -x -a '(__tvmc_files .json .svg)' -d 'Write the profile (implies --profile): .json a Chrome trace (Perfetto, chrome://tracing), .svg a bar chart of time per node and op type. Repeatable.'
 complete -c tvmc -n '__tvmc_command tvmc run' -l 'end-to-end' -d 'With --device cuda, time copying inputs in and outputs out too (on the CPU nothing is copied: no change).'
 complete -c tvmc -n '__tvmc_command tvmc run' -l 'num-threads' -x -d 'Worker threads (default: $TVMC_NUM_THREADS, else the physical cores).'
 complete -c tvmc -n '__tvmc_command tvmc run' -l 'format' -x -a 'json text' -d 'Output format: human text, or one JSON document on stdout for pipelines.'

@@ -100,6 +100,18 @@ def test_run_text(workdir: Path):
     assert len(lines[at + 2].split()) == 5
 
 
+def test_run_benchmark_options(workdir: Path):
+    args = ["--print-time", "--repeat", "2", "--warmup", "3", "--duration", "0.05", "--json"]
+    time = json.loads(ok(tvmc("run", workdir / "tiny.tar", *args)).stdout)["time"]
+    assert time["warmup"] == 3 and time["seconds"] >= 0.05 and len(time["results_ms"]) > 2
+    assert time["p50_ms"] <= time["p90_ms"] <= time["p95_ms"] <= time["p99_ms"]
+    assert time["throughput_per_s"] > 0 and time["load_ms"] > 0 and time["first_inference_ms"] > 0
+    text = ok(tvmc("run", workdir / "tiny.tar", "--print-time", "--warmup", "0")).stdout
+    assert ", 0 warm-up runs, " in text and "inferences/s" in text
+    for bad in (["--warmup", "-1"], ["--duration", "nan"], ["--duration", "-1"]):
+        error(tvmc("run", workdir / "tiny.tar", "--print-time", *bad), 2, bad[0])
+
+
 def test_run_inputs_file(workdir: Path, tmp_path: Path, rng):
     x = rng.standard_normal((2, 3, 4)).astype(np.float32)
     np.savez(tmp_path / "in.npz", x=x, y=np.ones_like(x))

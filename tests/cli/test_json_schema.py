@@ -39,7 +39,8 @@ CASES: dict[str, tuple[str, str, str | None]] = {
     "run": ("run", "run convs.tar --json", None),
     "run timed": (
         "run",
-        "run convs.tar --json --print-time --repeat 2 --profile --print-top 3 -o out.npz",
+        "run convs.tar --json --print-time --repeat 2 --warmup 2 --duration 0.05 --profile "
+        "--print-top 3 -o out.npz",
         "saved out.npz",
     ),
     "tune tasks list": ("tune-tasks", "tune convs.onnx --tasks list --json", None),
@@ -47,6 +48,7 @@ CASES: dict[str, tuple[str, str, str | None]] = {
     "tune nothing": ("tune", "tune tiny.onnx -o new.json --json", "nothing to tune"),
     "records show": ("records-show", "records show log.json --json", None),
     "records best": ("records-best", "records best log.json -o best.json --json", None),
+    "records plot": ("records-plot", "records plot log.json -o tuning.svg --json", None),
 }
 
 
@@ -98,13 +100,14 @@ def test_schemas_are_valid_and_all_used() -> None:
         assert document["additionalProperties"] is False
 
 
-# case -> the path of a nested object in its document
+# case -> the paths of nested objects in its document
 NESTED = {
-    "load": ("inputs", "x"),
-    "compile tuned": ("tuning",),
-    "run timed": ("profile", 0),
-    "tune": ("tasks", 0),
-    "records show": ("workloads", 0),
+    "load": [("inputs", "x")],
+    "compile tuned": [("tuning",)],
+    "run timed": [("profile", 0), ("profile_nodes", 0), ("profile", 0, "sources", 0)],
+    "tune": [("tasks", 0)],
+    "records show": [("workloads", 0)],
+    "records plot": [("tasks", 0)],
 }
 
 
@@ -121,11 +124,13 @@ def test_schemas_reject_missing_and_renamed_fields(case: str, workdir: Path) -> 
         assert not validator.is_valid(renamed), f"renamed {key!r} passes {name}"
         missing = {k: v for k, v in document.items() if k != key}
         assert validator.is_valid(missing) == (key not in required), key
-    nested = document
-    for step in NESTED[case]:
-        nested = nested[step]
-    nested.pop(next(iter(nested)))
-    assert not validator.is_valid(document), f"{NESTED[case]} missing a field passes {name}"
+    for path in NESTED[case]:
+        broken = json.loads(stdout)
+        nested = broken
+        for step in path:
+            nested = nested[step]
+        nested.pop(next(iter(nested)))
+        assert not validator.is_valid(broken), f"{path} missing a field passes {name}"
 
 
 @pytest.mark.skipif(shutil.which("jq") is None, reason="jq is not installed")

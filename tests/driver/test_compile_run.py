@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -212,18 +213,43 @@ def test_benchmark_and_format_times(package: tvmc.TVMCPackage):
     values = lines[2].split()
     assert len(values) == 5 and all(float(v) >= 0 for v in values)
     assert float(values[3]) <= float(values[1]) <= float(values[2])  # min <= median <= max
+    heads, values = lines[3].split(), [float(v) for v in lines[4].split()]
+    assert heads[:8:2] == ["p50", "p90", "p95", "p99"] and heads[-1] == "inferences/s"
+    assert values[0] <= values[1] <= values[2] <= values[3] and values[4] > 0
+    cold = r"(load [0-9.]+ ms, first inference [0-9.]+ ms, )?"  # the package's first run only
+    assert re.fullmatch(cold + r"1 warm-up run, [0-9]+ timed in 4 measurements over [0-9.]+ s",
+                        lines[5])  # fmt: skip
     document = result.to_json(top=3)
     assert set(document["time"]) == {
-        "mean_ms",
-        "median_ms",
-        "max_ms",
-        "min_ms",
-        "std_ms",
-        "results_ms",
-    }
+        "mean_ms", "median_ms", "max_ms", "min_ms", "std_ms",
+        "p50_ms", "p90_ms", "p95_ms", "p99_ms", "throughput_per_s",
+        "load_ms", "first_inference_ms", "warmup", "runs", "seconds", "results_ms",
+    }  # fmt: skip
+    assert document["time"]["runs"] == 8 and document["time"]["warmup"] == 1
     assert len(document["top"]) == 3
     with pytest.raises(UsageError, match="no timings"):
         package.run().format_times()
+
+
+def test_warmup_duration_and_load_time(onnx_path: Path):
+    package = tvmc.TVMCPackage(onnx_path.with_suffix(".tar"))
+    assert package.load_seconds is None  # read, not loaded yet
+    result = tvmc.run(package, benchmark=True, repeat=3, warmup=0, duration=0.05)
+    times = result.times
+    assert times.warmup == 0 and times.seconds >= 0.05 and len(times.results) > 3
+    assert times.load_seconds == package.load_seconds and 0 < times.load_seconds < 10
+    assert times.first_seconds is not None and times.first_seconds > 0
+    assert result.format_times().splitlines()[-1].startswith("load ")
+    exact = tvmc.run(package, benchmark=True, repeat=3, warmup=4)
+    assert len(exact.times.results) == 3 and exact.times.warmup == 4
+    assert exact.times.load_seconds is None and exact.times.first_seconds is None  # warm now
+    assert exact.format_times().splitlines()[-1].startswith("4 warm-up runs, ")
+    for bad, match in (({"warmup": -1}, "warmup must be at least 0"),
+                       ({"duration": -0.5}, "duration must be at least 0"),
+                       ({"duration": float("nan")}, "duration"),
+                       ({"duration": float("inf")}, "finite")):  # fmt: skip
+        with pytest.raises(UsageError, match=match):
+            tvmc.run(package, benchmark=True, **bad)
 
 
 def test_profile(package: tvmc.TVMCPackage):

@@ -155,3 +155,15 @@ def test_unsupported_ops_inside_subgraphs_are_named(tmp_path):
     if "NonMaxSuppression" not in CONVERTERS:  # until someone adds it
         assert "NonMaxSuppression (1 node, first 'nms' in If 'pick'.then_branch)" in message
     assert "FooBar (1 node, first 'w' in If 'pick'.else_branch > Loop 'refine'.body)" in message
+
+
+def test_nodes_keep_the_onnx_node_they_came_from(tmp_path):
+    """Profiles name ONNX nodes: the origin survives the renaming that makes names unique."""
+    extra = [helper.make_node("Sigmoid", ["y"], ["z"], name="relu0"),
+             helper.make_node("Neg", ["z"], ["w"])]  # fmt: skip
+    model = relu_model((2, 3), extra_nodes=extra)
+    model.graph.output[0].name = "w"
+    graph = tvmc.load(save(model, tmp_path)).graph
+    assert [(n.name, n.origin, n.origin_op) for n in graph.nodes] == [
+        ("relu0", "relu0", "Relu"), ("relu0/Sigmoid", "relu0", "Sigmoid"), ("Neg", "", "Neg"),
+    ]  # fmt: skip

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -87,6 +89,17 @@ def test_json_round_trip_is_exact():
     )
     assert list(again.params) == list(graph.params)
     assert graph_to_json(again) == graph_to_json(graph)
+
+
+def test_json_keeps_onnx_origins_and_reads_graphs_saved_without():
+    graph = small_graph()
+    graph.nodes[0].origin, graph.nodes[0].origin_op = "/block/Add", "Add"
+    again = graph_from_json(graph_to_json(graph), graph.params)
+    assert (again.nodes[0].origin, again.nodes[0].origin_op) == ("/block/Add", "Add")
+    old = json.loads(graph_to_json(graph))
+    for node in old["nodes"]:
+        del node["origin"], node["origin_op"]
+    assert graph_from_json(json.dumps(old), graph.params).nodes[0].origin == ""
 
 
 def test_json_errors_are_clear():

@@ -26,7 +26,8 @@ from tvmc.codegen import CPUTarget, emit_cpu, load_object, num_threads, set_num_
 from tvmc.errors import UsageError
 from tvmc.graph import TensorType
 from tvmc.ops.lowering import LowerContext, LoweringTarget
-from tvmc.runtime.executor import aligned_empty, mean_seconds
+from tvmc.runtime.executor import aligned_empty
+from tvmc.runtime.timing import mean_seconds
 
 FLUSH_BYTES = 64 << 20  # written between repeats with flush_cache: more than the caches
 

@@ -46,19 +46,25 @@ class Task:
     def label(self) -> str:
         """The task as people read it: its op, key attributes and shapes ("Conv 3x3/2 64->128
         @56x56"); `name` stays the records' key."""
-        types = [TensorType(tuple(a[1]), a[2]) for a in self.args if a[0] == "TENSOR"]
-        attrs = next((a[1] for a in self.args if a[0] == "ATTRS"), {})
-        opdef = OPS.get(self.op)
-        if opdef is None:
-            return self.name
-        try:
-            return opdef.describe(attrs, types)
-        except (KeyError, TypeError, ValueError, IndexError):  # args from a foreign record
-            return self.name
+        return describe_workload(self.op, self.args, self.name)
 
     @property
     def workload(self) -> tuple[str, str]:
         return self.name, json.dumps(self.args, separators=(",", ":"))
+
+
+def describe_workload(op: str | None, args: list[Any], fallback: str) -> str:
+    """A workload as people read it, from its op and serialised args; `fallback` when the op is
+    unknown or the args do not fit it (a foreign record)."""
+    opdef = OPS.get(op) if op else None
+    if opdef is None:
+        return fallback
+    try:
+        types = [TensorType(tuple(a[1]), a[2]) for a in args if a[0] == "TENSOR"]
+        attrs = next((a[1] for a in args if a[0] == "ATTRS"), {})
+        return opdef.describe(attrs, types)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+        return fallback
 
 
 def task_args(node: Node, input_types: list[TensorType]) -> list[Any]:

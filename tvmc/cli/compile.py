@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+
 import click
 from rich.table import Table
 
 from tvmc.cli.common import err, out, print_json, wants_json
+from tvmc.cli.compile_progress import compile_progress
 from tvmc.cli.types import ChoiceList, FileWithExt, TargetType, format_option, model_options
 from tvmc.driver import DEFAULT_PACKAGE, DUMP_FORMATS, TARGET_KINDS, compile_model
 
@@ -119,22 +123,25 @@ def compile_command(
     json_flag: bool,
 ) -> None:
     """Compile MODEL_FILE (ONNX or .tvmc) for a target into a package (.tar) that `run` runs."""
-    package = compile_model(
-        model_file,
-        target=target,
-        package_path=output,
-        opt_level=opt_level,
-        disabled_passes=disabled_passes,
-        dump_code=[fmt for group in dump_code for fmt in group],
-        target_llvm_mcpu=target_llvm_mcpu,
-        target_llvm_mattr=target_llvm_mattr,
-        target_llvm_mtriple=target_llvm_mtriple,
-        shape_dict=input_shapes,
-        dtype_dict=input_dtypes,
-        model_format=model_format,
-        tuning_records=tuning_records,
-        force=force,
-    )
+    progress = compile_progress(err, model_file)
+    with progress or contextlib.nullcontext():
+        package = compile_model(
+            model_file,
+            target=target,
+            package_path=output,
+            opt_level=opt_level,
+            disabled_passes=disabled_passes,
+            dump_code=[fmt for group in dump_code for fmt in group],
+            target_llvm_mcpu=target_llvm_mcpu,
+            target_llvm_mattr=target_llvm_mattr,
+            target_llvm_mtriple=target_llvm_mtriple,
+            shape_dict=input_shapes,
+            dtype_dict=input_dtypes,
+            model_format=model_format,
+            tuning_records=tuning_records,
+            force=force,
+            progress=progress,
+        )
     summary = package.summary()
     if wants_json(output_format, json_flag):
         print_json({"model": model_file, **summary})
@@ -146,14 +153,17 @@ def compile_command(
     if summary["device"] == "cuda":
         code = "mod.ptx (the driver compiles it for the GPU when loading)"
         resolved = f"PTX for {summary['cpu']}, runs with --device cuda"
+    total = sum(seconds.values())
+    package_bytes = os.path.getsize(summary["package"])
     lines = [
-        f"compiled {model_file} -> {summary['package']}",
+        f"compiled {model_file} -> {summary['package']} ({size(package_bytes)}): "
+        f"{summary['kernels']} kernels for {summary['target']} in {total:.1f} s",
         f"  target  {summary['target']} ({resolved})",
         f"  code    {summary['kernels']} kernels, {summary['calls']} calls for "
         f"{summary['nodes']} nodes; {code}",
         f"  memory  workspace {size(summary['workspace_bytes'])} "
         f"(without reuse {size(summary['naive_bytes'])}), params {size(summary['param_bytes'])}",
-        f"  time    {sum(seconds.values()):.2f} s ({stages})",
+        f"  time    {total:.2f} s ({stages})",
     ]
     tuning = summary["tuning"]
     if tuning:

@@ -7,6 +7,7 @@ from rich.table import Table
 
 from tvmc.cli.common import err, out, print_json, wants_json
 from tvmc.cli.types import FileWithExt, format_option
+from tvmc.driver.plots import plot_records
 from tvmc.driver.records import summarize_records, write_best_records
 from tvmc.driver.tuning_report import args_summary, task_op
 
@@ -82,3 +83,31 @@ def best_command(records_file: str, output: str, output_format: str, json_flag: 
     out.print(f"kept {kept} of {read} record(s), the best per workload -> {output}", markup=False)
     if not kept:
         err.print(f"{records_file} has no error-free record", markup=False)
+
+
+@records_group.command("plot")
+@click.argument("records_file", type=RECORDS_FILE)
+@click.option(
+    "-o",
+    "--output",
+    type=FileWithExt((".svg",), dir_okay=False),
+    required=True,
+    help="The SVG file to write (replaces only an SVG).",
+)
+@format_option
+def plot_command(records_file: str, output: str, output_format: str, json_flag: bool) -> None:
+    """Draw best GFLOP/s so far against trials, one line per task of RECORDS_FILE, as SVG.
+
+    \b
+    tvmc records plot log.json -o tuning.svg
+    """
+    drawn = plot_records(records_file, output)
+    if wants_json(output_format, json_flag):
+        print_json(drawn)
+        return
+    tasks = drawn["tasks"]
+    out.print(f"{len(tasks)} task(s) over {sum(t['trials'] for t in tasks)} trial(s) -> {output}",
+              markup=False)  # fmt: skip
+    if drawn["left_out"]:
+        err.print(f"not drawn (no FLOP count or no error-free record): "
+                  f"{', '.join(drawn['left_out'])}", markup=False)  # fmt: skip

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import click
 from rich.table import Table
+from rich.text import Text
 
 from tvmc.cli.common import err, out, print_json, wants_json
 from tvmc.cli.types import FileWithExt, FiniteFloatRange, SuggestChoice, format_option
 from tvmc.driver import DEVICES, FILL_MODES, TVMCResult, run
+from tvmc.driver.plots import PROFILE_FORMATS, check_extension, write_profile
 
 
 @click.command("run")
@@ -66,7 +68,36 @@ from tvmc.driver import DEVICES, FILL_MODES, TVMCResult, run
     show_default=True,
     help="Raise --number until one measurement lasts this long.",
 )
-@click.option("--profile", is_flag=True, help="Time each kernel call and print a table of them.")
+@click.option(
+    "--warmup",
+    type=click.IntRange(min=0),
+    default=1,
+    show_default=True,
+    metavar="N",
+    help="Untimed runs before --print-time measures (they page code in, start the threads).",
+)
+@click.option(
+    "--duration",
+    type=FiniteFloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    metavar="S",
+    help="With --print-time, keep measuring until S seconds have passed (at least --repeat "
+    "measurements; 0: exactly --repeat).",
+)
+@click.option(
+    "--profile",
+    is_flag=True,
+    help="Time each kernel call; print the time per model node (ONNX name, op, shapes).",
+)
+@click.option(
+    "--profile-out",
+    type=FileWithExt((".json", ".svg"), dir_okay=False),
+    multiple=True,
+    metavar="FILE",
+    help="Write the profile (implies --profile): .json a Chrome trace (Perfetto, "
+    "chrome://tracing), .svg a bar chart of time per node and op type. Repeatable.",
+)
 @click.option(
     "--end-to-end",
     is_flag=True,
@@ -91,13 +122,24 @@ def run_command(
     repeat: int,
     number: int,
     min_repeat_ms: float,
+    warmup: int,
+    duration: float,
     profile: bool,
+    profile_out: tuple[str, ...],
     end_to_end: bool,
     num_threads: int | None,
     output_format: str,
     json_flag: bool,
 ) -> None:
-    """Run PACKAGE_FILE (made by `tvmc compile`) once, and time or profile it when asked."""
+    """Run PACKAGE_FILE (made by `tvmc compile`) once, and time or profile it when asked.
+
+    \b
+    tvmc run model.tar --print-time --warmup 10 --duration 5   # p50..p99, inferences/s
+    tvmc run model.tar --profile                                # time per ONNX node
+    tvmc run model.tar --profile-out trace.json --profile-out chart.svg
+    """
+    for path in profile_out:  # before running: a typo should not cost a profile
+        check_extension(path, PROFILE_FORMATS, "--profile-out")
     result = run(
         package_file,
         device=device,
@@ -107,13 +149,18 @@ def run_command(
         repeat=repeat,
         number=number,
         min_repeat_ms=min_repeat_ms,
-        profile=profile,
+        profile=profile or bool(profile_out),
         num_threads=num_threads,
         end_to_end=end_to_end,
+        warmup=warmup,
+        duration=duration,
     )
     if outputs:
         result.save(outputs)
         err.print(f"saved {outputs}", markup=False)
+    for path in profile_out:
+        write_profile(path, result.profile_nodes, device, package_file)
+        err.print(f"saved {path}", markup=False)
     if wants_json(output_format, json_flag):
         document = {"package": package_file, "device": device, **result.to_json(print_top)}
         print_json({**document, "saved": outputs})
@@ -145,17 +192,36 @@ def print_text(result: TVMCResult, print_time: bool, print_top: int | None) -> N
 
 
 def print_profile(result: TVMCResult) -> None:
-    """The per-kernel table: node, kernel, time, share, GFLOP/s."""
+    """Per model node (ONNX name, op types of the fused group, shapes), its kernels under it:
+    time, share, GFLOP/s, GB/s."""
     table = Table(title="profile (median per call)", title_justify="left")
-    table.add_column("node")
-    table.add_column("kernel")
-    for column in ("time (ms)", "share %", "GFLOP/s"):
+    table.add_column("node", overflow="fold")
+    table.add_column("op", overflow="fold")
+    table.add_column("shapes", overflow="fold")
+    for column in ("time (ms)", "share %", "GFLOP/s", "GB/s"):
         table.add_column(column, justify="right")
-    for row in result.profile:
-        gflops = f"{row['gflops']:.2f}" if row["gflops"] is not None else "-"
-        table.add_row(row["node"], row["kernel"], f"{row['time_ms']:.4f}",
-                      f"{row['share_percent']:.1f}", gflops)  # fmt: skip
+    for node in result.profile_nodes:
+        table.add_row(Text(node["name"]), Text(node["op"]), Text(format_shapes(node)),
+                      f"{node['time_ms']:.4f}", f"{node['share_percent']:.1f}",
+                      _rate(node["gflops"]), _rate(node["gbps"]))  # fmt: skip
+        if len(node["kernels"]) > 1:
+            for kernel in node["kernels"]:
+                table.add_row(Text(f"└ {kernel['kernel']}", style="dim"), "", "",
+                              Text(f"{kernel['time_ms']:.4f}", style="dim"))  # fmt: skip
     table.add_section()
     total = sum(row["time_ms"] for row in result.profile)
-    table.add_row("total", "", f"{total:.4f}", "100.0", "")
+    table.add_row("total", "", "", f"{total:.4f}", "100.0", "", "")
     out.print(table)
+
+
+def format_shapes(node: dict) -> str:
+    """`1x3x224x224->1x64x112x112`: the node's first input and its output (weights and the
+    other inputs are in --format json)."""
+    if not node["inputs"]:
+        return ""
+    first, output = ("x".join(map(str, s)) or "scalar" for s in (node["inputs"][0], node["output"]))
+    return f"{first}->{output}"
+
+
+def _rate(value: float | None) -> str:
+    return f"{value:.2f}" if value is not None else "-"

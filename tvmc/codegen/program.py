@@ -9,7 +9,8 @@ The object also exports `__tvmc_layout`, the digest of the plan the code was com
 (`tvmc.codegen.layout`): a runtime compares it with the plan a package states before a call.
 
 Big programs compile in parallel: kernels are split into groups, each group is lowered and
-optimized in its own process, and the objects are merged into one relocatable object (`ld -r`).
+optimized in its own process, and the objects are merged into one relocatable object (`ld -r`,
+each part's constant-pool labels renamed first so that MCJIT cannot confuse them).
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ import dataclasses
 import multiprocessing
 import os
 import shutil
+import struct
 import subprocess
 import tempfile
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 
 from llvmlite import ir
 
@@ -42,6 +45,7 @@ from tvmc.kernel.visitor import tree_size
 
 I8, I64 = ir.IntType(8), ir.IntType(64)
 PARALLEL_MIN_KERNELS = 8  # below this, starting worker processes costs more than it saves
+PART_MARKS = b"ABCDEFGHJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"  # .LCPI -> .LCPA...
 
 
 def entry_signature(program: Program) -> KernelSignature:
@@ -94,8 +98,12 @@ def emit_program(
     target: CPUTarget | None = None,
     options: CodegenOptions | None = None,
     jobs: int | None = None,
+    on_kernels: Callable[[int, int], None] | None = None,
 ) -> CPUArtifact:
     """Compile every kernel of `program` and its entry function into one object.
+
+    `on_kernels(done, total)` is called as kernels' object code is done: at the start, then
+    per group of kernels a process finishes (with jobs=1: once, at the end).
 
     `jobs`: worker processes (default: $TVMC_CODEGEN_JOBS, else the physical cores; 1 compiles
     in this process, and is what a caller wanting `artifact.assembly` of the whole program must
@@ -106,16 +114,20 @@ def emit_program(
     jobs = jobs or codegen_jobs()
     if jobs > 1 and (len(program.kernels) < PARALLEL_MIN_KERNELS or not shutil.which("ld")):
         jobs = 1
-    groups = _partition(program.kernels, jobs)
+    groups = _partition(program.kernels, min(jobs, len(PART_MARKS)))
     main = CPUModule(target, options, name=program.entry)
     signatures = [KernelSignature.of(k) for k in program.kernels] + [entry_signature(program)]
     digest = layout_digest(program_plan(program, signatures))
+    total = len(program.kernels)
+    report = on_kernels or (lambda done, total: None)
+    report(0, total)
     if jobs == 1:
         for kernel in program.kernels:
             main.add_kernel(kernel)
         add_entry(main.module, program)
         add_layout_symbol(main.module, digest)
         artifact = main.build()
+        report(total, total)
         return dataclasses.replace(artifact, kernels=artifact.kernels + (entry_signature(program),))
 
     context = multiprocessing.get_context("fork")  # workers inherit the initialised LLVM
@@ -128,6 +140,11 @@ def emit_program(
         add_entry(main.module, program)
         add_layout_symbol(main.module, digest)
         first = main.build()
+        done = len(groups[0])
+        report(done, total)
+        for future in as_completed(futures):
+            done += len(groups[1 + futures.index(future)])
+            report(done, total)
         others = [f.result() for f in futures]
     objects = [first.object_code] + [o[0] for o in others]
     signatures = {s.name: s for s in first.kernels}
@@ -178,10 +195,38 @@ def _merge_objects(objects: list[bytes]) -> bytes:
         for i, data in enumerate(objects):
             paths.append(os.path.join(tmp, f"part{i}.o"))
             with open(paths[-1], "wb") as f:
-                f.write(data)
+                f.write(constant_pool_labels_of_part(data, i))
         out = os.path.join(tmp, "merged.o")
         done = subprocess.run(["ld", "-r", "-o", out, *paths], capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"merging objects failed: {done.stderr.strip()}")
         with open(out, "rb") as f:
             return f.read()
+
+
+def constant_pool_labels_of_part(object_code: bytes, part: int) -> bytes:
+    """The ELF object with its constant-pool labels (`.LCPI<f>_<n>`) renamed for `part`, in
+    place (`.LCPA...`, `.LCPB...`: same length, so nothing moves). LLVM keeps these labels in
+    the symbol table (relocations into mergeable sections need them), every part numbers them
+    from 0, and MCJIT binds a relocation by name to one of the same-named labels of the merged
+    object, whichever part's it is."""
+    if part >= len(PART_MARKS):
+        raise ValueError(f"at most {len(PART_MARKS)} parts can be merged, got part {part}")
+    data = bytearray(object_code)
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        raise ValueError("not a little-endian 64-bit ELF object")
+    shoff, (shentsize, shnum) = _u(data, 0x28, "Q")[0], _u(data, 0x3A, "HH")
+    sections = [_u(data, shoff + i * shentsize, "IIQQQQII") for i in range(shnum)]
+    for _, kind, _, _, offset, size, link, _ in sections:
+        if kind != 2:  # SHT_SYMTAB
+            continue
+        strtab = sections[link][4]
+        for at in range(offset, offset + size, 24):
+            name = strtab + _u(data, at, "I")[0]
+            if data[name : name + 5] == b".LCPI":
+                data[name + 4] = PART_MARKS[part]
+    return bytes(data)
+
+
+def _u(data: bytearray, at: int, fmt: str) -> tuple[int, ...]:
+    return struct.unpack_from("<" + fmt, data, at)

@@ -12,6 +12,7 @@ from tvmc.driver.api import compile_model, extract_tasks, load, run, tune
 from tvmc.driver.model import MODEL_FORMATS
 from tvmc.driver.objects import TVMCModel, TVMCPackage, TVMCResult
 from tvmc.driver.package import DEFAULT_PACKAGE, DUMP_FORMATS, TARGET_KINDS
+from tvmc.driver.pipeline import CompileProgress
 from tvmc.driver.runner import DEVICES, FILL_MODES
 from tvmc.driver.tune_options import TuneOptions
 from tvmc.driver.tuning import tune_tasks
@@ -25,6 +26,7 @@ __all__ = [
     "FILL_MODES",
     "MODEL_FORMATS",
     "TARGET_KINDS",
+    "CompileProgress",
     "TVMCModel",
     "TVMCPackage",
     "TVMCResult",

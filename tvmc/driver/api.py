@@ -16,6 +16,7 @@ from tvmc.autotune import Task
 from tvmc.driver.model import load_graph
 from tvmc.driver.objects import TVMCModel, TVMCPackage, TVMCResult
 from tvmc.driver.package import compile_graph, dump_formats
+from tvmc.driver.pipeline import CompileProgress
 from tvmc.driver.runner import check_run_options
 from tvmc.driver.tune_options import TuneOptions, tune_options
 from tvmc.driver.tuning import graph_tasks
@@ -63,12 +64,15 @@ def compile_model(
     model_format: str | None = None,
     tuning_records: str | os.PathLike[str] | None = None,
     force: bool = False,
+    progress: CompileProgress | None = None,
 ) -> TVMCPackage:
     """Compile a model (a TVMCModel or a model file) into a package; None path: a temp file.
 
     `tuning_records`: a records file (`tvmc tune`) whose best config per workload is applied;
     tasks without one keep the default schedule (one warning says how many). An existing file
     at `package_path` is replaced only if it is a tvmc package (not the model), or if `force`.
+    `progress`: told as stages begin (import, optimize, records, lower, codegen, link) and as
+    kernels' code is done (`tvmc compile` draws it on a terminal).
     """
     dump_formats(dump_code, target)  # a bad format fails before the model loads
     if isinstance(model, TVMCModel) and (shape_dict or dtype_dict or model_format):
@@ -77,11 +81,13 @@ def compile_model(
             "this model is loaded already"
         )
     loaded = not isinstance(model, TVMCModel)
+    if loaded:
+        (progress or CompileProgress()).stage("import")
     model = _model(model, shape_dict, dtype_dict, model_format)
     compiled = compile_graph(
         model.graph, model.source, target, package_path, opt_level, disabled_passes, dump_code,
         target_llvm_mcpu, target_llvm_mattr, target_llvm_mtriple, tuning_records=tuning_records,
-        load_times=model.load_times if loaded else None, force=force,
+        load_times=model.load_times if loaded else None, force=force, progress=progress,
     )  # fmt: skip
     return TVMCPackage._compiled(compiled)
 
@@ -98,20 +104,26 @@ def run(
     profile: bool = False,
     num_threads: int | None = None,
     end_to_end: bool = False,
+    *,
+    warmup: int = 1,
+    duration: float = 0.0,
 ) -> TVMCResult:
     """Run a compiled package (or its path) once; optionally time it and profile its kernels.
 
     `device` must be the one the package was compiled for ("cuda" for `--target cuda`).
     `end_to_end`: on cuda, timings include copying inputs in and outputs out (by default they
     time the GPU work alone); on the CPU inputs and outputs are not copied, so it changes nothing.
+    `warmup`: untimed runs before the measurements; `duration` > 0: measure until that many
+    seconds have passed, and at least `repeat` times.
     """
     if isinstance(package, TVMCModel):
         raise UsageError("this model is not compiled yet: run tvmc.compile(model) first")
-    check_run_options(device, repeat, number, min_repeat_ms, num_threads)  # before reading it
+    check_run_options(device, repeat, number, min_repeat_ms, num_threads, warmup, duration)
     if not isinstance(package, TVMCPackage):
         package = TVMCPackage(package)
     return package.run(device, inputs, fill_mode, benchmark, repeat, number, min_repeat_ms,
-                       profile, num_threads, end_to_end)  # fmt: skip
+                       profile, num_threads, end_to_end, warmup=warmup,
+                       duration=duration)  # fmt: skip
 
 
 def tune(

@@ -14,6 +14,7 @@ from tvmc.codegen.cuda_program import CUDAArtifact
 from tvmc.codegen.target import CUDATarget, target_kind
 from tvmc.driver.pipeline import (
     OPTIONAL_PASSES,
+    CompileProgress,
     CompileState,
     PassTime,
     run_pipeline,
@@ -122,7 +123,9 @@ def check_options(options: CompileOptions) -> CPUTarget | CUDATarget:
     return parse_target(options)
 
 
-def compile_state(graph: Graph, options: CompileOptions) -> CompileState:
+def compile_state(
+    graph: Graph, options: CompileOptions, progress: CompileProgress | None = None
+) -> CompileState:
     """The pipeline's starting state: a copy of `graph` (the input is kept), the target."""
     target = check_options(options)
     if isinstance(target, CUDATarget):
@@ -137,7 +140,7 @@ def compile_state(graph: Graph, options: CompileOptions) -> CompileState:
 
     return CompileState(
         _copy(graph), target, lowering_target, options.opt_level, options.codegen_jobs,
-        apply if records is not None else None,
+        apply if records is not None else None, progress=progress or CompileProgress(),
     )  # fmt: skip
 
 
@@ -150,9 +153,12 @@ def optimize(
     return state.graph, state.target, state.lowering_target
 
 
-def build(graph: Graph, options: CompileOptions) -> BuildResult:
-    """`graph` (a copy: the input is kept) through COMPILE_PIPELINE, every pass timed."""
-    state = run_pipeline(compile_state(graph, options), options.disabled_passes)
+def build(
+    graph: Graph, options: CompileOptions, progress: CompileProgress | None = None
+) -> BuildResult:
+    """`graph` (a copy: the input is kept) through COMPILE_PIPELINE, every pass timed and
+    reported to `progress`."""
+    state = run_pipeline(compile_state(graph, options, progress), options.disabled_passes)
     assert state.lowered is not None and state.artifact is not None
     seconds = stage_seconds(state.times)
     logger.info("compiled %d kernels in %s", len(state.lowered.program.kernels),

@@ -8,6 +8,7 @@ each step is imported one way. `tvmc.driver.api` (load, compile, run, tune) sits
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import time
@@ -22,6 +23,7 @@ from tvmc.driver.model import SAVED_MODEL_FORMAT, read_saved_graph, save_graph
 from tvmc.driver.outputs import check_output
 from tvmc.driver.package import CompiledPackage, compile_graph
 from tvmc.driver.pipeline import PassTime
+from tvmc.driver.profile import node_rows
 from tvmc.driver.runner import check_device, check_run_options, execute, make_inputs
 from tvmc.driver.tune_options import TuneOptions, tune_options
 from tvmc.driver.tuning import tune_graph
@@ -31,6 +33,7 @@ from tvmc.graph import Graph, TensorType
 from tvmc.runtime import Executor, ProgramInfo, Timings
 from tvmc.runtime.cuda import CUDAExecutor
 from tvmc.runtime.package import PackageContents, load_cuda, load_module, read_package
+from tvmc.runtime.timing import PERCENTILES
 
 
 class TVMCModel:
@@ -123,8 +126,11 @@ class TVMCPackage:
         self.package_path = os.fspath(package_path)
         self.use_shared_library = use_shared_library  # False: load mod.o without a linker
         self.dumps: dict[str, str] = {}  # --dump-code files written by compile_model
+        start = time.perf_counter()
         self._contents = read_package(self.package_path)
+        self._read_seconds = time.perf_counter() - start
         self._executor: Executor | CUDAExecutor | None = None
+        self.load_seconds: float | None = None  # read + code loaded, once executor() has run
 
     @classmethod
     def _written(cls, path: str, contents: PackageContents) -> TVMCPackage:
@@ -132,6 +138,7 @@ class TVMCPackage:
         package = cls.__new__(cls)
         package.package_path, package.use_shared_library = path, True
         package.dumps, package._contents, package._executor = {}, contents, None
+        package._read_seconds, package.load_seconds = 0.0, None  # in memory: nothing to read
         return package
 
     @classmethod
@@ -174,12 +181,14 @@ class TVMCPackage:
         A CUDA package loads on the GPU: device memory, kernels and the CUDA graph, once.
         """
         if self._executor is None:
+            start = time.perf_counter()
             contents = self._contents
             if contents.device == "cuda":
                 self._executor = load_cuda(self.package_path, contents)
             else:
                 module = load_module(self.package_path, contents, self.use_shared_library)
                 self._executor = Executor(module, contents.program, contents.params)
+            self.load_seconds = self._read_seconds + time.perf_counter() - start
         return self._executor
 
     def run(
@@ -194,18 +203,28 @@ class TVMCPackage:
         profile: bool = False,
         num_threads: int | None = None,
         end_to_end: bool = False,
+        *,
+        warmup: int = 1,
+        duration: float = 0.0,
     ) -> TVMCResult:
         """`tvmc.run(self, ...)`: run once on `device` (the one compiled for); optionally time
-        and profile. `end_to_end`: on cuda, timings include copying inputs in and outputs out."""
-        check_run_options(device, repeat, number, min_repeat_ms, num_threads)
+        and profile. `end_to_end`: on cuda, timings include copying inputs in and outputs out.
+        `warmup`: untimed runs before timing; `duration`: keep measuring until this many
+        seconds have passed (at least `repeat` measurements)."""
+        check_run_options(device, repeat, number, min_repeat_ms, num_threads, warmup, duration)
         check_device(self.device, device, self.metadata["target"], self.package_path)
         arrays = make_inputs(self.inputs, inputs, fill_mode)
         if num_threads is not None:
             set_num_threads(num_threads)  # process-wide, like TVMC_NUM_THREADS
+        cold = self._executor is None
+        executor = self.executor()
         outputs, times, rows = execute(
-            self.executor(), [arrays[name] for name in self.inputs], self.outputs, benchmark,
+            executor, [arrays[name] for name in self.inputs], self.outputs, benchmark,
             repeat, number, min_repeat_ms, profile, end_to_end,
+            warmup=warmup, duration=duration, load_seconds=self.load_seconds,
         )  # fmt: skip
+        if times is not None and not cold:  # loaded and run before: no cold start to report
+            times = dataclasses.replace(times, load_seconds=None, first_seconds=None)
         return TVMCResult(outputs, times, rows)
 
     def summary(self) -> dict[str, Any]:
@@ -262,10 +281,16 @@ class TVMCResult:
         for i, name in enumerate(self.output_names):
             self.outputs.setdefault(f"output_{i}", outputs[name])  # TVMC's names
         self.times = times
-        self.profile = profile or []
+        self.profile = profile or []  # one row per kernel call, in run order
+
+    @property
+    def profile_nodes(self) -> list[dict[str, Any]]:
+        """The profile summed per model node (ONNX name, op type, shapes), its kernels listed."""
+        return node_rows(self.profile)
 
     def format_times(self) -> str:
-        """TVMC's table: `Execution time summary:`, then mean/median/max/min/std in ms."""
+        """TVMC's table (`Execution time summary:`, then mean/median/max/min/std in ms), then
+        percentiles, throughput, load and first-inference times."""
         if self.times is None:
             raise UsageError("no timings: run with benchmark=True (--print-time)")
         t = self.times
@@ -274,7 +299,7 @@ class TVMCResult:
             f"{'mean (ms)':^12} {'median (ms)':^12} {'max (ms)':^12} "
             f"{'min (ms)':^12} {'std (ms)':^12}\n"
             f"{t.mean:^12.4f} {t.median:^12.4f} {t.max:^12.4f} {t.min:^12.4f} {t.std:^12.4f}"
-            "               "
+            "               \n" + format_more_times(t)
         )
 
     def get_output(self, name: str) -> np.ndarray:
@@ -318,6 +343,7 @@ class TVMCResult:
             },
             "time": None,
             "profile": self.profile,
+            "profile_nodes": self.profile_nodes,
         }
         if self.times is not None:
             results = [round(t * 1e3, 6) for t in self.times.results]
@@ -329,3 +355,19 @@ class TVMCResult:
     def __repr__(self) -> str:
         timed = f", mean {self.times.mean:.4f} ms" if self.times is not None else ""
         return f"TVMCResult(outputs={self.output_names}{timed})"
+
+
+def format_more_times(t: Timings) -> str:
+    """What trtexec and benchmark_app print beyond TVMC's table, in the same column style."""
+    heads = [f"p{q} (ms)" for q in PERCENTILES] + ["inferences/s"]
+    values = [t.percentile(q) for q in PERCENTILES] + [t.throughput]
+    lines = [" ".join(f"{h:^12}" for h in heads), " ".join(f"{v:^12.4f}" for v in values)]
+    cold = []
+    if t.load_seconds is not None:
+        cold.append(f"load {t.load_seconds * 1e3:.2f} ms")
+    if t.first_seconds is not None:
+        cold.append(f"first inference {t.first_seconds * 1e3:.4f} ms")
+    runs = "run" if t.warmup == 1 else "runs"
+    cold.append(f"{t.warmup} warm-up {runs}, {t.runs} timed in {len(t.results)} measurements "
+                f"over {t.seconds:.3f} s")  # fmt: skip
+    return "\n".join([*lines, ", ".join(cold)])

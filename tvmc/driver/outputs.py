@@ -106,3 +106,34 @@ def check_records_output(path: str | os.PathLike[str], inputs: Inputs | None = N
             f"refusing to write tuning records into {path!r}: it exists and is not a records "
             "file (its first line is not a tuning record); choose another path"
         )
+
+
+def write_text(
+    path: str | os.PathLike[str], content: str, marker: str, inputs: Inputs | None = None
+) -> str:
+    """Write a chart or trace at `path` atomically. An existing file is replaced only when its
+    start holds `marker` (`<svg`, `"traceEvents"`: one this command writes) and it is none of
+    `inputs`."""
+    path = os.fspath(path)
+    if os.path.lexists(path) and not os.path.isdir(path):
+        _refuse_inputs(path, inputs or {}, "")
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                ours = marker in f.read(PEEK_BYTES)
+        except OSError:
+            ours = False
+        if not ours:
+            raise UsageError(
+                f"refusing to replace {path!r}: it exists and is not a file tvmc writes there "
+                f"(no {marker} in it); choose another path or remove it"
+            )
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(content)
+        os.replace(tmp, path)
+    except OSError as exc:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise UsageError(f"cannot write {path!r}: {exc.strerror or exc}") from None
+    return path

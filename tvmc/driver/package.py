@@ -20,7 +20,7 @@ from tvmc.codegen.cuda_program import CUDAArtifact
 from tvmc.codegen.target import NVPTX_TRIPLE, CPUTarget, CUDATarget, target_kind
 from tvmc.driver.compiler import TARGET_KINDS, BuildResult, CompileOptions, build
 from tvmc.driver.outputs import check_output
-from tvmc.driver.pipeline import PassTime, stage_seconds
+from tvmc.driver.pipeline import CompileProgress, PassTime, stage_seconds
 from tvmc.errors import UsageError, did_you_mean
 from tvmc.graph import Graph
 from tvmc.runtime import ProgramInfo
@@ -85,6 +85,7 @@ def compile_graph(
     tuning_records: str | os.PathLike[str] | None = None,
     load_times: list[PassTime] | None = None,
     force: bool = False,
+    progress: CompileProgress | None = None,
 ) -> CompiledPackage:
     """Compile a graph (from `source`, a model file) into a package; None path: a temp file.
 
@@ -92,7 +93,7 @@ def compile_graph(
     tasks without one keep the default schedule (one warning says how many). `load_times`: the
     passes of loading the model, when it was loaded to be compiled (metadata records them).
     The package replaces an existing tvmc package only: not the model, not any other file,
-    unless `force`.
+    unless `force`. `progress` hears each stage begin and kernels' code get done.
     """
     dumps = dump_formats(dump_code, target)
     if package_path is not None:
@@ -109,9 +110,11 @@ def compile_graph(
         codegen_jobs=1 if "asm" in dumps else None,  # assembly needs the one in-process module
         tuning_records=os.fspath(tuning_records) if tuning_records is not None else None,
     )
-    result = build(graph, options)
+    progress = progress or CompileProgress()
+    result = build(graph, options, progress)
     passes += result.passes
 
+    progress.stage("link")
     start = time.perf_counter()
     library = None
     # the system linker makes code for this machine's CPU only

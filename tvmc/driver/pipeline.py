@@ -44,6 +44,17 @@ class PassTime:
         return {"pass": self.name, "stage": self.stage, "seconds": self.seconds}
 
 
+class CompileProgress:
+    """What compiling reports as it goes (the CLI draws it); every method may be left as is.
+    Stages, in order: import (loading a model file), optimize, records, lower, codegen, link."""
+
+    def stage(self, name: str) -> None:
+        """A stage begins."""
+
+    def kernels(self, done: int, total: int) -> None:
+        """Code generation has finished `done` of the program's `total` kernels."""
+
+
 @dataclass
 class CompileState:
     """What the passes read and write, in pipeline order."""
@@ -60,6 +71,7 @@ class CompileState:
     lowered: LoweredModel | None = None
     artifact: CPUArtifact | CUDAArtifact | None = None
     times: list[PassTime] = field(default_factory=list)
+    progress: CompileProgress = field(default_factory=CompileProgress)
 
 
 @dataclass(frozen=True)
@@ -112,10 +124,13 @@ def _codegen(state: CompileState) -> None:
     assert state.lowered is not None
     program = state.lowered.program
     if isinstance(state.target, CUDATarget):
+        state.progress.kernels(0, len(program.kernels))
         state.artifact = emit_cuda_program(program, state.target)
+        state.progress.kernels(len(program.kernels), len(program.kernels))
     else:
         options = CodegenOptions(opt_level=max(state.opt_level, 1))
-        state.artifact = emit_program(program, state.target, options, jobs=state.codegen_jobs)
+        state.artifact = emit_program(program, state.target, options, jobs=state.codegen_jobs,
+                                      on_kernels=state.progress.kernels)  # fmt: skip
 
 
 COMPILE_PIPELINE: list[CompilePass] = [
@@ -153,9 +168,13 @@ def run_pipeline(
     """Run the passes of COMPILE_PIPELINE (those of `stages`, default all) on `state` in order,
     timing each; a disabled pass does what DISABLED_INSTEAD says, or nothing."""
     skip, wanted = set(disabled), None if stages is None else set(stages)
+    stage = None
     for step in COMPILE_PIPELINE:
         if (wanted is not None and step.stage not in wanted) or not step.applies(state):
             continue
+        if step.stage != stage:
+            stage = step.stage
+            state.progress.stage(stage)
         if step.name in skip:
             if step.name in DISABLED_INSTEAD:
                 DISABLED_INSTEAD[step.name](state)

@@ -7,13 +7,16 @@ the outputs in a `TVMCResult`); never prints.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import time
 import zipfile
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from tvmc.driver.profile import profile_rows
 from tvmc.dtypes import FLOATS, as_dtype
 from tvmc.errors import InputError, UsageError, did_you_mean, unknown_choice
 from tvmc.graph import TensorType
@@ -103,7 +106,13 @@ def fill(typ: TensorType, fill_mode: str, rng: np.random.Generator) -> np.ndarra
 
 
 def check_run_options(
-    device: str, repeat: int, number: int, min_repeat_ms: float, num_threads: int | None
+    device: str,
+    repeat: int,
+    number: int,
+    min_repeat_ms: float,
+    num_threads: int | None,
+    warmup: int = 1,
+    duration: float = 0.0,
 ) -> None:
     """A UsageError for an unknown device or a count out of range."""
     if device not in DEVICES:
@@ -112,9 +121,13 @@ def check_run_options(
         (repeat, "repeat", 1),
         (number, "number", 1),
         (min_repeat_ms, "min_repeat_ms", 0),
+        (warmup, "warmup", 0),
+        (duration, "duration", 0),
     ):
-        if value < low:
+        if not value >= low:  # NaN fails too
             raise UsageError(f"{what} must be at least {low}, got {value}")
+    if duration == float("inf"):
+        raise UsageError("duration must be a finite number of seconds")
     if num_threads is not None and num_threads < 1:
         raise UsageError(f"num_threads must be at least 1, got {num_threads}")
 
@@ -140,35 +153,24 @@ def execute(
     min_repeat_ms: float = 0.0,
     profile: bool = False,
     end_to_end: bool = False,
+    *,
+    warmup: int = 1,
+    duration: float = 0.0,
+    load_seconds: float | None = None,
 ) -> tuple[dict[str, np.ndarray], Timings | None, list[dict[str, Any]] | None]:
     """Run loaded code once on `inputs` (in the entry's order): (outputs by name, timings when
-    `benchmark`, profile rows when `profile`)."""
+    `benchmark`, profile rows when `profile`). The timings carry `load_seconds` and the first
+    run's time (cold: it pages code in and starts the threads)."""
     executor.set_inputs(inputs)
+    start = time.perf_counter()
     raw = executor.run()
+    first_seconds = time.perf_counter() - start
     arrays = {name: array.reshape(typ.shape) for (name, typ), array in zip(outputs.items(), raw)}
     times = None
-    if benchmark and isinstance(executor, CUDAExecutor):
-        times = executor.benchmark(number, repeat, min_repeat_ms, end_to_end=end_to_end)
-    elif benchmark:
-        times = executor.benchmark(number, repeat, min_repeat_ms)
-    rows = profile_rows(executor.profile(repeat)) if profile else None
+    if benchmark:
+        extra = {"end_to_end": end_to_end} if isinstance(executor, CUDAExecutor) else {}
+        times = executor.benchmark(number, repeat, min_repeat_ms, warmup=warmup,
+                                   duration=duration, **extra)  # fmt: skip
+        times = dataclasses.replace(times, load_seconds=load_seconds, first_seconds=first_seconds)
+    rows = profile_rows(executor.profile(repeat), executor.info) if profile else None
     return arrays, times, rows
-
-
-def profile_rows(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Executor profile rows with milliseconds, share of the total and GFLOP/s."""
-    total = sum(row["seconds"] for row in calls) or 1.0
-    rows = []
-    for row in calls:
-        seconds, flops = row["seconds"], row["flops"]
-        rows.append(
-            {
-                "node": row["node"],
-                "kernel": row["kernel"],
-                "time_ms": seconds * 1e3,
-                "share_percent": 100.0 * seconds / total,
-                "flops": flops,
-                "gflops": flops / seconds / 1e9 if flops and seconds > 0 else None,
-            }
-        )
-    return rows

@@ -136,6 +136,8 @@ class ConvertContext:
                 self.fresh_name(f"{outputs[0]}_{i}") for i in range(len(outputs), len(types))
             ]
         node = Node(op, node_inputs, outputs, attrs, self._node_name(op))
+        if self.current is not None:
+            node.origin, node.origin_op = self.current.name, self.current.op_type
         values = [self.const(n) for n in node_inputs if n]
         if values and all(v is not None for v in values):
             for name, array in zip(outputs, evaluate_node(node, values)):

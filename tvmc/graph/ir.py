@@ -72,6 +72,9 @@ class Node:
     outputs: list[str]
     attrs: dict[str, Any] = field(default_factory=dict)
     name: str = ""
+    # the ONNX node this node was converted from, for profiles ("": made by a pass, or unnamed)
+    origin: str = ""
+    origin_op: str = ""
 
     def __post_init__(self) -> None:
         self.inputs = list(self.inputs)

@@ -24,7 +24,15 @@ def graph_to_json(graph: Graph) -> str:
         "params": list(graph.params),
         "types": {k: {"shape": list(t.shape), "dtype": t.dtype} for k, t in graph.types.items()},
         "nodes": [
-            {"name": n.name, "op": n.op, "inputs": n.inputs, "outputs": n.outputs, "attrs": n.attrs}
+            {
+                "name": n.name,
+                "op": n.op,
+                "inputs": n.inputs,
+                "outputs": n.outputs,
+                "attrs": n.attrs,
+                "origin": n.origin,
+                "origin_op": n.origin_op,
+            }
             for n in graph.nodes
         ],
     }
@@ -50,6 +58,8 @@ def graph_from_json(text: str, params: dict[str, Any]) -> Graph:
                 n["outputs"],
                 {k: canonical_attr(v) for k, v in n["attrs"].items()},
                 n["name"],
+                str(n.get("origin", "")),  # saved before origins were kept: none
+                str(n.get("origin_op", "")),
             )
             for n in doc["nodes"]
         ]

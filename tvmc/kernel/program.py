@@ -45,6 +45,25 @@ class ProgramBuffer:
 
 
 @dataclass(frozen=True)
+class Source:
+    """One model node a call computes (for profiles): its ONNX name and op type, the shapes of
+    its inputs and of its first output."""
+
+    name: str
+    op: str
+    inputs: tuple[tuple[int, ...], ...] = ()
+    output: tuple[int, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "op": self.op, "inputs": [list(s) for s in self.inputs],
+                "output": list(self.output)}  # fmt: skip
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Source:
+        return cls(d["name"], d["op"], tuple(tuple(s) for s in d["inputs"]), tuple(d["output"]))
+
+
+@dataclass(frozen=True)
 class Call:
     """Kernel `kernel` on program buffers `args` (one per kernel param, same order)."""
 
@@ -52,6 +71,7 @@ class Call:
     args: tuple[str, ...]
     node: str = ""  # the graph node (or fused group) this call implements, for profiles
     flops: int = 0  # floating-point operations of one call, for GFLOP/s in profiles
+    sources: tuple[Source, ...] = ()  # the model nodes it computes, the group's own node first
 
 
 @dataclass

@@ -10,7 +10,7 @@ import numpy as np
 
 from tvmc.graph import Graph, Node, TensorType
 from tvmc.kernel import Buffer, Expr, Kernel
-from tvmc.kernel.program import Call, Program, ProgramBuffer
+from tvmc.kernel.program import Call, Program, ProgramBuffer, Source
 from tvmc.lower.fuse import FusionPlan, plan_fusion
 from tvmc.lower.memory import aligned_size, plan_workspace
 from tvmc.lower.share import shared_kernels
@@ -54,7 +54,8 @@ class KernelLowering:
         self.refs: dict[str, TensorRef] = {}
         self.producer = graph.producers()
         self.kernels: list[Kernel] = []
-        self.calls: list[tuple[Kernel, str, int]] = []  # (kernel, node name, flops)
+        # (kernel, node name, flops, the model nodes it computes)
+        self.calls: list[tuple[Kernel, str, int, tuple[Source, ...]]] = []
         self.new_params: dict[Buffer, np.ndarray] = {}
         self.temps: set[Buffer] = set()
         self.output_copies: dict[str, str] = {}  # copy buffer -> the graph output it holds
@@ -181,10 +182,33 @@ class KernelLowering:
 
     def emit(self, kernels: list[Kernel], node: Node, chain: list[Node]) -> None:
         flops = node_flops(self.graph, node)
+        sources = self.sources([node, *chain])
         for i, kernel in enumerate(kernels):
             self.kernels.append(kernel)
             label = node.name + "".join(f"+{c.op}" for c in chain)
-            self.calls.append((kernel, label, flops if i == len(kernels) - 1 else 0))
+            self.calls.append((kernel, label, flops if i == len(kernels) - 1 else 0, sources))
+
+    def sources(self, group: list[Node]) -> tuple[Source, ...]:
+        """The model nodes a kernel group computes: `group` (its node, then its epilogue), then
+        the producers of the tensors it inlines in graph order; one per ONNX node."""
+        members = {id(n): n for n in group}
+        pending = [name for n in group for name in n.inputs if name]
+        while pending:
+            tensor = pending.pop()
+            producer = self.producer.get(tensor)
+            if tensor in self.plan.inlined and producer and id(producer) not in members:
+                members[id(producer)] = producer
+                pending += [name for name in producer.inputs if name]
+        order = {id(n): i for i, n in enumerate(self.graph.nodes)}
+        inlined = [n for n in members.values() if all(n is not g for g in group)]
+        by_name: dict[str, Source] = {}
+        for n in [*group, *sorted(inlined, key=lambda n: order[id(n)])]:
+            name = n.origin or n.name
+            if name not in by_name:  # the first graph node of a decomposed ONNX node
+                inputs = tuple(self.graph.types[i].shape for i in n.inputs if i)
+                output = self.graph.types[n.outputs[0]].shape if n.outputs else ()
+                by_name[name] = Source(name, n.origin_op or n.op, inputs, output)
+        return tuple(by_name.values())
 
     # ---- outputs, storage ----------------------------------------------------------------------
     def copy_outputs(self) -> dict[int, Buffer]:
@@ -203,7 +227,7 @@ class KernelLowering:
                     src = self.ref(name)
                     kernel = schedule_injective(ctx, "copy", [(copy, typ.ndim, src.read)])
                     self.kernels.append(kernel)
-                    self.calls.append((kernel, f"copy {name}", 0))
+                    self.calls.append((kernel, f"copy {name}", 0, ()))
                 self.output_copies[copy.name] = name
                 slots[index] = copy
             else:
@@ -276,7 +300,7 @@ def plan_memory(state: KernelLowering) -> LoweredModel:
 
     owners = {buf: state.storage_owner(buf) for buf in dict.fromkeys(used + list(fixed))}
     workspace = {o.name: o.nbytes for o in set(owners.values()) if o not in fixed}
-    call_args = [[owners[b].name for b in k.params] for k, _, _ in state.calls]
+    call_args = [[owners[b].name for b in k.params] for k, *_ in state.calls]
     offsets, total = plan_workspace(workspace, call_args)
 
     buffers: dict[str, ProgramBuffer] = {}
@@ -291,8 +315,8 @@ def plan_memory(state: KernelLowering) -> LoweredModel:
         kernels=[k for k in state.kernels if runs[k.name] is k],
         buffers=buffers,
         calls=[
-            Call(runs[k.name].name, tuple(b.name for b in k.params), label, flops)
-            for k, label, flops in state.calls
+            Call(runs[k.name].name, tuple(b.name for b in k.params), label, flops, sources)
+            for k, label, flops, sources in state.calls
         ],  # fmt: skip
         inputs=[state.buffer(n).name for n in graph.inputs],
         outputs=[out_slots[i].name for i in range(len(graph.outputs))],

@@ -6,6 +6,7 @@ Out: `Executor`, `ProgramInfo`, `Timings`; `cuda.CUDAExecutor` (a program's PTX 
 replayed as one CUDA graph).
 """
 
-from tvmc.runtime.executor import Executor, ProgramInfo, Timings, aligned_empty, mean_seconds
+from tvmc.runtime.executor import Executor, ProgramInfo, aligned_empty
+from tvmc.runtime.timing import Timings, mean_seconds
 
 __all__ = ["Executor", "ProgramInfo", "Timings", "aligned_empty", "mean_seconds"]

@@ -10,6 +10,7 @@ CUDA events: by default the graph alone (what the GPU spends), with `end_to_end`
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import statistics
 from collections.abc import Callable, Mapping, Sequence
@@ -22,7 +23,8 @@ from tvmc.errors import InputError
 from tvmc.runtime import cuda_driver
 from tvmc.runtime.cuda_driver import CUDAError, check
 from tvmc.runtime.cuda_jit import load_module
-from tvmc.runtime.executor import ProgramInfo, Timings, aligned_empty, bound_inputs
+from tvmc.runtime.executor import ProgramInfo, aligned_empty, bound_inputs
+from tvmc.runtime.timing import Timings, measure
 
 logger = logging.getLogger("tvmc")
 
@@ -181,21 +183,28 @@ class CUDAExecutor:
 
     def benchmark(
         self, number: int = 1, repeat: int = 10, min_repeat_ms: float = 0.0,
-        end_to_end: bool = False,
+        end_to_end: bool = False, warmup: int = 1, duration: float = 0.0,
     ) -> Timings:  # fmt: skip
-        """`repeat` results, each the mean of `number` (or more) runs, timed by CUDA events."""
-        self.step()  # warm-up; the inputs are on the GPU from here on for graph-only timing
+        """`repeat` results (more to fill `duration` seconds), each the mean of `number` (or
+        more) runs timed by CUDA events, after `warmup` untimed runs."""
+        self.step()  # one warm-up at least: it puts the inputs on the GPU for graph-only timing
         self.synchronize()
         step = self.step if end_to_end else self.call
-        return Timings(tuple(self._mean_seconds(step, number, min_repeat_ms)
-                             for _ in range(repeat)))  # fmt: skip
+        timings = measure(lambda: self._timed_runs(step, number, min_repeat_ms), step, repeat,
+                          max(warmup - 1, 0), duration)  # fmt: skip
+        return dataclasses.replace(timings, warmup=max(warmup, 1))
 
-    def _mean_seconds(self, step: Callable[[], None], number: int, min_repeat_ms: float) -> float:
-        """Mean seconds of `step` between two events, `number` raised until min_repeat_ms."""
+    def _timed_runs(
+        self, step: Callable[[], None], number: int, min_repeat_ms: float
+    ) -> tuple[float, int]:
+        """(mean seconds of `step` between two events, runs in all tries): `number` raised
+        until min_repeat_ms, as `timing.timed_runs`."""
+        calls = 0
         while True:
             elapsed_ms = self._events_ms(lambda n=number: [step() for _ in range(n)])
+            calls += number
             if elapsed_ms >= min_repeat_ms or min_repeat_ms <= 0:
-                return elapsed_ms / 1e3 / number
+                return elapsed_ms / 1e3 / number, calls
             number = max(number * 2, int(number * min_repeat_ms / max(elapsed_ms, 1e-3)) + 1)
 
     def _events_ms(self, work: Callable[[], Any]) -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ctypes
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,8 +13,9 @@ import numpy as np
 
 from tvmc.codegen import LoadedModule
 from tvmc.errors import InputError
-from tvmc.kernel.program import Call, ProgramBuffer
+from tvmc.kernel.program import Call, ProgramBuffer, Source
 from tvmc.runtime.package_check import check_layout, check_plan
+from tvmc.runtime.timing import Timings, measure, timed_runs
 
 ALIGN = 64
 
@@ -49,7 +50,13 @@ class ProgramInfo:
             "params": self.params,
             "buffers": [b.to_json() for b in self.buffers.values()],
             "calls": [
-                {"kernel": c.kernel, "args": list(c.args), "node": c.node, "flops": c.flops}
+                {
+                    "kernel": c.kernel,
+                    "args": list(c.args),
+                    "node": c.node,
+                    "flops": c.flops,
+                    "sources": [s.to_json() for s in c.sources],
+                }
                 for c in self.calls
             ],  # fmt: skip
             "workspace_bytes": self.workspace_bytes,
@@ -59,45 +66,12 @@ class ProgramInfo:
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> ProgramInfo:
         buffers = [ProgramBuffer.from_json(b) for b in d["buffers"]]
-        calls = [Call(c["kernel"], tuple(c["args"]), c.get("node", ""), c.get("flops", 0))
+        calls = [Call(c["kernel"], tuple(c["args"]), c.get("node", ""), c.get("flops", 0),
+                      tuple(Source.from_json(s) for s in c.get("sources", ())))
                  for c in d["calls"]]  # fmt: skip
         return cls(d["entry"], list(d["inputs"]), list(d["outputs"]), list(d["params"]),
                    {b.name: b for b in buffers}, calls, int(d["workspace_bytes"]),
                    int(d.get("naive_bytes", 0)))  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Timings:
-    """Seconds per inference, one value per repeat (each the mean of `number` runs)."""
-
-    results: tuple[float, ...]
-
-    def _ms(self) -> list[float]:
-        return [t * 1e3 for t in self.results]
-
-    @property
-    def mean(self) -> float:
-        return statistics.fmean(self._ms())
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self._ms())
-
-    @property
-    def max(self) -> float:
-        return max(self._ms())
-
-    @property
-    def min(self) -> float:
-        return min(self._ms())
-
-    @property
-    def std(self) -> float:
-        return statistics.pstdev(self._ms())
-
-    def to_json(self) -> dict[str, float]:
-        """mean/median/max/min/std in milliseconds."""
-        return {f"{k}_ms": getattr(self, k) for k in ("mean", "median", "max", "min", "std")}
 
 
 class Executor:
@@ -158,10 +132,15 @@ class Executor:
             raise InputError("inputs are not bound; call set_inputs first")
         self._entry(self._args_ptr, self._workspace_ptr)
 
-    def benchmark(self, number: int = 1, repeat: int = 10, min_repeat_ms: float = 0.0) -> Timings:
-        """TVM's time_evaluator: `repeat` results, each the mean over `number` (or more) runs."""
-        self.call()  # warm-up: page in code and workspace, start the thread pool
-        return Timings(tuple(mean_seconds(self.call, number, min_repeat_ms) for _ in range(repeat)))
+    def benchmark(
+        self, number: int = 1, repeat: int = 10, min_repeat_ms: float = 0.0, warmup: int = 1,
+        duration: float = 0.0,
+    ) -> Timings:  # fmt: skip
+        """TVM's time_evaluator: `repeat` results (more to fill `duration` seconds), each the
+        mean over `number` (or more) runs, after `warmup` untimed runs (they page in code and
+        workspace and start the thread pool)."""
+        return measure(lambda: timed_runs(self.call, number, min_repeat_ms), self.call, repeat,
+                       warmup, duration)  # fmt: skip
 
     def profile(self, repeat: int = 10) -> list[dict[str, Any]]:
         """Per-call median seconds, by kernel, in run order (calls from Python: slower overall)."""
@@ -207,15 +186,3 @@ def bound_inputs(info: ProgramInfo, arrays: list[np.ndarray]) -> list[np.ndarray
 
 def _size(shape: tuple[int, ...]) -> int:
     return int(np.prod(shape, dtype=np.int64))
-
-
-def mean_seconds(fn: Callable[[], None], number: int, min_repeat_ms: float) -> float:
-    """Mean seconds per call over `number` calls, raising `number` until `min_repeat_ms` passes."""
-    while True:
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        elapsed = time.perf_counter() - start
-        if elapsed * 1e3 >= min_repeat_ms or min_repeat_ms <= 0:
-            return elapsed / number
-        number = max(number * 2, int(number * min_repeat_ms / max(elapsed * 1e3, 1e-3)) + 1)

@@ -33,6 +33,10 @@ if TYPE_CHECKING:
 
 MAX_JSON_DEPTH = 64  # mod.json nests 4 deep, metadata.json about 6: deeper is not ours
 MAX_RANK = 32  # numpy's limit on dimensions is 64; no model tensor comes close
+# a call's model nodes (profiles only): generous bounds on what a reader displays
+MAX_SOURCES = 1024  # nodes fused into one kernel
+MAX_SOURCE_INPUTS = 64
+MAX_SOURCE_TEXT = 1024  # characters of a node name or op type
 _STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"')
 _OPEN, _CLOSE = np.frombuffer(b"[{", np.uint8), np.frombuffer(b"]}", np.uint8)
 _HEX = re.compile(r"[0-9a-f]{64}")
@@ -151,7 +155,29 @@ EXTENTS = (
 BUFFER = {"name": NAME, "shape": SHAPE, "dtype": DTYPE,
           "storage": (lambda v: v in STORAGE_KINDS, f"one of {', '.join(STORAGE_KINDS)}"),
           "index": COUNT, "offset": COUNT}  # fmt: skip
-CALL = {"kernel": NAME, "args": NAMES, "node?": TEXT, "flops?": COUNT}
+
+
+def _is_source(value: Any) -> bool:
+    """{"name", "op", "inputs", "output"}: a model node a call computes, within the bounds."""
+    return (
+        isinstance(value, dict)
+        and {"name", "op", "inputs", "output"} <= set(value)  # more: a newer tvmc's, ignored
+        and all(
+            isinstance(value[k], str) and len(value[k]) <= MAX_SOURCE_TEXT for k in ("name", "op")
+        )  # fmt: skip
+        and isinstance(value["inputs"], list)
+        and len(value["inputs"]) <= MAX_SOURCE_INPUTS
+        and all(map(is_shape, value["inputs"]))
+        and is_shape(value["output"])
+    )
+
+
+SOURCES = (
+    lambda v: isinstance(v, list) and len(v) <= MAX_SOURCES and all(map(_is_source, v)),
+    f"a list of at most {MAX_SOURCES} {{name, op, inputs, output}} objects (names of at most "
+    f"{MAX_SOURCE_TEXT} characters, at most {MAX_SOURCE_INPUTS} input shapes)",
+)
+CALL = {"kernel": NAME, "args": NAMES, "node?": TEXT, "flops?": COUNT, "sources?": SOURCES}
 LAUNCH = {"kernel": NAME, "grid": EXTENTS, "block": EXTENTS, "shared": COUNT, "args": NAMES,
           "node?": TEXT, "flops?": COUNT}  # fmt: skip
 TENSOR = {"name": NAME, "buffer": NAME, "shape": SHAPE, "dtype": DTYPE}
