@@ -114,7 +114,7 @@ def test_objects_of_many_processes_merge_right_for_mcjit(rng, jobs):
     """Every part numbers its constant-pool labels from 0 (.LCPI0_0); MCJIT bound each such
     relocation to one part's label, so from 3 processes on the merged mod.o read another
     kernel's constants (Exp gave -2.2e-12 for 1.134) while mod.so was right."""
-    ops = ["Exp", "Neg", "Sigmoid", "Tanh", "Abs", "Sqrt", "Relu", "Neg", "Sigmoid", "Exp"]
+    ops = ["Exp", "Neg", "Sigmoid", "Tanh", "Abs", "Sqrt", "Relu", "Floor", "Ceil", "Erf"]
     nodes = [helper.make_node(op, [f"t{i}"], [f"t{i + 1}"]) for i, op in enumerate(ops)]
     model = model_of(nodes, [("t0", [3, 1000])], [f"t{len(ops)}"])
     x = rng.standard_normal((3, 1000)).astype(np.float32)
