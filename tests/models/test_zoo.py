@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import tvmc
-from tvmc.errors import ModelError, UnsupportedModelError
+from tvmc.errors import ModelError
 
 ZOO = Path(__file__).parent / "zoo"
 MANIFEST = json.loads((ZOO / "manifest.json").read_text())
@@ -37,11 +37,6 @@ XFAIL: dict[str, tuple[type[BaseException], str]] = {
         "[192, 192] (dilations [1, 1]) does not fit input [1, 192, 2, 2] with pads "
         "[0, 0, 0, 0] (transformers' EfficientNet pools with AvgPool2d(hidden_dim, "
         "ceil_mode=True); ONNX's ceil_mode gives a 1x1 output, onnxruntime runs it)",
-    ),
-    "raft_tiny": (
-        UnsupportedModelError,
-        "Error: the model uses ops tvmc does not support: "
-        "GridSample (4 nodes, first 'node_GridSample_308')",
     ),
 }
 

@@ -1,0 +1,19 @@
+"""Converters of the vision ops: GridSample (opset 16's mode names mapped to opset 20's)."""
+
+from __future__ import annotations
+
+from tvmc.frontend.context import ConvertContext, OnnxNode
+from tvmc.frontend.converters.registry import converter
+
+_GRID_SAMPLE_MODES = {"bilinear": "linear", "bicubic": "cubic"}  # GridSample-16's names
+
+
+@converter("GridSample")
+def GridSample(ctx: ConvertContext, node: OnnxNode) -> None:
+    mode = node.attrs.get("mode", "linear" if ctx.opset >= 20 else "bilinear")
+    attrs = {
+        "mode": _GRID_SAMPLE_MODES.get(mode, mode),
+        "padding_mode": node.attrs.get("padding_mode", "zeros"),
+        "align_corners": int(node.attrs.get("align_corners", 0)),
+    }
+    ctx.add("GridSample", node.inputs, attrs, outputs=node.outputs)
