@@ -86,3 +86,21 @@ def test_grid_sample_bad_grid_names_the_node(rng):
                               {"mode": "cubic"}, opset=20)  # fmt: skip
     with pytest.raises(ModelError, match="cubic mode takes 4-D"):
         convert_model(cubic)
+
+
+# ---- AffineGrid ------------------------------------------------------------------------------
+@pytest.mark.parametrize("size", [(2, 3, 4, 5), (1, 1, 1, 3), (2, 1, 3, 4, 2), (1, 2, 1, 2, 1)])
+@pytest.mark.parametrize("align_corners", [0, 1])
+def test_affine_grid(size, align_corners, rng):
+    k = len(size) - 2
+    theta = rng.standard_normal((size[0], k, k + 1)).astype(F32)
+    sizes = {"size": np.array(size, np.int64)}
+    attrs = {"align_corners": align_corners}
+    check("AffineGrid", {"theta": theta}, attrs, sizes, opset=20, **CLOSE)
+
+
+def test_affine_grid_cuda_and_float64(rng):
+    theta = rng.standard_normal((2, 2, 3))
+    size = {"size": np.array([2, 3, 5, 7], np.int64)}
+    check("AffineGrid", {"theta": theta}, {}, size, opset=20, **CLOSE)
+    check("AffineGrid", {"theta": theta.astype(F32)}, {}, size, opset=20, target=CUDA, **CLOSE)

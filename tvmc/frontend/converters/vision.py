@@ -1,4 +1,5 @@
-"""Converters of the vision ops: GridSample (opset 16's mode names mapped to opset 20's)."""
+"""Converters of the vision ops: GridSample (opset 16's mode names mapped to opset 20's),
+AffineGrid (its size a constant)."""
 
 from __future__ import annotations
 
@@ -17,3 +18,13 @@ def GridSample(ctx: ConvertContext, node: OnnxNode) -> None:
         "align_corners": int(node.attrs.get("align_corners", 0)),
     }
     ctx.add("GridSample", node.inputs, attrs, outputs=node.outputs)
+
+
+@converter("AffineGrid")
+def AffineGrid(ctx: ConvertContext, node: OnnxNode) -> None:
+    size = ctx.require_const(node, 1, "size").tolist()
+    attrs = {
+        "size": [int(s) for s in size],
+        "align_corners": int(node.attrs.get("align_corners", 0)),
+    }
+    ctx.add("AffineGrid", node.inputs[:1], attrs, outputs=node.outputs)
