@@ -104,3 +104,43 @@ def test_affine_grid_cuda_and_float64(rng):
     size = {"size": np.array([2, 3, 5, 7], np.int64)}
     check("AffineGrid", {"theta": theta}, {}, size, opset=20, **CLOSE)
     check("AffineGrid", {"theta": theta.astype(F32)}, {}, size, opset=20, target=CUDA, **CLOSE)
+
+
+# ---- RoiAlign --------------------------------------------------------------------------------
+def regions(rng, count: int, height: int, width: int) -> np.ndarray:
+    """(x1, y1, x2, y2) boxes: inside, crossing the border, tiny, and far outside the image."""
+    corner = rng.uniform(-3, [width, height], (count, 2))
+    size = rng.uniform(0.2, [width, height], (count, 2))
+    boxes = np.concatenate([corner, corner + size], axis=1)
+    boxes[-1] = [width + 5, height + 5, width + 9, height + 6]
+    return boxes.astype(F32)
+
+
+@pytest.mark.parametrize("mode", ["avg", "max"])
+@pytest.mark.parametrize("ctm", ["half_pixel", "output_half_pixel"])
+@pytest.mark.parametrize("sampling_ratio", [0, 2])
+def test_roi_align(mode, ctm, sampling_ratio, rng):
+    x = rng.standard_normal((2, 3, 10, 12)).astype(F32)
+    rois = regions(rng, 6, 20, 24)  # spatial_scale 0.5: image coordinates
+    batch = rng.integers(0, 2, 6).astype(np.int64)
+    attrs = {"mode": mode, "coordinate_transformation_mode": ctm, "output_height": 3,
+             "output_width": 4, "sampling_ratio": sampling_ratio, "spatial_scale": 0.5}  # fmt: skip
+    check("RoiAlign", {"x": x, "rois": rois, "batch": batch}, attrs, opset=16, **CLOSE)
+
+
+def test_roi_align_opset_10_and_constant_regions(rng):
+    x = rng.standard_normal((1, 2, 6, 5)).astype(F32)
+    constants = {"rois": regions(rng, 3, 6, 5), "batch": np.zeros(3, np.int64)}
+    attrs = {"output_height": 2, "output_width": 2}
+    check("RoiAlign", {"x": x}, attrs, constants, opset=10, **CLOSE)
+    check("RoiAlign", {"x": x}, {**attrs, "mode": "max"}, constants, opset=16, **CLOSE)
+
+
+def test_roi_align_float64_and_cuda(rng):
+    x = rng.standard_normal((2, 2, 7, 6))
+    inputs = {"x": x, "rois": regions(rng, 4, 7, 6).astype(np.float64),
+              "batch": np.array([1, 0, 1, 0], np.int64)}  # fmt: skip
+    attrs = {"output_height": 2, "output_width": 3}
+    check("RoiAlign", inputs, attrs, opset=16, **CLOSE)
+    inputs = {k: v.astype(F32) if v.dtype == np.float64 else v for k, v in inputs.items()}
+    check("RoiAlign", inputs, attrs, opset=16, target=CUDA, **CLOSE)

@@ -28,3 +28,15 @@ def AffineGrid(ctx: ConvertContext, node: OnnxNode) -> None:
         "align_corners": int(node.attrs.get("align_corners", 0)),
     }
     ctx.add("AffineGrid", node.inputs[:1], attrs, outputs=node.outputs)
+
+
+_ROI_ALIGN_ATTRS = ("output_height", "output_width", "sampling_ratio", "spatial_scale", "mode",
+                    "coordinate_transformation_mode")  # fmt: skip
+
+
+@converter("RoiAlign")
+def RoiAlign(ctx: ConvertContext, node: OnnxNode) -> None:
+    attrs = {k: node.attrs[k] for k in _ROI_ALIGN_ATTRS if k in node.attrs}
+    if ctx.opset < 16:  # RoiAlign-10 shifts no half pixel (its only behaviour)
+        attrs["coordinate_transformation_mode"] = "output_half_pixel"
+    ctx.add("RoiAlign", node.inputs, attrs, outputs=node.outputs)

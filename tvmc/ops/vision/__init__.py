@@ -1,12 +1,13 @@
-"""Vision ops that sample, pool or scatter by coordinates: GridSample, AffineGrid. Registered
-here.
+"""Vision ops that sample, pool or scatter by coordinates: GridSample, AffineGrid, RoiAlign.
+Registered here.
 
-Each is a compute (serving every target through the injective schedule) whose input positions
-come from data: a grid of normalized coordinates. Every position is clamped into its input
-before it is read, so no kernel reads out of bounds, whatever the data.
+Their input positions come from data (a grid of normalized coordinates, regions of interest).
+Every position is clamped into its input before it is read, so no kernel reads out of bounds,
+whatever the data. GridSample and AffineGrid are computes, serving every target through the
+injective schedule; RoiAlign, whose sample loops have run-time extents, is a template.
 """
 
-from tvmc.ops.lowering import computed
+from tvmc.ops.lowering import Template, computed
 from tvmc.ops.registry import OPAQUE, OpDef, register
 from tvmc.ops.vision.affine_grid import (
     AFFINE_GRID_ATTRS,
@@ -20,6 +21,12 @@ from tvmc.ops.vision.grid_sample import (
     grid_sample_compute,
     grid_sample_rule,
 )
+from tvmc.ops.vision.roi_align import (
+    ROI_ALIGN_ATTRS,
+    roi_align,
+    roi_align_rule,
+    roi_align_template,
+)
 
 register(
     OpDef("GridSample", grid_sample_rule, grid_sample, computed(grid_sample_compute),
@@ -28,4 +35,9 @@ register(
 register(
     OpDef("AffineGrid", affine_grid_rule, affine_grid, computed(affine_grid_compute),
           AFFINE_GRID_ATTRS, OPAQUE)
+)  # fmt: skip
+_ROI_ALIGN = Template(roi_align_template)
+register(
+    OpDef("RoiAlign", roi_align_rule, roi_align, {"cpu": _ROI_ALIGN, "cuda": _ROI_ALIGN},
+          ROI_ALIGN_ATTRS, OPAQUE, num_inputs=(3, 3))
 )  # fmt: skip
