@@ -40,3 +40,12 @@ def RoiAlign(ctx: ConvertContext, node: OnnxNode) -> None:
     if ctx.opset < 16:  # RoiAlign-10 shifts no half pixel (its only behaviour)
         attrs["coordinate_transformation_mode"] = "output_half_pixel"
     ctx.add("RoiAlign", node.inputs, attrs, outputs=node.outputs)
+
+
+@converter("Col2Im")
+def Col2Im(ctx: ConvertContext, node: OnnxNode) -> None:
+    attrs = {k: [int(v) for v in node.attrs[k]] for k in ("dilations", "pads", "strides")
+             if k in node.attrs}  # fmt: skip
+    attrs["image_shape"] = [int(v) for v in ctx.require_const(node, 1, "image_shape")]
+    attrs["block_shape"] = [int(v) for v in ctx.require_const(node, 2, "block_shape")]
+    ctx.add("Col2Im", node.inputs[:1], attrs, outputs=node.outputs)

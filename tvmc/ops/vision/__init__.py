@@ -1,10 +1,11 @@
-"""Vision ops that sample, pool or scatter by coordinates: GridSample, AffineGrid, RoiAlign.
-Registered here.
+"""Vision ops that sample, pool or scatter by coordinates: GridSample, AffineGrid, RoiAlign,
+Col2Im. Registered here.
 
 Their input positions come from data (a grid of normalized coordinates, regions of interest).
 Every position is clamped into its input before it is read, so no kernel reads out of bounds,
 whatever the data. GridSample and AffineGrid are computes, serving every target through the
-injective schedule; RoiAlign, whose sample loops have run-time extents, is a template.
+injective schedule; RoiAlign, whose sample loops have run-time extents, and Col2Im, which loops
+over its block's taps, are templates.
 """
 
 from tvmc.ops.lowering import Template, computed
@@ -15,6 +16,7 @@ from tvmc.ops.vision.affine_grid import (
     affine_grid_compute,
     affine_grid_rule,
 )
+from tvmc.ops.vision.col2im import COL2IM_ATTRS, col2im, col2im_rule, col2im_template
 from tvmc.ops.vision.grid_sample import (
     GRID_SAMPLE_ATTRS,
     grid_sample,
@@ -41,3 +43,7 @@ register(
     OpDef("RoiAlign", roi_align_rule, roi_align, {"cpu": _ROI_ALIGN, "cuda": _ROI_ALIGN},
           ROI_ALIGN_ATTRS, OPAQUE, num_inputs=(3, 3))
 )  # fmt: skip
+_COL2IM = Template(col2im_template)
+register(
+    OpDef("Col2Im", col2im_rule, col2im, {"cpu": _COL2IM, "cuda": _COL2IM}, COL2IM_ATTRS, OPAQUE)
+)
