@@ -206,3 +206,38 @@ def test_col2im_dilated_not_2d_against_the_onnx_reference(case, rng):
     reference is the oracle for those."""
     inputs, attrs, constants = col2im_case(rng, *case)
     onnx_reference_check("Col2Im", inputs, attrs, constants, opset=18, **CLOSE)
+
+
+# ---- MaxUnpool (a ScatterElements over the flattened output) -------------------------------------
+def unpool_case(rng, shape, out_spatial, duplicates=False):
+    """X and flat indices into an (N, C, out_spatial...) output, as MaxPool's Indices."""
+    total = shape[0] * shape[1] * int(np.prod(out_spatial))
+    x = rng.standard_normal(shape).astype(F32)
+    count = int(np.prod(shape))
+    flat = rng.integers(0, 3, count) if duplicates else rng.permutation(total)[:count]
+    return x, flat.reshape(shape).astype(np.int64)
+
+
+@pytest.mark.parametrize(
+    "shape, attrs, out_spatial",
+    [
+        ((2, 3, 3, 4), {"kernel_shape": [2, 2], "strides": [2, 2]}, (6, 8)),
+        ((1, 2, 3, 3), {"kernel_shape": [3, 2], "strides": [2, 1], "pads": [1, 0, 0, 1]}, (6, 3)),
+        ((1, 2, 5), {"kernel_shape": [3]}, (7,)),
+        ((1, 1, 2, 2, 3), {"kernel_shape": [2, 2, 2], "strides": [2, 2, 1]}, (4, 4, 4)),
+    ],
+)
+def test_max_unpool(shape, attrs, out_spatial, rng):
+    x, indices = unpool_case(rng, shape, out_spatial)
+    check("MaxUnpool", {"x": x, "i": indices}, attrs, expect="ScatterElements", opset=11,
+          rtol=0, atol=0)  # fmt: skip
+
+
+def test_max_unpool_output_shape_and_repeated_indices(rng):
+    """output_shape (MaxPool's input had an odd size) frames the indices, as in onnxruntime;
+    repeated indices: the last write wins, as there."""
+    x, indices = unpool_case(rng, (1, 2, 2, 2), (5, 5), duplicates=True)
+    shape = {"shape": np.array([1, 2, 5, 5], np.int64)}
+    attrs = {"kernel_shape": [2, 2], "strides": [2, 2]}
+    check("MaxUnpool", {"x": x, "i": indices}, attrs, shape, expect="ScatterElements", opset=11,
+          rtol=0, atol=0)  # fmt: skip

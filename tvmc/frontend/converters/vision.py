@@ -1,7 +1,12 @@
 """Converters of the vision ops: GridSample (opset 16's mode names mapped to opset 20's),
-AffineGrid (its size a constant)."""
+AffineGrid, RoiAlign and Col2Im (shapes resolved to constants); MaxUnpool decomposes into
+ScatterElements and Reshapes."""
 
 from __future__ import annotations
+
+import math
+
+import numpy as np
 
 from tvmc.frontend.context import ConvertContext, OnnxNode
 from tvmc.frontend.converters.registry import converter
@@ -49,3 +54,28 @@ def Col2Im(ctx: ConvertContext, node: OnnxNode) -> None:
     attrs["image_shape"] = [int(v) for v in ctx.require_const(node, 1, "image_shape")]
     attrs["block_shape"] = [int(v) for v in ctx.require_const(node, 2, "block_shape")]
     ctx.add("Col2Im", node.inputs[:1], attrs, outputs=node.outputs)
+
+
+@converter("MaxUnpool")
+def MaxUnpool(ctx: ConvertContext, node: OnnxNode) -> None:
+    """Zeros with X scattered to the positions in I (flat over the whole output, as MaxPool's
+    Indices): one ScatterElements over the flattened tensors."""
+    x = ctx.type(node.inputs[0])
+    kernel = list(node.attrs["kernel_shape"])
+    k = len(kernel)
+    strides = list(node.attrs.get("strides", [1] * k))
+    pads = list(node.attrs.get("pads", [0] * 2 * k))
+    if x.ndim != k + 2 or len(strides) != k or len(pads) != 2 * k:
+        raise ValueError(f"kernel_shape {kernel}, strides and pads do not fit input {x}")
+    if node.input(2):
+        shape = [int(v) for v in ctx.require_const(node, 2, "output_shape")]
+    else:
+        shape = [*x.shape[:2], *((x.shape[2 + d] - 1) * strides[d] + kernel[d] - pads[d]
+                                  - pads[d + k] for d in range(k))]  # fmt: skip
+    if len(shape) != x.ndim or shape[:2] != list(x.shape[:2]) or min(shape) < 0:
+        raise ValueError(f"output shape {shape} does not fit input {x}")
+    zeros = ctx.add_const(np.zeros(math.prod(shape), x.dtype))
+    (values,) = ctx.add("Reshape", node.inputs[:1], {"shape": (x.size,)})
+    (where,) = ctx.add("Reshape", node.inputs[1:2], {"shape": (x.size,)})
+    (flat,) = ctx.add("ScatterElements", [zeros, where, values], {"axis": 0})
+    ctx.add("Reshape", [flat], {"shape": tuple(shape)}, outputs=node.outputs)
