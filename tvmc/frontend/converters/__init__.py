@@ -3,7 +3,8 @@
 tensor, vision. Families with no op family of their own (CONVERTER_ONLY) decompose into the
 others' ops: the transformer blocks (`attention`: Attention, LinearAttention; `transformer`:
 RotaryEmbedding, SwiGLU, CausalConvWithState), `recurrent` (RNN, GRU, LSTM unrolled) and
-`control_flow` (If, Loop, Scan inlined).
+`control_flow` (If, Loop, Scan inlined), `signal` (DFT and STFT as a MatMul, windows and mel
+filters as constants).
 
 A converter reads an `OnnxNode` and calls `ctx.add(...)` with our op names and normalized
 attributes (opset differences, e.g. axes that moved from attribute to input, handled as data).
@@ -24,6 +25,7 @@ from tvmc.frontend.converters import (
     recurrent,
     reduction,
     resize,
+    signal,
     tensor,
     transformer,
     vision,
@@ -32,8 +34,8 @@ from tvmc.frontend.converters.registry import CONVERTERS, Converter, converter, 
 
 FAMILIES = (attention, control_flow, conv, elementwise, linalg, loss, norm, pool, quantization,
             recurrent, reduction, resize, tensor, transformer,
-            vision)  # fmt: skip
+            vision, signal)  # fmt: skip
 # decompositions into the other families' ops: no op family in tvmc.ops
-CONVERTER_ONLY = (attention, control_flow, recurrent, transformer)
+CONVERTER_ONLY = (attention, control_flow, recurrent, transformer, signal)
 
 __all__ = ["CONVERTERS", "CONVERTER_ONLY", "FAMILIES", "Converter", "converter", "same_name"]
