@@ -241,3 +241,47 @@ def test_max_unpool_output_shape_and_repeated_indices(rng):
     attrs = {"kernel_shape": [2, 2], "strides": [2, 2]}
     check("MaxUnpool", {"x": x, "i": indices}, attrs, shape, expect="ScatterElements", opset=11,
           rtol=0, atol=0)  # fmt: skip
+
+
+# ---- DeformConv (DeformableColumns, then a grouped MatMul) --------------------------------------
+def deform_case(rng, x_shape, w_shape, attrs, offset_group=1, mask=True, bias=True):
+    n, _, h, w = x_shape
+    (kh, kw), s = w_shape[2:], attrs.get("strides", [1, 1])
+    d, p = attrs.get("dilations", [1, 1]), attrs.get("pads", [0, 0, 0, 0])
+    oh = (h + p[0] + p[2] - d[0] * (kh - 1) - 1) // s[0] + 1
+    ow = (w + p[1] + p[3] - d[1] * (kw - 1) - 1) // s[1] + 1
+    inputs = {
+        "x": rng.standard_normal(x_shape).astype(F32),
+        "w": rng.standard_normal(w_shape).astype(F32),
+        "offset": rng.uniform(-2.5, 2.5, (n, offset_group * kh * kw * 2, oh, ow)).astype(F32),
+    }
+    order = ["x", "w", "offset", "b" if bias else "", "mask" if mask else ""]
+    if bias:
+        inputs["b"] = rng.standard_normal(w_shape[0]).astype(F32)
+    if mask:
+        inputs["mask"] = rng.uniform(0, 1, (n, offset_group * kh * kw, oh, ow)).astype(F32)
+    return inputs, order
+
+
+@pytest.mark.parametrize(
+    "x_shape, w_shape, attrs, offset_group",
+    [
+        ((2, 4, 6, 7), (5, 4, 3, 3), {}, 1),
+        ((1, 4, 8, 6), (6, 2, 3, 2), {"group": 2, "strides": [2, 1], "pads": [1, 0, 2, 1]}, 2),
+        ((1, 6, 7, 7), (4, 6, 2, 3), {"dilations": [2, 1], "pads": [1, 1, 1, 1]}, 3),
+    ],
+)
+def test_deform_conv(x_shape, w_shape, attrs, offset_group, rng):
+    inputs, order = deform_case(rng, x_shape, w_shape, attrs, offset_group)
+    attrs = {**attrs, "offset_group": offset_group}
+    check("DeformConv", inputs, attrs, opset=19, input_order=order, expect="DeformableColumns",
+          **CLOSE)  # fmt: skip
+
+
+def test_deform_conv_constant_weights_no_mask_no_bias_and_cuda(rng):
+    inputs, order = deform_case(rng, (1, 3, 5, 5), (2, 3, 3, 3), {}, mask=False, bias=False)
+    weights = {"w": inputs.pop("w")}
+    check("DeformConv", inputs, {}, weights, opset=19, input_order=order,
+          expect="DeformableColumns", **CLOSE)  # fmt: skip
+    check("DeformConv", inputs, {}, weights, opset=19, input_order=order,
+          expect="DeformableColumns", target=CUDA, **CLOSE)  # fmt: skip

@@ -79,3 +79,36 @@ def MaxUnpool(ctx: ConvertContext, node: OnnxNode) -> None:
     (where,) = ctx.add("Reshape", node.inputs[1:2], {"shape": (x.size,)})
     (flat,) = ctx.add("ScatterElements", [zeros, where, values], {"axis": 0})
     ctx.add("Reshape", [flat], {"shape": tuple(shape)}, outputs=node.outputs)
+
+
+@converter("DeformConv")
+def DeformConv(ctx: ConvertContext, node: OnnxNode) -> None:
+    """DeformableColumns (every channel sampled at every moved tap), then one MatMul per group
+    of the weights (oC / G, C / G * K) with the columns (C / G * K, positions), plus the bias."""
+    x, w = ctx.type(node.inputs[0]), ctx.type(node.inputs[1])
+    if x.ndim != 4 or w.ndim != 4:
+        raise ValueError(f"DeformConv takes 2-D images and kernels, got {x} and {w}")
+    group = int(node.attrs.get("group", 1))
+    kernel = list(node.attrs.get("kernel_shape", w.shape[2:]))
+    if group < 1 or x.shape[1] != w.shape[1] * group or w.shape[0] % group:
+        raise ValueError(f"weights {w} do not fit input {x} in {group} group(s)")
+    if kernel != list(w.shape[2:]):
+        raise ValueError(f"kernel_shape {kernel} differs from the weights' {list(w.shape[2:])}")
+    attrs = {"kernel_shape": kernel, "strides": list(node.attrs.get("strides", [1, 1])),
+             "pads": list(node.attrs.get("pads", [0] * 4)),
+             "dilations": list(node.attrs.get("dilations", [1, 1])),
+             "offset_group": int(node.attrs.get("offset_group", 1))}  # fmt: skip
+    sampled = [node.inputs[0], node.inputs[2]] + ([node.input(4)] if node.input(4) else [])
+    (columns,) = ctx.add("DeformableColumns", sampled, attrs)
+    n, rows, oh, ow = ctx.type(columns).shape
+    (grouped,) = ctx.add("Reshape", [columns], {"shape": (n, group, rows // group, oh * ow)})
+    per_group = (group, w.shape[0] // group, rows // group)
+    (weights,) = ctx.add("Reshape", [node.inputs[1]], {"shape": per_group})
+    (product,) = ctx.add("MatMul", [weights, grouped])  # (N, G, oC / G, positions)
+    shape = {"shape": (n, w.shape[0], oh, ow)}
+    if not node.input(3):
+        ctx.add("Reshape", [product], shape, outputs=node.outputs)
+        return
+    (out,) = ctx.add("Reshape", [product], shape)
+    (bias,) = ctx.add("Reshape", [node.input(3)], {"shape": (w.shape[0], 1, 1)})
+    ctx.add("Add", [out, bias], outputs=node.outputs)
