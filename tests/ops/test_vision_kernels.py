@@ -285,3 +285,15 @@ def test_deform_conv_constant_weights_no_mask_no_bias_and_cuda(rng):
           expect="DeformableColumns", **CLOSE)  # fmt: skip
     check("DeformConv", inputs, {}, weights, opset=19, input_order=order,
           expect="DeformableColumns", target=CUDA, **CLOSE)  # fmt: skip
+
+
+def test_float16_sampling_computes_in_float32(rng):
+    """float16 GridSample and RoiAlign interpolate in float32 and round once."""
+    x = rng.standard_normal((1, 2, 5, 6)).astype(np.float16)
+    grid = sample_grid(rng, (1, 3, 4, 2)).astype(np.float16)
+    half = {"rtol": 1e-3, "atol": 1e-3}
+    for mode in ("nearest", "linear", "cubic"):
+        check("GridSample", {"x": x, "grid": grid}, {"mode": mode}, opset=20, **half)
+    inputs = {"x": x, "rois": regions(rng, 3, 5, 6).astype(np.float16),
+              "batch": np.zeros(3, np.int64)}  # fmt: skip
+    check("RoiAlign", inputs, {"output_height": 2, "output_width": 2}, opset=16, **half)
