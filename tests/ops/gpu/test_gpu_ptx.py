@@ -295,6 +295,9 @@ TEMPLATE_CASES = {
         {},
     ),
     "TopK": ("TopK", [T(6, 40)], {"k": 5, "axis": 1}, {}),
+    "RoiAlign": ("RoiAlign", [T(1, 2, 6, 6), T(2, 4), T(2, dtype="int64")], {}, {}),
+    "Col2Im": ("Col2Im", [T(1, 4, 4)], {"image_shape": [3, 3], "block_shape": [2, 2]}, {}),
+    "Det": ("Det", [T(2, 3, 3)], {}, {}),
 }
 
 
