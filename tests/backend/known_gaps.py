@@ -30,6 +30,14 @@ GAP_RULES: list[tuple[str, str]] = [
      "If/Loop with optional or sequence values: sequences and optionals are not supported"),
     (r"test_not_[234]d", "opset 1 model: tvmc supports opsets 7 to 22"),
     (r"test_resize_\w+_antialias", "antialiased downsampling is not supported"),
+    (r"test_dft_inverse(_opset19)?",
+     "the expected Nyquist bin's imaginary part, exactly 0 for this real input, holds 1.9e-7 of "
+     "float32 FFT rounding, above the case's atol of 1e-7: tvmc's float32 result is within "
+     "1e-14 of 0 (onnxruntime, 7e-6 off, fails it too)"),
+    (r"test_maxunpool_export_with_output_shape",
+     "MaxUnpool with output_shape: tvmc reads the indices in the output_shape frame, as "
+     "onnxruntime does (MaxPool's indices of the original, larger input); ONNX's reference reads "
+     "them in the frame of the shape inferred from the kernel and places that in a corner"),
     (r"test_resize_downsample_scales_(cubic|linear)_align_corners",
      "align_corners with scales: tvmc uses the integer output length, as onnxruntime and "
      "PyTorch do; the ONNX reference uses the fractional one"),

@@ -100,6 +100,8 @@ def model_files(tmp_path: Path) -> None:
     (tmp_path / "models").mkdir()
     unsupported = make_model(["Relu", "FooBar", "FooBar"], ["relu0", "first_foo", "second_foo"])
     (tmp_path / "unsupported.onnx").write_bytes(unsupported.SerializeToString())
+    data_dependent = make_model(["Relu", "NonZero", "Unique"], ["relu0", "nz", "uniq"])
+    (tmp_path / "data_dependent.onnx").write_bytes(data_dependent.SerializeToString())
     (tmp_path / "load_json.json").write_text(json.dumps({"load": {"format": "json"}}))
     (tmp_path / "flat_json.json").write_text(json.dumps({"format": "json"}))
     (tmp_path / "unknown_key.json").write_text(json.dumps({"frmat": "json"}))
@@ -149,6 +151,14 @@ ERRORS = {
         ["load", "unsupported.onnx"],
         5,
         [r"FooBar", r"\b2 nodes\b", r"first 'first_foo'"],
+    ),
+    "data-dependent shapes": (
+        ["compile", "data_dependent.onnx"],
+        5,
+        [
+            r"NonZero \(1 node, first 'nz'\) \[its output shape depends on the data",
+            r"Unique \(1 node, first 'uniq'\) \[its output shape depends on the data",
+        ],
     ),
     "misspelt subcommand": (["lod", "tiny.onnx"], 2, [r"No such command 'lod'", r"'load'\?"]),
     "unknown option": (["load", "tiny.onnx", "--fromat", "json"], 2, [r"--fromat", r"--format"]),

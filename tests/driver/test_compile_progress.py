@@ -16,7 +16,7 @@ from tvmc.driver import CompileProgress
 from tvmc.driver.compiler import CompileOptions, build
 from tvmc.frontend import convert_model
 
-OPS = ["Exp", "Neg", "Sigmoid", "Tanh", "Abs", "Sqrt", "Relu", "Floor", "Ceil", "Erf"]  # all distinct
+OPS = ["Exp", "Neg", "Sigmoid", "Tanh", "Abs", "Sqrt", "Relu", "Floor", "Ceil", "Erf"]
 
 
 class Recorder(CompileProgress):

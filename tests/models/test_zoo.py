@@ -22,7 +22,6 @@ import numpy as np
 import pytest
 
 import tvmc
-from tvmc.errors import UnsupportedModelError
 
 ZOO = Path(__file__).parent / "zoo"
 MANIFEST = json.loads((ZOO / "manifest.json").read_text())
@@ -30,13 +29,7 @@ MODELS = {entry["name"]: entry for entry in MANIFEST["models"]}
 MAX_BYTES = 8_000_000  # the committed zoo stays small: shrink a model rather than grow this
 
 # name -> (the exception it raises today, the reason): known gaps, strict so that a fix shows.
-XFAIL: dict[str, tuple[type[BaseException], str]] = {
-    "raft_tiny": (
-        UnsupportedModelError,
-        "Error: the model uses ops tvmc does not support: "
-        "GridSample (4 nodes, first 'node_GridSample_308')",
-    ),
-}
+XFAIL: dict[str, tuple[type[BaseException], str]] = {}
 
 # Also compiled for CUDA and run on a fake GPU by the kernel IR interpreter (about a minute each
 # on 2 cores: the interpreter runs every GPU thread; the CNNs take ~4 minutes, so none here).

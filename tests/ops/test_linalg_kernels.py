@@ -13,11 +13,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.lowering_helpers import check_lowered
+from tests.lowering_helpers import check_lowered, run_node
 from tests.onnx_helpers import single_node_model
 from tests.ops.test_conv_kernels import lower_and_run
 from tvmc.frontend import convert_model
+from tvmc.graph import Node, TensorType
 from tvmc.ops import OPS
+from tvmc.ops.lowering import LoweringTarget
 from tvmc.passes import IMPORT_PIPELINE, run_passes
 
 TOL = {"rtol": 1e-4, "atol": 1e-5}
@@ -159,3 +161,28 @@ def test_epilogue(op, rng):
         arrays["c"] = randn(rng, 40)
     got, want, residual = run_template(op, arrays, {"b", "c"}, attrs, epilogue=True)
     np.testing.assert_allclose(got, np.maximum(want + np.float32(0.5), 0) + residual, **TOL)
+
+
+# ---- Det -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("shape", [(1, 1), (2, 2), (3, 3), (5, 4, 4), (2, 3, 7, 7)])
+def test_det(shape, rng):
+    x = rng.standard_normal(shape).astype(np.float32)
+    check_lowered("Det", {"x": x}, opset=22, rtol=1e-4, atol=1e-5, expect="Det")
+
+
+def test_det_singular_pivoting_and_cuda(rng):
+    """A zero leading entry needs a row exchange; a singular matrix gives 0."""
+    swap = np.array([[0.0, 2.0, 1.0], [3.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    singular = np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [0.0, 1.0, 5.0]])
+    batch = np.stack([swap, singular, rng.standard_normal((3, 3))]).astype(np.float32)
+    check_lowered("Det", {"x": batch}, opset=22, rtol=1e-5, atol=1e-6, expect="Det")
+    x = rng.standard_normal((4, 5, 5)).astype(np.float32)
+    cuda = LoweringTarget(kind="cuda")
+    check_lowered("Det", {"x": x}, opset=22, rtol=1e-4, atol=1e-5, target=cuda, expect="Det")
+
+
+def test_det_float64_against_numpy(rng):
+    """onnxruntime has no float64 Det: numpy's LU is the oracle."""
+    x = rng.standard_normal((3, 6, 6))
+    (got,) = run_node(Node("Det", ["x"], ["y"], {}), [x], [TensorType((3,), "float64")])
+    np.testing.assert_allclose(got, np.linalg.det(x), rtol=1e-12)

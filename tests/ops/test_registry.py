@@ -91,7 +91,7 @@ def test_every_converter_family_has_an_op_family():
     ops_families.discard("schedule")
     frontend = {m.__name__.rsplit(".", 1)[1] for m in FAMILIES}
     converter_only = {m.__name__.rsplit(".", 1)[1] for m in CONVERTER_ONLY}
-    assert converter_only == {"attention", "control_flow", "recurrent", "transformer"}
+    assert converter_only == {"attention", "control_flow", "recurrent", "signal", "transformer"}
     assert converter_only <= frontend and not converter_only & ops_families
     assert frontend - converter_only == ops_families
     assert "Conv" in CONVERTERS and "Gemm" in CONVERTERS

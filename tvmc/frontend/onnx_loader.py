@@ -54,9 +54,14 @@ def model_opset(model: onnx.ModelProto) -> int:
     return MAX_OPSET
 
 
+# Ops refused by design, not yet to be written: tvmc compiles static shapes, and these ops'
+# output shapes depend on the values of their inputs (detectors' box selection).
+DATA_DEPENDENT = ("NonZero", "Unique", "NonMaxSuppression")
+
+
 def check_supported(model: onnx.ModelProto) -> None:
     """One error listing every unsupported op type, its count and its first node, those inside
-    subgraphs (If branches, Loop and Scan bodies) included."""
+    subgraphs (If branches, Loop and Scan bodies) included, and why for ops refused by design."""
     counts: Counter[str] = Counter()
     first: dict[str, str] = {}
     for node, where in walk(model.graph.node):
@@ -67,8 +72,10 @@ def check_supported(model: onnx.ModelProto) -> None:
         name = repr(node.name or (node.output[0] if node.output else "?"))
         first.setdefault(key, f"{name} in {where}" if where else name)
     if counts:
+        why = " [its output shape depends on the data, and tvmc compiles static shapes]"
         listing = ", ".join(
-            f"{op} ({n} node{'s' * (n > 1)}, first {first[op]})" for op, n in counts.most_common()
+            f"{op} ({n} node{'s' * (n > 1)}, first {first[op]})" + why * (op in DATA_DEPENDENT)
+            for op, n in counts.most_common()
         )
         raise UnsupportedModelError(f"the model uses ops tvmc does not support: {listing}")
 

@@ -20,10 +20,12 @@ from tvmc.ops import (
     reduction,
     resize,
     tensor,
+    vision,
 )
 from tvmc.ops.interpret import run_reference
 from tvmc.ops.registry import OPS, OpDef, evaluate_node, get_op, infer_node
 
-FAMILIES = (conv, elementwise, linalg, loss, norm, pool, quantization, reduction, resize, tensor)
+FAMILIES = (conv, elementwise, linalg, loss, norm, pool, quantization, reduction, resize, tensor,
+            vision)  # fmt: skip
 
 __all__ = ["FAMILIES", "OPS", "OpDef", "evaluate_node", "get_op", "infer_node", "run_reference"]

@@ -146,6 +146,34 @@ CASES = {
     "transpose": ("Transpose", [T(2, 3, 40)], {"perm": [2, 0, 1]}, {}),
     "cumsum": ("CumSum", [T(4, 7, 40)], {"axis": 1, "exclusive": True}, {}),
     "cumprod_f16": ("CumProd", [T(3, 50, dtype="float16")], {"axis": 1, "reverse": True}, {}),
+    # vision and linalg templates and computes with data-dependent positions
+    "grid_sample_cubic": (
+        "GridSample",
+        [T(1, 3, 8, 8), T(1, 4, 4, 2)],
+        {"mode": "cubic", "padding_mode": "reflection"},
+        {},
+    ),
+    "grid_sample_3d_f16": (
+        "GridSample",
+        [T(1, 2, 4, 4, 4, dtype="float16"), T(1, 2, 2, 2, 3, dtype="float16")],
+        {},
+        {},
+    ),
+    "affine_grid": ("AffineGrid", [T(2, 2, 3)], {"size": [2, 1, 5, 6]}, {}),
+    "roi_align": (
+        "RoiAlign",
+        [T(1, 4, 10, 10), T(3, 4), T(3, dtype="int64")],
+        {"output_height": 2, "output_width": 3},
+        {},
+    ),
+    "col2im": ("Col2Im", [T(1, 8, 12)], {"image_shape": [4, 5], "block_shape": [2, 2]}, {}),
+    "det": ("Det", [T(4, 5, 5)], {}, {}),
+    "deformable_columns": (
+        "DeformableColumns",
+        [T(1, 4, 6, 6), T(1, 18, 4, 4), T(1, 9, 4, 4)],
+        {"kernel_shape": [3, 3], "strides": [1, 1], "pads": [0, 0, 0, 0], "dilations": [1, 1]},
+        {},
+    ),
 }
 
 
@@ -267,6 +295,9 @@ TEMPLATE_CASES = {
         {},
     ),
     "TopK": ("TopK", [T(6, 40)], {"k": 5, "axis": 1}, {}),
+    "RoiAlign": ("RoiAlign", [T(1, 2, 6, 6), T(2, 4), T(2, dtype="int64")], {}, {}),
+    "Col2Im": ("Col2Im", [T(1, 4, 4)], {"image_shape": [3, 3], "block_shape": [2, 2]}, {}),
+    "Det": ("Det", [T(2, 3, 3)], {}, {}),
 }
 
 

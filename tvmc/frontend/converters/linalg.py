@@ -1,11 +1,11 @@
-"""Converters of matrix products: MatMul (our op of the same name) and Gemm."""
+"""Converters of matrix products: MatMul and Det (our ops of the same names) and Gemm."""
 
 from __future__ import annotations
 
 from tvmc.frontend.context import ConvertContext, OnnxNode
 from tvmc.frontend.converters.registry import converter, same_name
 
-same_name(["MatMul"])
+same_name(["MatMul", "Det"])
 
 
 @converter("Gemm")

@@ -1,5 +1,6 @@
 """MatMul and Gemm: definitions (`definition`), CPU templates (`cpu`), CUDA templates (`gpu`,
-on the shared tiled GEMM of tvmc.ops.schedule.gemm_gpu). Registered here with their tables."""
+on the shared tiled GEMM of tvmc.ops.schedule.gemm_gpu); Det (`det`: rule, reference and one
+template for both targets). Registered here with their tables."""
 
 from tvmc.ops.linalg import cpu, gpu
 from tvmc.ops.linalg.definition import (
@@ -11,7 +12,9 @@ from tvmc.ops.linalg.definition import (
     matmul_rule,
     matmul_summary,
 )
-from tvmc.ops.registry import COMPLEX, OpDef, register
+from tvmc.ops.linalg.det import det, det_rule, det_template
+from tvmc.ops.lowering import Template
+from tvmc.ops.registry import COMPLEX, OPAQUE, OpDef, register
 
 register(OpDef(
     "MatMul", matmul_rule, matmul,
@@ -24,3 +27,5 @@ register(OpDef(
     attrs={"transA": False, "transB": False, "alpha": 1.0, "beta": 1.0},
     kind=COMPLEX, num_inputs=(2, 3), flops=gemm_flops, weights=(1, 2), summary=matmul_summary,
 ))  # fmt: skip
+_DET = Template(det_template)
+register(OpDef("Det", det_rule, det, lowerings={"cpu": _DET, "cuda": _DET}, kind=OPAQUE))
