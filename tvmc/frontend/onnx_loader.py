@@ -8,14 +8,15 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import onnx
 from onnx import numpy_helper
 
 from tvmc.errors import InputError, ModelError, UnsupportedModelError, did_you_mean
-from tvmc.frontend.context import ConvertContext, OnnxNode
+from tvmc.frontend import bounds
+from tvmc.frontend.check import check_model, check_nodes, dtype_name
+from tvmc.frontend.context import OnnxNode
 from tvmc.frontend.converters import CONVERTERS
-from tvmc.graph import DTYPES, Graph, TensorType
+from tvmc.graph import Graph, TensorType
 
 logger = logging.getLogger("tvmc.frontend")
 
@@ -50,13 +51,7 @@ def read_onnx(path: str) -> onnx.ModelProto:
 
 def onnx_dtype(elem_type: int, what: str) -> str:
     """Our dtype name for an ONNX element type."""
-    try:
-        name = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).name
-    except Exception:
-        name = onnx.TensorProto.DataType.Name(elem_type) if elem_type else "undefined"
-    if name not in DTYPES:
-        raise UnsupportedModelError(f"{what} has element type {name}, which tvmc does not support")
-    return name
+    return dtype_name(elem_type, what)
 
 
 def decode_attribute(attr: onnx.AttributeProto) -> Any:
@@ -163,11 +158,14 @@ def convert_model(
         logger.warning(
             "opset %d is newer than %d; converting with the newest rules", opset, MAX_OPSET
         )
+    check_model(model)
     check_supported(model)
+    check_nodes(model, opset)
     inputs = graph_inputs(model, shape_dict, dtype_dict)
+    bounds.check_inputs(inputs)
     graph = Graph(list(inputs), [o.name for o in model.graph.output], [], dict(inputs), {},
                   model.graph.name or "main")  # fmt: skip
-    ctx = ConvertContext(graph, opset)
+    ctx = bounds.BoundedContext(graph, opset)
     for init in model.graph.initializer:
         ctx.add_const(numpy_helper.to_array(init), init.name)
     for proto in model.graph.node:
@@ -188,7 +186,11 @@ def convert_model(
                 "(the graph is not topologically sorted or is broken)"
             )
         ctx.current = node
-        CONVERTERS[node.op_type](ctx, node)
+        bounds.check_node(ctx, node)
+        try:
+            CONVERTERS[node.op_type](ctx, node)
+        except MemoryError:  # a bound passed, yet the machine had less free than the limit
+            raise ModelError(f"{node.describe()}: out of memory while converting it") from None
     undefined = [o for o in graph.outputs if o not in graph.types]
     if undefined:
         raise ModelError(f"graph outputs {undefined} are never produced")
