@@ -5,7 +5,10 @@
 
 Per model and target (llvm for this host, cuda -arch=sm_90): a digest of the kernel IR text, the
 optimized LLVM IR, the object code (or PTX) and the program's buffers and calls. One code
-generation process, so the object is the same whatever the core count.
+generation process, so the object is the same whatever the core count. `ir_code` and `text` are
+the LLVM IR and the code without the layout digest a package's code carries (`__tvmc_layout`,
+docs/package-format.md), and for objects only their executable sections: what must not change
+when only the plan's digest does.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import json
 import sys
 import tempfile
 
+import llvmlite.binding as llvm
 import onnx
 
 import tvmc
@@ -28,6 +32,23 @@ def digest(data: str | bytes) -> str:
     return hashlib.sha256(raw).hexdigest()[:16]
 
 
+LAYOUT_MARK = "__tvmc_layout"  # the layout digest's symbol (CPU) and line (PTX)
+
+
+def without_layout(text: str) -> str:
+    """`text` without the lines naming the layout digest."""
+    return "\n".join(line for line in text.splitlines() if LAYOUT_MARK not in line)
+
+
+def text_sections(object_code: bytes) -> bytes:
+    """The executable sections of an object file, named and concatenated."""
+    parts = []
+    for section in llvm.ObjectFileRef.from_data(object_code).sections():
+        if section.is_text():
+            parts.append(bytes(section.name()) + b"\0" + bytes(section.data()))
+    return b"".join(parts)
+
+
 def fingerprint(graph, target: str) -> dict[str, str]:
     """Digests of what `build` makes of `graph` for `target`."""
     result = build(graph, CompileOptions(target=target, codegen_jobs=1))
@@ -36,9 +57,12 @@ def fingerprint(graph, target: str) -> dict[str, str]:
     buffers = sorted((b.name, b.shape, b.dtype, b.storage, b.index, b.offset)
                      for b in program.buffers.values())  # fmt: skip
     plan = json.dumps([calls, buffers, program.workspace_bytes], default=str)
-    code = art.ptx if hasattr(art, "ptx") else art.object_code
+    cuda = hasattr(art, "ptx")
+    code = art.ptx if cuda else art.object_code
+    text = without_layout(art.ptx) if cuda else text_sections(art.object_code)
     return {"kernels": digest(art.kernel_text), "llvm_ir": digest(art.llvm_ir),
-            "code": digest(code), "program": digest(plan)}  # fmt: skip
+            "code": digest(code), "program": digest(plan),
+            "ir_code": digest(without_layout(art.llvm_ir)), "text": digest(text)}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

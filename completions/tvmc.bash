@@ -11,12 +11,12 @@ __tvmc_spec() {
             ;;
         'tvmc compile')
             subcommands=()
-            options=(--disabled-pass --dump-code --format --help --input-dtypes --input-shapes --json --model-format --opt-level --output --print-pass-times --target --target-llvm-mattr --target-llvm-mcpu --target-llvm-mtriple --tuning-records -O -h -o)
+            options=(--disabled-pass --dump-code --force --format --help --input-dtypes --input-shapes --json --model-format --opt-level --output --print-pass-times --target --target-llvm-mattr --target-llvm-mcpu --target-llvm-mtriple --tuning-records -O -h -o)
             value_options=(--disabled-pass --dump-code --format --input-dtypes --input-shapes --model-format --opt-level --output --target --target-llvm-mattr --target-llvm-mcpu --target-llvm-mtriple --tuning-records -O -o)
             ;;
         'tvmc load')
             subcommands=()
-            options=(--dump --format --help --input-dtypes --input-shapes --json --model-format --output -h -o)
+            options=(--dump --force --format --help --input-dtypes --input-shapes --json --model-format --output -h -o)
             value_options=(--format --input-dtypes --input-shapes --model-format --output -o)
             ;;
         'tvmc records')
@@ -80,7 +80,8 @@ __tvmc_values() {
         'tvmc run --fill-mode') __tvmc_words "$cur" ones random zeros ;;
         'tvmc run --format') __tvmc_words "$cur" json text ;;
         'tvmc run @0') __tvmc_files "$cur" '*.tar' ;;
-        'tvmc tune --tuning-records'|'tvmc tune -o'|'tvmc tune --output') __tvmc_files "$cur" '*.json' '*.log' ;;
+        'tvmc tune -o'|'tvmc tune --output') __tvmc_files "$cur" '*.json' '*.log' ;;
+        'tvmc tune --tuning-records') __tvmc_files "$cur" '*.json' '*.log' ;;
         'tvmc tune --target') __tvmc_words "$cur" cuda llvm ;;
         'tvmc tune --model-format') __tvmc_words "$cur" onnx tvmc ;;
         'tvmc tune --tuner') __tvmc_words "$cur" ga gridsearch random xgb ;;

@@ -120,6 +120,7 @@ complete -c tvmc -n '__tvmc_command tvmc compile' -s 'O' -l 'opt-level' -x -d 'O
 complete -c tvmc -n '__tvmc_command tvmc compile' -l 'disabled-pass' -x -d 'A pass to skip (repeatable, or comma-separated), e.g. fuse, fold-batch-norm.'
 complete -c tvmc -n '__tvmc_command tvmc compile' -l 'dump-code' -x -a 'asm graph kernel ll ptx' -d 'Also write code as text to OUTPUT.FMT (repeatable, or comma-separated): kernel (kernel IR), ll (LLVM IR), asm (assembly), ptx (cuda targets), graph (the optimized graph).'
 complete -c tvmc -n '__tvmc_command tvmc compile' -l 'print-pass-times' -d 'Also print the time of every pass (import through code generation and link).'
+complete -c tvmc -n '__tvmc_command tvmc compile' -l 'force' -d 'Replace the output even if it is not a tvmc package (by default only a package is replaced, never the model or another file).'
 complete -c tvmc -n '__tvmc_command tvmc compile' -l 'format' -x -a 'json text' -d 'Output format: human text, or one JSON document on stdout for pipelines.'
 complete -c tvmc -n '__tvmc_command tvmc compile' -l 'json' -d 'Shorthand for --format json.'
 complete -c tvmc -n '__tvmc_command tvmc compile' -s 'h' -l 'help' -d 'Show this message and exit.'
@@ -127,6 +128,7 @@ complete -c tvmc -n '__tvmc_argument 0 tvmc compile' -a '(__tvmc_files .onnx .tv
 
 # tvmc load
 complete -c tvmc -n '__tvmc_command tvmc load' -s 'o' -l 'output' -r -F -d 'Save the loaded model (.tvmc).'
+complete -c tvmc -n '__tvmc_command tvmc load' -l 'force' -d 'With -o: replace the file even if it is not a saved tvmc model (by default only a saved model is replaced, never the model read or another file).'
 complete -c tvmc -n '__tvmc_command tvmc load' -l 'dump' -d 'Print the whole graph IR.'
 complete -c tvmc -n '__tvmc_command tvmc load' -l 'input-shapes' -x -d 'Static input shapes, e.g. \'data:[1,3,224,224] mask:[1,128]\' (default: the model\'s).'
 complete -c tvmc -n '__tvmc_command tvmc load' -l 'input-dtypes' -x -d 'Input dtypes, e.g. \'input_ids:int64 mask:int32\' (default: as in the model).'
@@ -173,7 +175,8 @@ complete -c tvmc -n '__tvmc_command tvmc run' -s 'h' -l 'help' -d 'Show this mes
 complete -c tvmc -n '__tvmc_argument 0 tvmc run' -a '(__tvmc_files .tar)'
 
 # tvmc tune
-complete -c tvmc -n '__tvmc_command tvmc tune' -l 'tuning-records' -s 'o' -l 'output' -x -a '(__tvmc_files .json .log)' -d 'Records file (AutoTVM v0.2 lines): appended to as results arrive; an existing one resumes (its configs are not measured again). Required unless --tasks list.'
+complete -c tvmc -n '__tvmc_command tvmc tune' -s 'o' -l 'output' -x -a '(__tvmc_files .json .log)' -d 'Records file (AutoTVM v0.2 lines): appended to as results arrive; an existing one resumes (its configs are not measured again). Required unless --tasks list.'
+complete -c tvmc -n '__tvmc_command tvmc tune' -l 'tuning-records' -x -a '(__tvmc_files .json .log)' -d 'Without -o: the records file, as -o. With -o (as TVMC): prior records, only read: their configs are not measured again and seed the tuners.'
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'target' -x -a 'cuda llvm' -d 'Target string: \'llvm\' (this CPU), \'llvm -mcpu=skylake-avx512\'.'
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'target-llvm-mcpu' -x -d 'LLVM CPU name (default: this CPU).'
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'target-llvm-mattr' -x -d 'LLVM features, e.g. \'+avx2,-avx512f\'.'

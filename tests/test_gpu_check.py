@@ -70,17 +70,17 @@ def test_gpu_mode_on_a_fake_gpu(tmp_path, monkeypatch):
     """The stages' GPU branch (run, compare with onnxruntime) with a fake driver as the GPU."""
     from benchmarks import gpu_stages
     from tests.runtime.fake_cuda import FakeDriver
-    from tvmc.driver import compiler
+    from tvmc.driver import pipeline
 
     drv = FakeDriver([])
-    emit = compiler.emit_cuda_program
+    emit = pipeline.emit_cuda_program
 
     def emit_and_teach_the_fake(program, target=None):
         drv.kernels.update({k.name: k for k in program.kernels})
         return emit(program, target)
 
     monkeypatch.setattr(cuda_driver, "driver", lambda: drv)
-    monkeypatch.setattr(compiler, "emit_cuda_program", emit_and_teach_the_fake)
+    monkeypatch.setattr(pipeline, "emit_cuda_program", emit_and_teach_the_fake)
     out = tmp_path / "r.jsonl"
     try:
         for name in ("env", "ops"):

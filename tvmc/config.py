@@ -6,6 +6,9 @@ import os
 
 # Number of worker threads for compiled code; default: the machine's physical cores.
 NUM_THREADS_ENV = "TVMC_NUM_THREADS"
+# Processes generating code for one compile (1: all in the compiling process); default: the
+# physical cores. Programs of fewer than 8 kernels always compile in one process.
+CODEGEN_JOBS_ENV = "TVMC_CODEGEN_JOBS"
 # Set to any value to disable colour (https://no-color.org); Rich honours it as well.
 NO_COLOR_ENV = "NO_COLOR"
 

@@ -207,7 +207,7 @@ def test_cli_lists_and_summarises_gpu_tasks(model, cuda_tasks, fake_gpu, tmp_pat
     screen = Console(width=200, record=True)
     print_summary(progress.summary, screen)
     text = screen.export_text()
-    assert "GB/s" in text and "softmax.cuda" in text and "done" in text
+    assert "GB/s" in text and "Softmax 1x10" in text and "done" in text  # the task's label
 
 
 def test_compile_applies_the_best_gpu_pool_and_softmax_records(model, cuda_tasks, tmp_path):

@@ -88,10 +88,10 @@ def probe(task: Task, mode: str) -> MeasureInput:
 
 
 # ---- a small real task ---------------------------------------------------------------------------
-def conv_task() -> Task:
+def conv_task(dtype: str = "float32") -> Task:
     attrs = {"kernel_shape": (3, 3), "strides": (1, 1), "pads": (1, 1, 1, 1), "dilations": (1, 1)}
     node = Node("Conv", ["x", "w", "b"], ["y"], OPS["Conv"].normalize_attrs(attrs, "conv"))
-    types = [TensorType(s, "float32") for s in [(1, 16, 14, 14), (24, 16, 3, 3), (24,)]]
+    types = [TensorType(s, dtype) for s in [(1, 16, 14, 14), (24, 16, 3, 3), (24,)]]
     lowering = LoweringTarget("cpu", CPUTarget.parse("llvm").vector_bits, 2)
     space = OPS["Conv"].space(node.attrs, types, lowering)
     args = task_args(node, types)
@@ -118,6 +118,13 @@ def test_conv_default_and_configs(measurer):
         assert result.error_no == 0, (config.values, result.error_msg)
         assert len(result.costs) == FAST.repeat and min(result.costs) > 0
         assert result.all_cost >= sum(result.costs) and result.timestamp <= time.time()
+
+
+def test_bfloat16_configs_pass_the_correctness_check(measurer):
+    task = conv_task("bfloat16")  # random inputs, compared as float32 within a bfloat16 ulp
+    configs = [task.space.get(0), task.space.get(len(task.space) - 1)]
+    for config, result in zip(configs, measurer.measure([MeasureInput(task, c) for c in configs])):
+        assert result.error_no == 0, (config.values, result.error_msg)
 
 
 def test_every_failure_is_told_apart_and_measuring_goes_on(measurer):

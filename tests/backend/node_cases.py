@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tvmc.dtypes import NARROW_FLOATS
 from tvmc.errors import NonConstantInputError, TVMCError, UnsupportedModelError
 from tvmc.frontend import convert_model
 from tvmc.frontend.converters import CONVERTERS
@@ -66,8 +67,21 @@ def bind_inputs(model, values: dict[str, np.ndarray]):
     return bound
 
 
+def inputs_feeding(model, tensor: str) -> set[str]:
+    """The names `tensor` is computed from through the main graph's nodes (inputs among them)."""
+    producers = {out: node for node in model.graph.node for out in node.output}
+    seen, pending = set(), [tensor]
+    while pending:
+        name = pending.pop()
+        if name not in seen:
+            seen.add(name)
+            pending += list(producers[name].input) if name in producers else []
+    return seen
+
+
 def as_array(value):
-    """Test data as numpy; None for element types without a numpy dtype (float8, int4, ...)."""
+    """Test data as numpy (ml_dtypes arrays for bfloat16, float8, int4...); None for element
+    types tvmc does not support (string, float6)."""
     if type(value).__name__ != "TensorProto":
         return value
     from onnx import numpy_helper
@@ -111,7 +125,7 @@ def run_case(case, compiled: bool = False) -> Outcome:
             inputs, expected = [as_array(x) for x in inputs], [as_array(x) for x in expected]
             values = [*inputs, *expected]
             if any(x is None for x in values):
-                return Outcome(UNSUPPORTED, "element types numpy cannot hold (float8, int4, ...)")
+                return Outcome(UNSUPPORTED, "element types tvmc does not support (string, float6)")
             if any(not isinstance(x, (np.ndarray, np.generic)) for x in values):
                 return Outcome(UNSUPPORTED, "non-tensor (sequence/optional) inputs or outputs")
             feeds = {n: np.asarray(x) for n, x in zip(input_names, inputs)}
@@ -125,11 +139,13 @@ def run_case(case, compiled: bool = False) -> Outcome:
                     with np.errstate(all="ignore"):
                         graph = run_passes(convert_model(used, shapes), IMPORT_PIPELINE)
                 except NonConstantInputError as exc:
-                    # bind the input itself, else every integer input it may be computed from
+                    # bind the input itself, else every integer input it may be computed from,
+                    # else the inputs it is computed from (a Loop's trip count from float inputs)
                     names = (
                         [exc.tensor]
                         if exc.tensor in feeds
                         else [n for n, x in feeds.items() if x.dtype.kind in "iu"]
+                        or sorted(inputs_feeding(model, exc.tensor) & set(feeds))
                     )
                     if not names:
                         raise
@@ -141,6 +157,8 @@ def run_case(case, compiled: bool = False) -> Outcome:
                 if got.dtype != want.dtype or got.shape != want.shape:
                     return Outcome(FAILED, f"{name}: got {got.dtype}{list(got.shape)}, "
                                            f"want {want.dtype}{list(want.shape)}")  # fmt: skip
+                if want.dtype.name in NARROW_FLOATS:  # bfloat16, float8...: as float32 values
+                    got, want = got.astype(np.float32), want.astype(np.float32)
                 if want.dtype.kind in "fc":
                     ok = np.allclose(got, want, rtol=case.rtol, atol=case.atol, equal_nan=True)
                 else:

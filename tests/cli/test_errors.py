@@ -140,7 +140,7 @@ ERRORS: dict[str, tuple[str, int, list[str]]] = {
         2,
         ["cannot write 'convs.onnx/b.json'"],
     ),
-    "tune without records": ("tune convs.onnx", 2, ["needs --tuning-records"]),
+    "tune without records": ("tune convs.onnx", 2, [r"needs -o PATH \(or --tuning-records PATH\)"]),
     # records files
     "records missing": (
         "compile convs.onnx --tuning-records none.json",

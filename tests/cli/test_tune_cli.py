@@ -52,7 +52,7 @@ def test_tasks_list_text_and_json(model: Path):
 
 
 def test_user_errors_are_one_line(model: Path, tmp_path: Path):
-    error(tvmc("tune", model), 2, "needs --tuning-records")
+    error(tvmc("tune", model), 2, r"needs -o PATH \(or --tuning-records PATH\)")
     error(tvmc("tune", model, "-o", tmp_path / "l.json", "--tasks", "7"), 2, "task 7 out of range")
     error(tvmc("tune", model, "-o", tmp_path / "l.json", "--tasks", "x-"), 2, "--tasks: 'x-'")
     error(tvmc("compile", model, "--tuning-records", tmp_path / "none.json"), 2, "does not exist")
@@ -77,7 +77,8 @@ def test_short_real_tune_then_compile_and_records(model: Path, tmp_path: Path):
     ):
         assert setting in result.stdout, setting
     assert (
-        "task 1/2 #0 conv.llvm: 2 trials" in result.stderr and "next: tvmc compile" in result.stderr
+        "task 1/2 #0 Conv 3x3 3->8 @16x16: 2 trials" in result.stderr
+        and "next: tvmc compile" in result.stderr
     )
     assert len(list(read_records(str(log)))) == 4
 
@@ -115,7 +116,7 @@ def test_progress_bars_on_a_terminal(model, tmp_path, monkeypatch, fake_measurer
     screen = io.StringIO()
     monkeypatch.setattr("tvmc.cli.tune.err", Console(file=screen, force_terminal=True, width=120))
     ok(tvmc("tune", model, "-o", tmp_path / "log.json", "--trials", "6", "--tuner", "random"))
-    assert "#0 conv.llvm" in screen.getvalue() and "GFLOP/s" in screen.getvalue()
+    assert "#0 Conv 3x3 3->8 @16x16" in screen.getvalue() and "GFLOP/s" in screen.getvalue()
     assert len(fake_measurers.made[0].measured) == 6
 
 
@@ -124,3 +125,27 @@ def test_tasks_list_in_a_subprocess(model: Path):
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert [t["index"] for t in json.loads(done.stdout)["tasks"]] == [0, 1]
+
+
+def test_tvmc_form_prior_records_are_read_and_out_is_written(model, tmp_path, fake_measurers):
+    """`--tuning-records PRIOR -o OUT`: PRIOR's configs are skipped and seed the tuners, OUT
+    gets only this run's records, PRIOR is left as it was."""
+    prior, out = tmp_path / "prior.json", tmp_path / "new.json"
+    ok(tvmc("tune", model, "-o", prior, "--trials", "6", "--tuner", "random"))
+    before = prior.read_bytes()
+    seen = {(r.workload, r.config["index"]) for r in read_records(str(prior))}
+    args = ["tune", model, "--tuning-records", prior, "-o", out, "--trials", "6"]
+    document = json.loads(ok(tvmc(*args, "--tuner", "random", "--format", "json")).stdout)
+    assert document["settings"]["prior_records"] == str(prior)
+    assert prior.read_bytes() == before  # only read
+    new = list(read_records(str(out)))
+    assert len(new) == 6  # prior configs do not count toward the trials
+    measured = set(fake_measurers.made[-1].measured)
+    assert not measured & seen  # nothing measured twice
+    assert {(r.workload, r.config["index"]) for r in new} == measured
+
+
+def test_prior_records_must_exist(model, tmp_path, fake_measurers):
+    missing = tmp_path / "nope.json"
+    error(tvmc("tune", model, "--tuning-records", missing, "-o", tmp_path / "o.json"), 2,
+          "does not exist")  # fmt: skip

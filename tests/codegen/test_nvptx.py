@@ -7,12 +7,15 @@ import re
 import shutil
 import subprocess
 
+import numpy as np
+import onnx
 import pytest
 
 from tests.kernel.examples import gpu_elementwise, gpu_row_sum
 from tvmc.autotune.measure_cuda import ptxas_registers
 from tvmc.codegen.nvptx import LaunchDims, emit_ptx
-from tvmc.kernel import Barrier, Buffer, Kernel, KernelIRError, allocate, loop, seq
+from tvmc.errors import UnsupportedModelError
+from tvmc.kernel import Barrier, Buffer, Kernel, KernelIRError, allocate, exp, loop, seq
 
 
 @functools.cache
@@ -115,4 +118,25 @@ def test_parallel_loops_must_be_bound_on_gpus():
     y = Buffer("Y", (4,))
     k = Kernel("par", (y,), loop("i", 4, lambda i: y.store(i, 0.0), kind="parallel"))
     with pytest.raises(KernelIRError, match="bind it to blockIdx/threadIdx"):
+        emit_ptx([k])
+
+
+def test_float64_transcendentals_are_an_unsupported_model_not_a_bug(tmp_path):
+    """No libm on the GPU: a float64 exp is the model's limit (exit 5), not an internal error."""
+    from tests.cli.runners import run_in_process
+    from tests.onnx_helpers import single_node_model
+
+    model = single_node_model("Softmax", {"x": np.zeros((2, 8), np.float64)}, {"axis": -1})
+    onnx.save(model, tmp_path / "f64.onnx")
+    code, _, stderr = run_in_process(
+        ["compile", "f64.onnx", "--target", "cuda -arch=sm_90", "-o", "f.tar"], tmp_path
+    )
+    assert code == 5 and "no CUDA lowering" in stderr and "Traceback" not in stderr
+
+
+def test_a_float64_exp_is_an_unsupported_model_error():
+    """tvmc's exp is float32 code and the GPU has no libm: the model's to change, not a bug."""
+    x, y = Buffer("X", (64,), "float64"), Buffer("Y", (64,), "float64")
+    k = Kernel("e64", (x, y), loop("t", 64, lambda t: y.store(t, exp(x[t])), kind="threadIdx.x"))
+    with pytest.raises(UnsupportedModelError, match="exp on float64 has no CUDA lowering"):
         emit_ptx([k])

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ from tvmc.codegen import (
     set_num_threads,
 )
 from tvmc.codegen import threads as threads_mod
-from tvmc.config import NUM_THREADS_ENV
+from tvmc.config import CODEGEN_JOBS_ENV, NUM_THREADS_ENV
 from tvmc.kernel import Buffer, Kernel, nest
 
 needs_gomp = pytest.mark.skipif(threads_mod.find_libgomp() is None, reason="no libgomp")
@@ -133,3 +134,44 @@ def test_missing_libgomp_falls_back_to_serial_with_a_warning(monkeypatch):
     finally:
         threads_mod.load_libgomp.cache_clear()
     assert "GOMP_parallel" not in artifact.llvm_ir
+
+
+ORPHAN_SCRIPT = """
+import ctypes, os, sys, time
+from tvmc.codegen import threads
+middle = os.getpid()
+child = os.fork()
+if child == 0:
+    if sys.argv[1] == "poll":  # as where no parent-death signal exists
+        ctypes.CDLL = None
+    threads.die_with_parent(middle)
+    time.sleep(60)
+    os._exit(0)
+print(child, flush=True)
+os._exit(0)  # the parent dies at once, leaving its child behind
+"""
+
+
+@pytest.mark.parametrize("how", ["signal", "poll"])
+def test_a_worker_dies_with_its_parent(how: str):
+    done = subprocess.run([sys.executable, "-c", ORPHAN_SCRIPT, how], capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    child = int(done.stdout)
+    for _ in range(50):  # the poll sees the new parent within PARENT_POLL_SECONDS
+        try:
+            with open(f"/proc/{child}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break
+        except FileNotFoundError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(child, 9)
+        pytest.fail(f"the orphan ({how}) outlived its parent by 5 s")
+
+
+def test_codegen_jobs_setting(monkeypatch):
+    monkeypatch.setenv(CODEGEN_JOBS_ENV, "3")
+    assert threads_mod.codegen_jobs() == 3
+    monkeypatch.setenv(CODEGEN_JOBS_ENV, "")
+    assert threads_mod.codegen_jobs() == physical_cores()

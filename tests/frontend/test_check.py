@@ -57,6 +57,16 @@ def _one_input(op: str, inputs: dict[str, np.ndarray], attrs=None) -> onnx.Model
     return model([node], inits=[init(k, v) for k, v in inputs.items()])
 
 
+def _if_branch(node: onnx.NodeProto) -> onnx.ModelProto:
+    """`node` inside the then-branch of an If on a constant condition (reads 'x' and 'w' from
+    the outer scope)."""
+    then = helper.make_graph([node], "then", [], [helper.make_tensor_value_info("y", F32, None)])
+    other = helper.make_graph([relu(source="x")], "else", [], [Y])
+    cond = init("c", np.array(True))
+    outer = helper.make_node("If", ["c"], ["z"], "pick", then_branch=then, else_branch=other)
+    return model([outer], [XC], [helper.make_tensor_value_info("z", F32, None)], [W, cond])
+
+
 # (build, error class, pattern): the attacker's list and what the fuzzer found since.
 CASES: dict[str, tuple[Callable[[], onnx.ModelProto], type, str]] = {
     "dims disagree with data": (_dims_mismatch, ModelError, r"dims \[5\] hold 5 .* 12 bytes"),
@@ -66,7 +76,7 @@ CASES: dict[str, tuple[Callable[[], onnx.ModelProto], type, str]] = {
         "x", F32, [1, -3])]), ModelError, r"input 'x' has a negative dimension"),
     "STRING initializer": (lambda: model([helper.make_node("Add", ["x", "w"], ["y"])], inits=[
         helper.make_tensor("w", TensorProto.STRING, [1], [b"a"])]), UnsupportedModelError,
-        r"initializer 'w' has element type string"),
+        r"initializer 'w' has element type STRING"),
     "elem_type 999": (lambda: model([relu()], [helper.make_tensor_value_info("x", 999, [1])]),
                       ModelError, r"element type 999, which is not an ONNX element type"),
     "input named ''": (lambda: model([relu(source="")], [helper.make_tensor_value_info(
@@ -78,6 +88,9 @@ CASES: dict[str, tuple[Callable[[], onnx.ModelProto], type, str]] = {
                                    [XC], inits=[W]), ModelError, r"'pads' holds 1099511627776"),
     "strides of 0": (lambda: model([helper.make_node("Conv", ["x", "w"], ["y"], strides=[0, 1])],
                                    [XC], inits=[W]), ModelError, r"'strides' holds 0"),
+    "strides of 0 in an If branch": (lambda: _if_branch(helper.make_node(
+        "Conv", ["x", "w"], ["y"], "conv", strides=[0, 1])), ModelError,
+        r"Conv node 'conv' in If 'pick'.then_branch: attribute 'strides' holds 0"),
     "duplicate inputs": (lambda: model([helper.make_node("Add", ["x", "x"], ["y"])], [X, X]),
                          ModelError, r"names an input 'x' twice"),
     "no outputs": (lambda: model([relu()], outputs=[]), ModelError, r"has no outputs"),
@@ -147,3 +160,15 @@ def test_sizes_are_bounded_by_memory_and_int32() -> None:
 def test_valid_models_still_convert() -> None:
     graph = convert_model(_one_input("Clip", {"lo": np.float32(0), "hi": np.float32(1)}))
     assert graph.types["y"].shape == (1, 3)
+    graph = convert_model(_if_branch(helper.make_node("Conv", ["x", "w"], ["y"], "conv")))
+    assert graph.types["z"].shape == (1, 1, 2, 2)
+
+
+@pytest.mark.parametrize("raw", [True, False])
+def test_packed_int4_initializers_hold_half_a_byte_each(raw: bool) -> None:
+    w = helper.make_tensor("w", TensorProto.INT4, [3], [1, -2, 3])
+    if raw:
+        w = numpy_helper.from_array(numpy_helper.to_array(w), "w")
+    node = helper.make_node("Cast", ["w"], ["y"], to=F32)
+    graph = convert_model(model([node], [], inits=[w]))
+    assert graph.params["y"].tolist() == [1, -2, 3]

@@ -9,6 +9,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import tvmc
 from tvmc.errors import InputError, ModelError, UnsupportedModelError
+from tvmc.frontend.converters import CONVERTERS
 
 
 def relu_model(shape=(1, 3), opset=13, extra_nodes=(), dim_param=False):
@@ -54,6 +55,26 @@ def test_unsupported_ops_are_listed_once(tmp_path):
     message = str(info.value)
     assert "FooBar (2 nodes, first 'foo_a')" in message
     assert "com.example.Baz (1 node, first 'baz')" in message
+
+
+def test_narrow_types_load_and_unsupported_ones_are_named(tmp_path):
+    def cast_model(src, to):
+        x = helper.make_tensor_value_info("x", src, [2])
+        y = helper.make_tensor_value_info("y", to, [2])
+        node = helper.make_node("Cast", ["x"], ["y"], to=to)
+        graph = helper.make_graph([node], "g", [x], [y])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+    model = tvmc.load(save(cast_model(TensorProto.BFLOAT16, TensorProto.INT4), tmp_path))
+    assert str(model.inputs["x"]) == "bfloat16[2]" and str(model.outputs["y"]) == "int4[2]"
+    for src, to, what in [(TensorProto.FLOAT6E2M3, TensorProto.FLOAT, "input 'x'"),
+                          (TensorProto.FLOAT, TensorProto.STRING, "its 'to'")]:  # fmt: skip
+        with pytest.raises(
+            UnsupportedModelError,
+            match=f"{what} has element type (FLOAT6E2M3|"
+            "STRING), which tvmc does not support; supported: .*bfloat16",
+        ):
+            tvmc.load(save(cast_model(src, to), tmp_path))
 
 
 def test_opset_too_old(tmp_path):
@@ -107,3 +128,30 @@ def test_external_data(tmp_path):
     (tmp_path / "ext.bin").unlink()
     with pytest.raises(ModelError, match="external data"):
         tvmc.load(str(path))
+
+
+def test_unsupported_ops_inside_subgraphs_are_named(tmp_path):
+    """A detector's NonMaxSuppression in an If branch, an unknown op in a Loop body nested in the
+    other branch: one error names both and where they sit."""
+    boxes = helper.make_tensor_value_info("selected", TensorProto.INT64, None)
+    nms = helper.make_node("NonMaxSuppression", ["boxes", "scores"], ["selected"], name="nms")
+    then = helper.make_graph([nms], "detect", [], [boxes])
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c"], ["c_out"]), helper.make_node("FooBar", ["v"], ["w"])],
+        "body",
+        [helper.make_tensor_value_info(n, t, None)
+         for n, t in (("i", TensorProto.INT64), ("c", TensorProto.BOOL), ("v", TensorProto.FLOAT))],
+        [helper.make_tensor_value_info(n, t, None)
+         for n, t in (("c_out", TensorProto.BOOL), ("w", TensorProto.FLOAT))],
+    )  # fmt: skip
+    loop = helper.make_node("Loop", ["", "", "boxes"], ["looped"], body=body, name="refine")
+    other = helper.make_graph([loop], "other", [], [helper.make_empty_tensor_value_info("looped")])
+    branch = helper.make_node("If", ["c0"], ["y2"], then_branch=then, else_branch=other,
+                              name="pick")  # fmt: skip
+    extra = [helper.make_node("Greater", ["y", "y"], ["c0"]), branch]
+    with pytest.raises(UnsupportedModelError) as info:
+        tvmc.load(save(relu_model(extra_nodes=extra), tmp_path))
+    message = str(info.value)
+    if "NonMaxSuppression" not in CONVERTERS:  # until someone adds it
+        assert "NonMaxSuppression (1 node, first 'nms' in If 'pick'.then_branch)" in message
+    assert "FooBar (1 node, first 'w' in If 'pick'.else_branch > Loop 'refine'.body)" in message

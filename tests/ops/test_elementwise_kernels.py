@@ -12,9 +12,12 @@ import numpy as np
 import pytest
 
 from tests.lowering_helpers import run_node
-from tests.onnx_helpers import onnx_type
+from tests.onnx_helpers import onnx_type, single_node_model
 from tests.ops.kernel_checks import check, run_direct
+from tvmc.errors import ModelError
+from tvmc.frontend import convert_model
 from tvmc.graph import Node, TensorType
+from tvmc.ops.lowering import LoweringTarget
 
 F32 = np.float32
 
@@ -309,3 +312,115 @@ def test_castlike(src, like, rng):
     """A Cast to the second input's element type; that input's values are never read."""
     x = (rng.standard_normal((3, 37)) * 50).astype(src)
     check("CastLike", {"x": x}, constants={"like": np.zeros((2,), like)}, opset=19, expect="Cast")
+
+
+# ---- signs, rounding, classification -------------------------------------------------------------
+SPECIALS = [0.0, -0.0, np.nan, np.inf, -np.inf, 2.5, -2.5, 0.5, -0.5, 1.5]
+
+
+def with_specials(x: np.ndarray) -> np.ndarray:
+    """`x` with 0, -0, NaN, +-inf and halves in its first elements."""
+    x.flat[: len(SPECIALS)] = SPECIALS
+    return x
+
+
+@pytest.mark.parametrize("dtype", [F32, np.float64, np.float16, np.int8, np.int32, np.int64,
+                                   np.uint8, np.uint32])  # fmt: skip
+def test_sign(dtype, rng):
+    if np.dtype(dtype).kind == "f":
+        x = with_specials((rng.standard_normal((3, 37)) * 5).astype(dtype))
+        if dtype == np.float16:  # onnxruntime's float16 Sign makes NaN 0 (numpy and tvmc: NaN)
+            x[np.isnan(x)] = 1
+    else:
+        info = np.iinfo(dtype)
+        x = rng.integers(max(info.min, -9), min(info.max, 9), (3, 37), endpoint=True).astype(dtype)
+    check("Sign", {"x": x})
+
+
+@pytest.mark.parametrize("dtype", [F32, np.float64, np.float16])
+def test_round_halves_to_even(dtype, rng):
+    x = with_specials((rng.standard_normal((3, 37)) * 8).astype(dtype))
+    big = 512.5 if dtype == np.float16 else 1e6 + 0.5  # a half the dtype holds
+    x[1, :6] = [0.49999997, -0.49999997, 3.5, -3.5, 4.5, big]
+    check("Round", {"x": x}, opset=22)
+
+
+@pytest.mark.parametrize("dtype", [F32, np.float64, np.float16])
+@pytest.mark.parametrize("attrs", [{}, {"detect_negative": 0}, {"detect_positive": 0},
+                                   {"detect_positive": 0, "detect_negative": 0}])  # fmt: skip
+def test_isinf(attrs, dtype, rng):
+    x = with_specials(rng.standard_normal((2, 37)).astype(dtype))
+    check("IsInf", {"x": x}, attrs, opset=20)
+
+
+@pytest.mark.parametrize("dtype", [F32, np.float64, np.float16])
+def test_isnan(dtype, rng):
+    check("IsNaN", {"x": with_specials(rng.standard_normal((2, 37)).astype(dtype))}, opset=20)
+
+
+def test_sign_and_round_on_the_cuda_schedules(rng):
+    x = with_specials((rng.standard_normal((4, 70)) * 5).astype(F32))
+    check("Sign", {"x": x}, target=LoweringTarget(kind="cuda"))
+    check("Round", {"x": x}, opset=22, target=LoweringTarget(kind="cuda"))
+
+
+# ---- bitwise -------------------------------------------------------------------------------------
+BIT_DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+
+
+def integers(shape: tuple[int, ...], dtype, rng) -> np.ndarray:
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max, shape, endpoint=True, dtype=dtype)
+
+
+@pytest.mark.parametrize("op", ["BitwiseAnd", "BitwiseOr", "BitwiseXor"])
+@pytest.mark.parametrize("dtype", BIT_DTYPES)
+def test_bitwise(op, dtype, rng):
+    a, b = integers((2, 3, 37), dtype, rng), integers((3, 1), dtype, rng)
+    check(op, {"a": a, "b": b}, opset=18)
+    check("BitwiseNot", {"a": a}, opset=18)
+
+
+@pytest.mark.parametrize("direction", ["LEFT", "RIGHT"])
+@pytest.mark.parametrize("dtype", BIT_DTYPES)
+def test_bit_shift(direction, dtype, rng):
+    """Amounts in range, at and past the width (every bit out), negative ones for signed types
+    (opset 28); onnxruntime before opset 28 shifts unsigned types only."""
+    x = integers((3, 37), dtype, rng)
+    bits = np.dtype(dtype).itemsize * 8
+    amounts = rng.integers(0, bits, 37)
+    amounts[:5] = [0, bits - 1, bits, bits + 5, min(2 * bits, np.iinfo(dtype).max)]
+    if np.iinfo(dtype).min < 0:
+        amounts[5:8] = [-1, -bits, -100]
+    opset = 28 if np.iinfo(dtype).min < 0 else 11
+    check("BitShift", {"x": x, "y": amounts.astype(dtype)}, {"direction": direction}, opset=opset)
+    check("BitShift", {"x": x}, {"direction": direction}, constants={"y": np.array(3, dtype)},
+          opset=opset)  # fmt: skip
+
+
+def test_bit_operations_on_the_cuda_schedules(rng):
+    x, y = integers((4, 70), np.int32, rng), rng.integers(-2, 40, (70,)).astype(np.int32)
+    check("BitShift", {"x": x, "y": y}, {"direction": "RIGHT"}, opset=28,
+          target=LoweringTarget(kind="cuda"))  # fmt: skip
+    check("BitwiseXor", {"x": x, "y": y}, opset=18, target=LoweringTarget(kind="cuda"))
+
+
+def test_xor(rng):
+    a = rng.standard_normal((2, 3, 40)) > 0
+    b = rng.standard_normal((3, 40)) > 0
+    check("Xor", {"a": a, "b": b})
+    check("Xor", {"a": a}, constants={"b": np.array(True)})
+
+
+@pytest.mark.parametrize(
+    "op,inputs,attrs,message",
+    [("BitShift", {"x": np.zeros(3, np.uint8), "y": np.ones(3, np.uint8)}, {"direction": "UP"},
+      "direction must be LEFT or RIGHT"),
+     ("BitwiseAnd", {"x": np.zeros(3, F32), "y": np.ones(3, F32)}, {}, "integer tensors"),
+     ("Xor", {"x": np.zeros(3, np.int32), "y": np.ones(3, np.int32)}, {}, "bool tensors")],
+)  # fmt: skip
+def test_wrong_attributes_and_types_are_model_errors(op, inputs, attrs, message):
+    model = single_node_model(op, inputs, attrs, opset=18)
+    model.graph.node[0].name = "n0"
+    with pytest.raises(ModelError, match=f"n0.*{message}"):
+        convert_model(model)

@@ -84,14 +84,14 @@ def test_an_op_registers_once():
 
 def test_every_converter_family_has_an_op_family():
     """Converter modules mirror the op families, except the listed decompositions (converter
-    only: the transformer blocks), which must not shadow an op family."""
+    only: transformer blocks, recurrences, control flow), which must not shadow an op family."""
     ops_families = {p.stem for p in ROOT.iterdir() if (p / "__init__.py").exists() or (
         p.suffix == ".py" and p.stem not in ("__init__", "common", "interpret", "lowering",
                                               "registry", "space", "window"))}  # fmt: skip
     ops_families.discard("schedule")
     frontend = {m.__name__.rsplit(".", 1)[1] for m in FAMILIES}
     converter_only = {m.__name__.rsplit(".", 1)[1] for m in CONVERTER_ONLY}
-    assert converter_only == {"attention", "transformer"}
+    assert converter_only == {"attention", "control_flow", "recurrent", "transformer"}
     assert converter_only <= frontend and not converter_only & ops_families
     assert frontend - converter_only == ops_families
     assert "Conv" in CONVERTERS and "Gemm" in CONVERTERS

@@ -320,3 +320,10 @@ def test_space_to_depth_crd_opset_28(rng):
     (expected,) = ReferenceEvaluator(model).run(None, {"x": data})
     (actual,) = run_tvmc_reference(model, {"x": data})
     np.testing.assert_array_equal(actual, expected)
+
+
+def test_unsqueeze_takes_a_scalar_axes_tensor(rng):
+    """The affine_grid function passes a 0-d axes tensor: one axis (onnxruntime's Squeeze
+    refuses one, so only Unsqueeze has an oracle; the converters accept both)."""
+    data = rng.standard_normal((3, 1, 2)).astype(np.float32)
+    check_node("Unsqueeze", {"x": data}, constants={"axes": np.array(0, np.int64)}, opset=13)

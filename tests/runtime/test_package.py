@@ -16,6 +16,7 @@ import pytest
 
 import tvmc
 from tests.driver.test_compile_run import write_tiny_model
+from tests.runtime.forge import Members, members_of, rewrite
 from tvmc.errors import PackageError
 from tvmc.runtime import package as package_format
 from tvmc.runtime.package import (
@@ -28,29 +29,12 @@ from tvmc.runtime.package import (
     write_package,
 )
 
-Members = dict[str, bytes]
-
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> tvmc.TVMCPackage:
     directory = tmp_path_factory.mktemp("package")
     model = write_tiny_model(directory)
     return tvmc.compile(str(model), package_path=str(directory / "tiny.tar"))
-
-
-def members_of(path: str) -> Members:
-    with tarfile.open(path) as tar:
-        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
-
-
-def rewrite(source: str, target: Path, change: Callable[[Members], Members]) -> str:
-    """A copy of the package at `source` with its members changed."""
-    with tarfile.open(target, "w") as tar:
-        for name, data in change(members_of(source)).items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return str(target)
 
 
 def with_metadata(**changes) -> Callable[[Members], Members]:
@@ -150,10 +134,10 @@ def test_missing_member(built: tvmc.TVMCPackage, tmp_path: Path, member: str):
 @pytest.mark.parametrize(
     ("change", "pattern"),
     [
-        (with_metadata(format_version=99), r"format version 99; this tvmc reads 1"),
+        (with_metadata(format_version=99), r"format version 99; this tvmc reads 2"),
         (with_metadata(format="tvmc.model"), r"not a tvmc package"),
-        (with_metadata(inputs="x"), r"'inputs' missing or malformed"),
-        (with_metadata(inputs=[{"name": "x", "buffer": "nope"}, {}]), r"inputs do not match"),
+        (with_metadata(inputs="x"), r"'inputs' is \"x\", not a list"),
+        (with_metadata(inputs=[{"name": "x", "buffer": "nope"}, {}]), r"inputs\[0\] 'shape'"),
         (lambda m: {**m, "metadata.json": b"{"}, r"corrupt metadata.json"),
         (lambda m: {**m, "mod.json": b"[]"}, r"corrupt mod.json"),
         (lambda m: {**m, PARAMS: b"PK junk"}, r"corrupt mod.params"),

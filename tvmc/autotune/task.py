@@ -43,6 +43,20 @@ class Task:
         return len(self.nodes)
 
     @property
+    def label(self) -> str:
+        """The task as people read it: its op, key attributes and shapes ("Conv 3x3/2 64->128
+        @56x56"); `name` stays the records' key."""
+        types = [TensorType(tuple(a[1]), a[2]) for a in self.args if a[0] == "TENSOR"]
+        attrs = next((a[1] for a in self.args if a[0] == "ATTRS"), {})
+        opdef = OPS.get(self.op)
+        if opdef is None:
+            return self.name
+        try:
+            return opdef.describe(attrs, types)
+        except (KeyError, TypeError, ValueError, IndexError):  # args from a foreign record
+            return self.name
+
+    @property
     def workload(self) -> tuple[str, str]:
         return self.name, json.dumps(self.args, separators=(",", ":"))
 

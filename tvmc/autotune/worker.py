@@ -1,18 +1,18 @@
 """Worker processes: calls that may crash, hang or run away, kept out of the tuner's process.
 
-A `Worker` is a child interpreter (`python -m tvmc.autotune.worker`) running one call at a
+A `Worker` is a child interpreter (this module as `__main__`) running one call at a
 time: the parent sends a pickled `(function, args)` frame, the child answers `("ok", value)`
 or `("error", traceback)`. Generated code that crashes (SIGSEGV) kills the child alone: the
 parent sees its pipe close. A call past its deadline has its child killed. Either way the next
 call starts a fresh child. Children are fresh interpreters, never forks of the tuner: forking
 a process with threads (Rich's refresh, XGBoost's OpenMP pool) can deadlock, and libgomp in a
 forked child hangs. They run in their own session (Ctrl-C stops the tuner, not a half-finished
-call) and die with their parent (PR_SET_PDEATHSIG).
+call) and die with their parent however it dies (`threads.die_with_parent`: PR_SET_PDEATHSIG,
+and a watch on the parent's pid), even mid-call; an idle child also ends when its pipe closes.
 """
 
 from __future__ import annotations
 
-import ctypes
 import importlib
 import os
 import pickle
@@ -27,7 +27,21 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from tvmc.codegen.threads import die_with_parent
+
 STARTUP_TIMEOUT = 120.0  # seconds a fresh child may take to import tvmc
+# A child's first lines: tied to its parent (PR_SET_PDEATHSIG, as threads.die_with_parent does)
+# before it imports tvmc, which takes seconds; then this module runs as its __main__.
+BOOTSTRAP = """\
+import ctypes, os, runpy, signal, sys
+try:
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)
+except (OSError, AttributeError, TypeError):
+    pass
+if os.getppid() != int(sys.argv[3]):
+    os._exit(1)
+runpy.run_module("tvmc.autotune.worker", run_name="__main__", alter_sys=True)
+"""
 TRACEBACK_CHARS = 2000  # the end of a child's traceback kept in an error message
 
 
@@ -73,7 +87,7 @@ class Worker:
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         fds = (str(to_child_r), str(from_child_w))
-        cmd = [sys.executable, "-m", "tvmc.autotune.worker", *fds, str(os.getpid())]
+        cmd = [sys.executable, "-c", BOOTSTRAP, *fds, str(os.getpid())]
         # the tuner's import path, so the child finds what it finds (a test's fake ops, too)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         try:
@@ -246,20 +260,9 @@ def _exit_text(code: int | None) -> str:
 
 
 # ---- the child ----------------------------------------------------------------------------------
-def _die_with_parent() -> None:
-    """Linux: SIGKILL this process when the tuner dies, even mid-call in generated code."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 def _serve(inbox: Connection, outbox: Connection, parent: int) -> None:
     """Answer calls until the parent closes the pipe."""
-    _die_with_parent()
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        return
+    die_with_parent(parent)
     try:
         for name in pickle.loads(inbox.recv_bytes()):
             importlib.import_module(name)

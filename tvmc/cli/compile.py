@@ -92,6 +92,12 @@ def pass_table(passes: list[dict]) -> Table:
     is_flag=True,
     help="Also print the time of every pass (import through code generation and link).",
 )
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace the output even if it is not a tvmc package (by default only a package is "
+    "replaced, never the model or another file).",
+)
 @format_option
 def compile_command(
     model_file: str,
@@ -108,6 +114,7 @@ def compile_command(
     disabled_passes: tuple[str, ...],
     dump_code: tuple[tuple[str, ...], ...],
     print_pass_times: bool,
+    force: bool,
     output_format: str,
     json_flag: bool,
 ) -> None:
@@ -126,6 +133,7 @@ def compile_command(
         dtype_dict=input_dtypes,
         model_format=model_format,
         tuning_records=tuning_records,
+        force=force,
     )
     summary = package.summary()
     if wants_json(output_format, json_flag):

@@ -15,17 +15,31 @@ from tvmc.driver import load
 @click.option(
     "-o", "--output", type=click.Path(dir_okay=False), help="Save the loaded model (.tvmc)."
 )
+@click.option(
+    "--force",
+    is_flag=True,
+    help="With -o: replace the file even if it is not a saved tvmc model (by default only a "
+    "saved model is replaced, never the model read or another file).",
+)
 @click.option("--dump", is_flag=True, help="Print the whole graph IR.")
 @model_options
 @format_option
 def load_command(
-    model_file, output, dump, input_shapes, input_dtypes, model_format, output_format, json_flag
+    model_file,
+    output,
+    force,
+    dump,
+    input_shapes,
+    input_dtypes,
+    model_format,
+    output_format,
+    json_flag,
 ):
     """Load MODEL_FILE (ONNX or .tvmc), fold its constants and show its inputs, outputs and ops."""
     model = load(model_file, shape_dict=input_shapes, model_format=model_format,
                  dtype_dict=input_dtypes)  # fmt: skip
     if output:
-        model.save(output)
+        model.save(output, force=force)
         err.print(f"saved {output}")
     graph = model.graph
     if wants_json(output_format, json_flag):

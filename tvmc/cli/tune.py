@@ -80,7 +80,7 @@ class RichTuningProgress(TuningProgress):
         assert self.bars is not None
         if not self.bars.live.is_started:
             self.bars.start()
-        label = f"#{stats.index} {stats.task.name}"
+        label = f"#{stats.index} {stats.task.label}"
         self.rows[stats.position] = self.bars.add_task(
             label, total=stats.planned, rates="measuring the default", eta=""
         )
@@ -129,7 +129,7 @@ class PlainTuningProgress(TuningProgress):
 
     def task_start(self, stats: TaskStats) -> None:
         err.print(
-            f"task {stats.position + 1}/{stats.count} #{stats.index} {stats.task.name}: "
+            f"task {stats.position + 1}/{stats.count} #{stats.index} {stats.task.label}: "
             f"{stats.planned} trials (resumed {stats.resumed})",
             markup=False,
         )
@@ -183,7 +183,9 @@ def print_summary(summary: TuningSummary, console: Console) -> None:
                "speedup", "of\npeak", "errors", "state"]  # fmt: skip
     for column in headers:
         left = column in ("task", "errors", "state")
-        table.add_column(column, justify="left" if left else "right")
+        # on a narrow terminal the task's label wraps; numbers and the state stay whole
+        table.add_column(column, justify="left" if left else "right",
+                         no_wrap=column not in ("task", "errors"))  # fmt: skip
     for s in summary.tasks:
         errors = ", ".join(
             f"{name.replace(' error', '')} {n}" for name, n in s.error_counts().items()
@@ -191,7 +193,7 @@ def print_summary(summary: TuningSummary, console: Console) -> None:
         share = s.peak_share
         table.add_row(
             str(s.index),
-            s.task.name,
+            s.task.label,
             f"{s.done}/{s.planned}" + (f" +{s.resumed}" if s.resumed else ""),
             _rate(s.best_gflops),
             *([_rate(s.best_gbps)] if memory else []),
@@ -236,13 +238,17 @@ def print_task_list(rows: list[dict[str, Any]], model_file: str) -> None:
 @click.command("tune")
 @click.argument("model_file", type=FileWithExt((".onnx", ".tvmc"), dir_okay=True))
 @click.option(
-    "--tuning-records",
     "-o",
     "--output",
-    "tuning_records",
     type=FileWithExt((".json", ".log"), dir_okay=False),
     help="Records file (AutoTVM v0.2 lines): appended to as results arrive; an existing one "
     "resumes (its configs are not measured again). Required unless --tasks list.",
+)
+@click.option(
+    "--tuning-records",
+    type=FileWithExt((".json", ".log"), dir_okay=False),
+    help="Without -o: the records file, as -o. With -o (as TVMC): prior records, only read: "
+    "their configs are not measured again and seed the tuners.",
 )
 @click.option(
     "--target",
@@ -341,6 +347,7 @@ def print_task_list(rows: list[dict[str, Any]], model_file: str) -> None:
 @format_option
 def tune_command(
     model_file: str,
+    output: str | None,
     tuning_records: str | None,
     target: str,
     target_llvm_mcpu: str | None,
@@ -366,6 +373,8 @@ def tune_command(
 ) -> None:
     """Tune the kernels of MODEL_FILE (ONNX or .tvmc), appending records for `tvmc compile`."""
     as_json = wants_json(output_format, json_flag)
+    prior = tuning_records if output is not None else None
+    tuning_records = output or tuning_records
     model = load(model_file, input_shapes, model_format, input_dtypes)
     options = TuneOptions(
         target=target,
@@ -384,12 +393,14 @@ def tune_command(
         scheduler=scheduler,
         device_key=device_key,
         priority=priority,
+        prior_records=prior,
     )
     if options.lists_tasks:
         print_tasks(model, model_file, options, as_json)
         return
     if tuning_records is None:
-        raise UsageError("tvmc tune needs --tuning-records PATH: the file records are appended to")
+        raise UsageError("tvmc tune needs -o PATH (or --tuning-records PATH): the file records "
+                         "are appended to")  # fmt: skip
     show_tables = not as_json
     progress = (
         RichTuningProgress(show_tables) if err.is_terminal else PlainTuningProgress(show_tables)

@@ -4,7 +4,8 @@ The CPU backend compiles an entry function that makes every call; on the GPU the
 calls, so the "entry" is data: per call, the kernel's name, its grid, block and static shared
 bytes, and the program buffers it takes (one pointer per kernel param, in order). The runtime
 (tvmc.runtime.cuda) resolves those buffers to device pointers once and captures the launches
-as one CUDA graph.
+as one CUDA graph. The PTX ends with its plan's layout digest (`tvmc.codegen.layout`), a
+comment line the runtime compares with the plan a package states.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tvmc.codegen.layout import layout_digest, program_plan, ptx_with_layout
 from tvmc.codegen.llvm_cpu import KernelSignature
 from tvmc.codegen.nvptx import emit_ptx
 from tvmc.codegen.target import NVPTX_TRIPLE, CUDATarget
@@ -108,8 +110,10 @@ def emit_cuda_program(program: Program, target: CUDATarget | None = None) -> CUD
         )
         for call in program.calls
     )
-    return CUDAArtifact(target, artifact.ptx, artifact.llvm_ir, artifact.kernel_text,
-                        artifact.kernels, launches)  # fmt: skip
+    digest = layout_digest(program_plan(program, artifact.kernels, launches))
+    ptx = ptx_with_layout(artifact.ptx, digest)
+    return CUDAArtifact(target, ptx, artifact.llvm_ir, artifact.kernel_text, artifact.kernels,
+                        launches)  # fmt: skip
 
 
 __all__ = ["NVPTX_TRIPLE", "CUDAArtifact", "Launch", "check_launch", "emit_cuda_program"]

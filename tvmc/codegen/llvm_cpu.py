@@ -21,6 +21,7 @@ from tvmc.codegen.lower_stmt import Lowering, ModuleState
 from tvmc.codegen.target import CPUTarget, optimize
 from tvmc.codegen.threads import load_libgomp
 from tvmc.kernel import Buffer, For, Kernel, KernelIRError, Var, kernel_str, validate
+from tvmc.kernel.legalize import legalize
 from tvmc.kernel.transform import free_buffers, free_vars
 
 NUM_THREADS_SYMBOL = "__tvmc_num_threads"
@@ -177,6 +178,8 @@ class CPUModule:
     def add_kernel(self, kernel: Kernel) -> ir.Function:
         """Validates and lowers `kernel` into the module; returns its LLVM function."""
         validate(kernel)
+        kernel_text = kernel  # printed as written; lowered with its narrow types legalized
+        kernel = legalize(kernel)
         if kernel.name in self.module.globals:
             raise KernelIRError(f"two kernels named {kernel.name} in one module")
         fn = ir.Function(
@@ -194,7 +197,7 @@ class CPUModule:
         )
         low.bufs.update(zip(kernel.params, fn.args))
         low.stmt(kernel.body)
-        self.kernels.append(kernel)
+        self.kernels.append(kernel_text)
         return low.finish()
 
     def build(self) -> CPUArtifact:

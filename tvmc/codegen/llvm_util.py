@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from tvmc.dtypes import NARROW_FLOATS, NARROW_INTS
+
 _SCALAR = {
     "float16": ir.HalfType(),
     "float32": ir.FloatType(),
@@ -17,6 +19,9 @@ _SCALAR = {
     "uint32": ir.IntType(32),
     "uint64": ir.IntType(64),
     "bool": ir.IntType(1),
+    # narrow types, as the bits they are stored in (legalize computes on them wide)
+    "bfloat16": ir.IntType(16),
+    **dict.fromkeys(NARROW_FLOATS[1:] + NARROW_INTS, ir.IntType(8)),
 }
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)

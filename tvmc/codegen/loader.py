@@ -1,7 +1,8 @@
 """Loading compiled CPU code into this process: a linked .so (ctypes) or raw object bytes (MCJIT).
 
-Both give the same `LoadedModule`: ctypes functions taking one `c_void_p` per buffer. The module
-keeps the library or JIT engine alive; drop the functions before the module.
+Both give the same `LoadedModule`: ctypes functions taking one `c_void_p` per buffer, and the
+code's layout digest (`__tvmc_layout`, read before anything is called; None when the code has
+none). The module keeps the library or JIT engine alive; drop the functions before the module.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from tvmc.codegen import threads
+from tvmc.codegen.layout import LAYOUT_BYTES, LAYOUT_SYMBOL
 from tvmc.codegen.llvm_cpu import NUM_THREADS_SYMBOL, CPUArtifact, KernelSignature
 from tvmc.codegen.target import init_llvm
 
@@ -30,8 +32,11 @@ class LoadedModule:
         address_of: dict[str, int],
         threads_address: int | None,
         keepalive: object,
+        layout_address: int | None = None,
     ) -> None:
         self.signatures = {k.name: k for k in kernels}
+        # copied out now: the digest the code was compiled for, before any of it runs
+        self.layout = ctypes.string_at(layout_address, LAYOUT_BYTES) if layout_address else None
         self._keepalive = keepalive  # the CDLL or JIT engine that owns the code
         self.functions = {
             k.name: ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * len(k.params)))(address_of[k.name])
@@ -87,7 +92,11 @@ def load_library(path: str, kernels: Sequence[KernelSignature]) -> LoadedModule:
         nthreads = ctypes.addressof(ctypes.c_int32.in_dll(lib, NUM_THREADS_SYMBOL))
     except ValueError:
         nthreads = None
-    return LoadedModule(kernels, addresses, nthreads, lib)  # type: ignore[arg-type]
+    try:
+        layout = ctypes.addressof((ctypes.c_char * LAYOUT_BYTES).in_dll(lib, LAYOUT_SYMBOL))
+    except ValueError:
+        layout = None
+    return LoadedModule(kernels, addresses, nthreads, lib, layout)  # type: ignore[arg-type]
 
 
 def load_shared(artifact: CPUArtifact) -> LoadedModule:
@@ -114,7 +123,8 @@ def load_object(object_code: bytes, kernels: Sequence[KernelSignature]) -> Loade
     if missing:
         raise RuntimeError(f"kernels missing from the object: {missing}")
     nthreads = engine.get_global_value_address(NUM_THREADS_SYMBOL) or None
-    return LoadedModule(kernels, addresses, nthreads, engine)
+    layout = engine.get_global_value_address(LAYOUT_SYMBOL) or None
+    return LoadedModule(kernels, addresses, nthreads, engine, layout)
 
 
 def load_jit(artifact: CPUArtifact) -> LoadedModule:

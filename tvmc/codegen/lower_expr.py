@@ -21,11 +21,16 @@ from tvmc.codegen.llvm_util import (
     mem_type,
     splat,
 )
-from tvmc.codegen.mathfuncs import POLY_FUNCTIONS, math_function
+from tvmc.codegen.mathfuncs import POLY_FUNCTIONS, WIDE_FUNCTIONS, math_function, wide_math_function
 from tvmc.kernel import (
     Add,
     And,
     BinaryOp,
+    BitAnd,
+    BitNot,
+    BitOr,
+    BitwiseOp,
+    BitXor,
     Broadcast,
     Buffer,
     Call,
@@ -44,7 +49,10 @@ from tvmc.kernel import (
     Not,
     Or,
     Ramp,
+    Reinterpret,
     Select,
+    ShiftLeft,
+    ShiftRight,
     Sub,
     Var,
     is_float,
@@ -175,8 +183,10 @@ class ExprLowering(Visitor):
 
     visit_FloatImm = visit_IntImm
 
-    def visit_Not(self, e: Not) -> ir.Value:
+    def visit_Not(self, e: Not | BitNot) -> ir.Value:
         return self.b.not_(self.expr(e.a))
+
+    visit_BitNot = visit_Not
 
     def visit_Select(self, e: Select) -> ir.Value:
         c, t, f = self.expr(e.cond), self.expr(e.t), self.expr(e.f)
@@ -184,6 +194,11 @@ class ExprLowering(Visitor):
 
     def visit_Cast(self, e: Cast) -> ir.Value:
         return self.cast(self.expr(e.value), e.value.dtype, e.dtype)
+
+    def visit_Reinterpret(self, e: Reinterpret) -> ir.Value:
+        value = self.expr(e.value)
+        t = ir_type(e.dtype, lanes_of(value.type))
+        return value if value.type == t else self.b.bitcast(value, t)
 
     def visit_Ramp(self, e: Ramp) -> ir.Value:
         base = self.widen(self.expr(e.base), e.lanes)
@@ -223,7 +238,23 @@ class ExprLowering(Visitor):
             return self.b.sdiv(a, b) if signed else self.b.udiv(a, b)
         if isinstance(e, (FloorDiv, Mod)):
             return self.floor_div_mod(e, a, b, dt)
+        if isinstance(e, BitwiseOp):
+            return self.bitwise(e, a, b, signed)
         raise TypeError(f"cannot lower {type(e).__name__}")
+
+    def bitwise(self, e: BitwiseOp, a: ir.Value, b: ir.Value, signed: bool) -> ir.Value:
+        """&, |, ^ and shifts; a shift amount outside [0, bits) shifts every bit out."""
+        if not isinstance(e, (ShiftLeft, ShiftRight)):
+            return {BitAnd: self.b.and_, BitOr: self.b.or_, BitXor: self.b.xor}[type(e)](a, b)
+        bits = t_width(a.type)
+        inside = self.b.icmp_unsigned("<", b, splat(b.type, bits))  # negative amounts too
+        amount = self.b.and_(b, splat(b.type, bits - 1))  # in range, so never poison
+        if isinstance(e, ShiftLeft):
+            return self.b.select(inside, self.b.shl(a, amount), splat(a.type, 0))
+        if not signed:
+            return self.b.select(inside, self.b.lshr(a, amount), splat(a.type, 0))
+        fill = self.b.ashr(a, splat(a.type, bits - 1))
+        return self.b.select(inside, self.b.ashr(a, amount), fill)
 
     def floor_div_mod(self, e: BinaryOp, a: ir.Value, b: ir.Value, dtype: str) -> ir.Value:
         """Python's // and % (rounding towards minus infinity) from LLVM's truncating ops."""
@@ -398,6 +429,8 @@ class ExprLowering(Visitor):
     def float_call(self, name: str, args: list[ir.Value], t: ir.Type) -> ir.Value:
         """A float intrinsic on values of type `t` (float32 or float64, scalar or vector)."""
         f32 = str(element(t)) == "float"
+        if name in WIDE_FUNCTIONS:
+            return self.b.call(wide_math_function(self.module, name, t), args)
         if name in POLY_FUNCTIONS and f32:
             return self.b.call(math_function(self.module, name, t), args)
         if name in _LLVM_UNARY:

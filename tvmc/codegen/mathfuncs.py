@@ -5,6 +5,9 @@ selects, `llvm.fmuladd` and bit tricks only, so it vectorises and also lowers fo
 Max relative error against float64 (tests/codegen/test_mathfuncs.py, Zen 4): exp 7.7e-8,
 log 7.4e-8, tanh 2.3e-7, erf 3.2e-7, sigmoid 1.2e-7. exp flushes results below FLT_MIN to 0.
 Sources: Cephes expf/logf (range reduction and minimax polynomials); Eigen's rational tanh and erf.
+
+The trigonometric and hyperbolic functions, their inverses and expm1 (`WIDE_FUNCTIONS`) take
+float32 or float64 and compute in float64 (`math_trig`, `math_inverse`, `math_hyperbolic`).
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ from collections.abc import Callable
 
 from llvmlite import ir
 
+from tvmc.codegen import math_hyperbolic, math_inverse, math_trig
 from tvmc.codegen.llvm_util import I32, element, intrinsic, lanes_of, splat, type_suffix
+from tvmc.codegen.math_builder import Body, wide_function
 
 _EXP_P = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1)
 _LOG_Q = (
@@ -181,3 +186,25 @@ def math_function(module: ir.Module, name: str, t: ir.Type) -> ir.Function:
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     b.ret(_BODIES[name](_Emit(b, t), fn.args[0]))
     return fn
+
+
+_WIDE: dict[str, Body] = {
+    "sin": math_trig.sin,
+    "cos": math_trig.cos,
+    "tan": math_trig.tan,
+    "asin": math_inverse.asin,
+    "acos": math_inverse.acos,
+    "atan": math_inverse.atan,
+    "sinh": math_hyperbolic.sinh,
+    "cosh": math_hyperbolic.cosh,
+    "asinh": math_hyperbolic.asinh,
+    "acosh": math_hyperbolic.acosh,
+    "atanh": math_hyperbolic.atanh,
+    "expm1": math_hyperbolic.expm1,
+}
+WIDE_FUNCTIONS = tuple(_WIDE)
+
+
+def wide_math_function(module: ir.Module, name: str, t: ir.Type) -> ir.Function:
+    """The internal function `tvmc.<name>.<suffix>` of type t -> t (float32 or float64 element)."""
+    return wide_function(module, name, t, _WIDE[name])

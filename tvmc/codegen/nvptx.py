@@ -22,6 +22,7 @@ from tvmc.codegen.llvm_util import I32, PTR, VOID, declare, element, mem_type
 from tvmc.codegen.lower_stmt import Lowering, ModuleState
 from tvmc.codegen.mathfuncs import math_function
 from tvmc.codegen.target import init_llvm, optimize
+from tvmc.errors import UnsupportedModelError
 from tvmc.kernel import (
     Barrier,
     Buffer,
@@ -32,6 +33,7 @@ from tvmc.kernel import (
     kernel_str,
     validate,
 )
+from tvmc.kernel.legalize import legalize
 from tvmc.kernel.transform import MAX_THREADS_PER_BLOCK, contains, gpu_extents
 
 NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
@@ -150,7 +152,11 @@ class NVPTXLowering(Lowering):
         """Float intrinsics, refusing the ones that would need libm."""
         f32 = str(element(t)) == "float"
         if name in ("exp", "log", "tanh", "erf", "sigmoid", "pow") and not f32:
-            raise KernelIRError(f"{name} on {t} has no NVPTX lowering (no libm on the GPU)")
+            # a model's float64 op can ask for it: the user's error to fix, not a template bug
+            raise UnsupportedModelError(
+                f"{name} on float64 has no CUDA lowering (tvmc's {name} is float32 code; the "
+                "GPU has no libm): compute it in float32, or compile for llvm"
+            )
         return super().float_call(name, args, t)
 
     def pow(self, x: ir.Value, y: ir.Value, t: ir.Type) -> ir.Value:
@@ -183,7 +189,7 @@ def emit_ptx(kernels: list[Kernel], arch: str = "sm_90", ptx_version: str = "ptx
     state = ModuleState(module)
     launch: dict[str, LaunchDims] = {}
     for kernel in kernels:
-        validate(kernel)
+        kernel = legalize(validate(kernel))  # narrow types computed wide
         axes, launch[kernel.name] = launch_dims(kernel)
         fn = ir.Function(module, ir.FunctionType(VOID, [PTR] * len(kernel.params)), kernel.name)
         fn.calling_convention = "ptx_kernel"

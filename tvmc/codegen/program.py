@@ -5,6 +5,9 @@
 `args` holds the inputs, outputs and params (the Program's order); each call passes its kernel
 the right pointers: an `args` slot, or `workspace + offset`. Running a model is one foreign call.
 
+The object also exports `__tvmc_layout`, the digest of the plan the code was compiled for
+(`tvmc.codegen.layout`): a runtime compares it with the plan a package states before a call.
+
 Big programs compile in parallel: kernels are split into groups, each group is lowered and
 optimized in its own process, and the objects are merged into one relocatable object (`ld -r`).
 """
@@ -21,6 +24,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 from llvmlite import ir
 
+from tvmc.codegen.layout import add_layout_symbol, layout_digest, program_plan
 from tvmc.codegen.llvm_cpu import (
     NUM_THREADS_SYMBOL,
     CodegenOptions,
@@ -31,7 +35,7 @@ from tvmc.codegen.llvm_cpu import (
 )
 from tvmc.codegen.llvm_util import PTR, VOID
 from tvmc.codegen.target import CPUTarget
-from tvmc.codegen.threads import physical_cores
+from tvmc.codegen.threads import codegen_jobs, die_with_parent
 from tvmc.kernel import Kernel
 from tvmc.kernel.program import Program
 from tvmc.kernel.visitor import tree_size
@@ -93,30 +97,36 @@ def emit_program(
 ) -> CPUArtifact:
     """Compile every kernel of `program` and its entry function into one object.
 
-    `jobs`: worker processes (default: the physical cores; 1 compiles in this process, and is
-    what a caller wanting `artifact.assembly` of the whole program must use).
+    `jobs`: worker processes (default: $TVMC_CODEGEN_JOBS, else the physical cores; 1 compiles
+    in this process, and is what a caller wanting `artifact.assembly` of the whole program must
+    use). Workers die with this process, however it dies (a CI timeout's SIGKILL too).
     """
     program.validate()
     target = target or CPUTarget.host()
-    jobs = jobs or physical_cores()
+    jobs = jobs or codegen_jobs()
     if jobs > 1 and (len(program.kernels) < PARALLEL_MIN_KERNELS or not shutil.which("ld")):
         jobs = 1
     groups = _partition(program.kernels, jobs)
     main = CPUModule(target, options, name=program.entry)
+    signatures = [KernelSignature.of(k) for k in program.kernels] + [entry_signature(program)]
+    digest = layout_digest(program_plan(program, signatures))
     if jobs == 1:
         for kernel in program.kernels:
             main.add_kernel(kernel)
         add_entry(main.module, program)
+        add_layout_symbol(main.module, digest)
         artifact = main.build()
         return dataclasses.replace(artifact, kernels=artifact.kernels + (entry_signature(program),))
 
     context = multiprocessing.get_context("fork")  # workers inherit the initialised LLVM
-    with ProcessPoolExecutor(len(groups) - 1, mp_context=context) as pool:
+    with ProcessPoolExecutor(len(groups) - 1, mp_context=context, initializer=die_with_parent,
+                             initargs=(os.getpid(),)) as pool:  # fmt: skip
         futures = [pool.submit(_compile_group, g, target, options) for g in groups[1:]]
         for kernel in groups[0]:
             main.add_kernel(kernel)
         num_threads_global(main.module)  # the one definition every group's kernels share
         add_entry(main.module, program)
+        add_layout_symbol(main.module, digest)
         first = main.build()
         others = [f.result() for f in futures]
     objects = [first.object_code] + [o[0] for o in others]

@@ -1,9 +1,11 @@
-"""The thread pool generated code runs on: libgomp, found and loaded into this process.
+"""The thread pool generated code runs on (libgomp, found and loaded into this process), and the
+worker processes that compile or measure it (tied to their parent's life).
 
 Parallel loops call `GOMP_parallel` directly, so no Python runs on the hot path. libgomp reads
 OMP_WAIT_POLICY when it loads, so it is set to PASSIVE first (idle workers sleep instead of
 spinning on the other cores), unless the user set it. The thread count is one setting:
 `set_num_threads(n)`, else $TVMC_NUM_THREADS, else the number of physical cores we may use.
+Code generation runs in $TVMC_CODEGEN_JOBS processes (default: the physical cores).
 """
 
 from __future__ import annotations
@@ -12,14 +14,20 @@ import ctypes
 import ctypes.util
 import functools
 import os
+import signal
 import subprocess
+import threading
+import time
 import warnings
 import weakref
 from typing import Protocol
 
 import llvmlite.binding as llvm
 
-from tvmc.config import NUM_THREADS_ENV, env_int
+from tvmc.config import CODEGEN_JOBS_ENV, NUM_THREADS_ENV, env_int
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+PARENT_POLL_SECONDS = 0.5  # how often a worker looks for its parent where no signal tells it
 
 _num_threads: int | None = None
 
@@ -87,6 +95,35 @@ def physical_cores() -> int:
             continue
         cores.add((info.get("physical id", "0"), info.get("core id", cpu)))
     return len(cores) or (len(allowed) if allowed else os.cpu_count() or 1)
+
+
+def codegen_jobs() -> int:
+    """Processes generating code for one program: $TVMC_CODEGEN_JOBS, else the physical cores."""
+    n = env_int(CODEGEN_JOBS_ENV)
+    return n if n and n > 0 else physical_cores()
+
+
+def die_with_parent(parent: int) -> None:
+    """In a worker process: exit as soon as process `parent` dies, however it dies (SIGKILL too).
+
+    Linux kills the worker when the thread that started it dies (prctl PR_SET_PDEATHSIG), even
+    while it runs generated code; elsewhere, and should the signal be missed, a daemon thread
+    sees the parent's pid change (an orphan is adopted by another process) and exits.
+    """
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError, TypeError):  # not Linux
+        pass
+    if os.getppid() != parent:  # it died before prctl took effect
+        os._exit(1)
+    watch = threading.Thread(target=_watch_parent, args=(parent,), name="tvmc-parent", daemon=True)
+    watch.start()
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_SECONDS)
+    os._exit(1)
 
 
 def num_threads() -> int:

@@ -62,11 +62,13 @@ def compile_model(
     dtype_dict: Mapping[str, str] | None = None,
     model_format: str | None = None,
     tuning_records: str | os.PathLike[str] | None = None,
+    force: bool = False,
 ) -> TVMCPackage:
     """Compile a model (a TVMCModel or a model file) into a package; None path: a temp file.
 
     `tuning_records`: a records file (`tvmc tune`) whose best config per workload is applied;
-    tasks without one keep the default schedule (one warning says how many).
+    tasks without one keep the default schedule (one warning says how many). An existing file
+    at `package_path` is replaced only if it is a tvmc package (not the model), or if `force`.
     """
     dump_formats(dump_code, target)  # a bad format fails before the model loads
     if isinstance(model, TVMCModel) and (shape_dict or dtype_dict or model_format):
@@ -79,7 +81,7 @@ def compile_model(
     compiled = compile_graph(
         model.graph, model.source, target, package_path, opt_level, disabled_passes, dump_code,
         target_llvm_mcpu, target_llvm_mattr, target_llvm_mtriple, tuning_records=tuning_records,
-        load_times=model.load_times if loaded else None,
+        load_times=model.load_times if loaded else None, force=force,
     )  # fmt: skip
     return TVMCPackage._compiled(compiled)
 

@@ -27,6 +27,7 @@ from tvmc.version import __version__
 logger = logging.getLogger("tvmc")
 
 MODEL_FORMATS = ("onnx", "tvmc")
+SAVED_MODEL_FORMAT = "tvmc.model"
 SAVED_MODEL_FORMAT_VERSION = 1
 _EXTENSIONS = {".onnx": "onnx", ".tvmc": "tvmc"}
 
@@ -41,7 +42,7 @@ def save_graph(graph: Graph, path: str) -> str:
                 for n in names}  # fmt: skip
 
     metadata = {
-        "format": "tvmc.model",
+        "format": SAVED_MODEL_FORMAT,
         "format_version": SAVED_MODEL_FORMAT_VERSION,
         "tvmc_version": __version__,
         "inputs": described(graph.inputs),
@@ -79,7 +80,7 @@ def read_saved_graph(path: str) -> Graph:
         metadata = json.loads(members["metadata.json"])
     except ValueError as exc:
         raise ModelError(f"{path!r}: corrupt metadata.json: {exc}") from None
-    if metadata.get("format") != "tvmc.model":
+    if metadata.get("format") != SAVED_MODEL_FORMAT:
         raise ModelError(f"{path!r} is not a saved tvmc model")
     if metadata.get("format_version") != SAVED_MODEL_FORMAT_VERSION:
         raise ModelError(

@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from tvmc.codegen import set_num_threads
-from tvmc.driver.model import read_saved_graph, save_graph
+from tvmc.driver.model import SAVED_MODEL_FORMAT, read_saved_graph, save_graph
+from tvmc.driver.outputs import check_output
 from tvmc.driver.package import CompiledPackage, compile_graph
 from tvmc.driver.pipeline import PassTime
 from tvmc.driver.runner import check_device, check_run_options, execute, make_inputs
@@ -72,8 +73,12 @@ class TVMCModel:
         lines.append(f"  {len(self.params)} params, {self.graph.param_bytes() / 1e6:.2f} MB")
         return "\n".join(lines) + "\n\n" + self.graph.dump()
 
-    def save(self, path: str) -> str:
-        """Write the model as a tar (graph.json, params.npz, metadata.json); returns the path."""
+    def save(self, path: str, force: bool = False) -> str:
+        """Write the model as a tar (graph.json, params.npz, metadata.json); returns the path.
+
+        An existing file is replaced only if it is a saved model other than this one's source,
+        or if `force`."""
+        check_output(path, SAVED_MODEL_FORMAT, {"the model": self.source}, force)
         return save_graph(self.graph, path)
 
     @classmethod
@@ -105,7 +110,7 @@ class TVMCModel:
         """`tvmc.tune(self, target, tuning_records, trials, options=..., **keywords)`: the
         records path."""
         chosen = tune_options(options, target=target, trials=trials, **keywords)
-        return tune_graph(self.graph, tuning_records, chosen, progress, measurer)
+        return tune_graph(self.graph, tuning_records, chosen, progress, measurer, self.source)
 
     def __repr__(self) -> str:
         return f"TVMCModel({self.graph.name!r}, {len(self.graph.nodes)} nodes)"

@@ -19,6 +19,7 @@ from typing import Any
 from tvmc.codegen.cuda_program import CUDAArtifact
 from tvmc.codegen.target import NVPTX_TRIPLE, CPUTarget, CUDATarget, target_kind
 from tvmc.driver.compiler import TARGET_KINDS, BuildResult, CompileOptions, build
+from tvmc.driver.outputs import check_output
 from tvmc.driver.pipeline import PassTime, stage_seconds
 from tvmc.errors import UsageError, did_you_mean
 from tvmc.graph import Graph
@@ -83,14 +84,20 @@ def compile_graph(
     *,
     tuning_records: str | os.PathLike[str] | None = None,
     load_times: list[PassTime] | None = None,
+    force: bool = False,
 ) -> CompiledPackage:
     """Compile a graph (from `source`, a model file) into a package; None path: a temp file.
 
     `tuning_records`: a records file (`tvmc tune`) whose best config per workload is applied;
     tasks without one keep the default schedule (one warning says how many). `load_times`: the
     passes of loading the model, when it was loaded to be compiled (metadata records them).
+    The package replaces an existing tvmc package only: not the model, not any other file,
+    unless `force`.
     """
     dumps = dump_formats(dump_code, target)
+    if package_path is not None:
+        inputs = {"the model": source, "the tuning records file": tuning_records}
+        check_output(package_path, PACKAGE_FORMAT, inputs, force)
     passes = list(load_times or [])
     options = CompileOptions(
         target=target,

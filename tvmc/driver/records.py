@@ -13,6 +13,7 @@ from typing import Any
 
 from tvmc.autotune import ERROR_NAMES, Record, append_records, best_records, read_records
 from tvmc.codegen.target import target_kind
+from tvmc.driver.outputs import check_records_output
 from tvmc.driver.tuning_report import args_summary, gflops, task_op, workload_flops
 from tvmc.errors import UsageError
 
@@ -97,7 +98,9 @@ def summarize_records(path: str | os.PathLike[str]) -> list[WorkloadRecords]:
 def write_best_records(
     path: str | os.PathLike[str], output: str | os.PathLike[str]
 ) -> tuple[int, int]:
-    """Keep only the best error-free record per workload and target kind: (kept, read)."""
+    """Keep only the best error-free record per workload and target kind: (kept, read).
+    `output` may be `path` itself or another records file, not a file of another kind."""
+    check_records_output(output)
     records = load_records(path)
     kinds = [k for k in dict.fromkeys(target_kind(r.target) for r in records) if k]
     best = [r for kind in kinds for r in best_records(records, kind).values()]

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from tvmc.dtypes import FLOATS, as_dtype
 from tvmc.errors import InputError, UsageError, did_you_mean, unknown_choice
 from tvmc.graph import TensorType
 from tvmc.runtime import Executor, Timings
@@ -73,6 +74,7 @@ def load_inputs(path: str) -> dict[str, np.ndarray]:
 def _checked(name: str, value: Any, typ: TensorType) -> np.ndarray:
     if not isinstance(value, np.ndarray):
         value = np.asarray(value, dtype=typ.dtype)  # lists and scalars take the model's dtype
+    value = as_dtype(value, typ.dtype)  # the raw bytes .npz keeps of bfloat16, float8, int4...
     if value.dtype != np.dtype(typ.dtype):
         raise InputError(
             f"input {name!r} is {value.dtype.name}, the model expects {typ}; "
@@ -84,14 +86,17 @@ def _checked(name: str, value: Any, typ: TensorType) -> np.ndarray:
 
 
 def fill(typ: TensorType, fill_mode: str, rng: np.random.Generator) -> np.ndarray:
-    """An input of type `typ`: zeros, ones, or random (normal floats; 0 or 1 for integers)."""
+    """An input of type `typ`: zeros, ones, or random (normal floats, powers of two for
+    float8_e8m0fnu, which has neither zero nor negatives; 0 or 1 for integers)."""
     if fill_mode == "zeros":
         return np.zeros(typ.shape, typ.dtype)
     if fill_mode == "ones":
         return np.ones(typ.shape, typ.dtype)
-    kind = np.dtype(typ.dtype).kind
-    if kind == "f":
+    if typ.dtype == "float8_e8m0fnu":
+        return np.exp2(rng.integers(-4, 5, typ.shape)).astype(typ.dtype)
+    if typ.dtype in FLOATS:
         return rng.standard_normal(typ.shape).astype(typ.dtype)
+    kind = np.dtype(typ.dtype).kind
     if kind == "b":
         return rng.random(typ.shape) < 0.5
     return rng.integers(0, 2, typ.shape).astype(typ.dtype)  # small: safe as indices too

@@ -44,6 +44,7 @@ class TuneOptions:
     scheduler: str | None = None  # a Dask scheduler to measure on (with device_key)
     device_key: str | None = None  # the resource the cluster's device workers advertise
     priority: int = 0  # on a shared cluster, runs of a higher priority go first
+    prior_records: str | None = None  # records only read: configs skipped, tuners seeded
 
     def __post_init__(self) -> None:
         if self.tasks is not None and not isinstance(self.tasks, str):

@@ -33,6 +33,7 @@ from tvmc.autotune.tuner import FAILED, Tuner
 from tvmc.autotune.tuners import TUNERS
 from tvmc.codegen import CUDATarget, physical_cores, target_kind
 from tvmc.driver.compiler import CompileOptions, optimize, parse_target
+from tvmc.driver.outputs import check_records_output
 from tvmc.driver.tune_options import (
     DEFAULT_TRIALS,
     TuneOptions,
@@ -206,14 +207,18 @@ def tune_tasks(
     scheduler: str | None = None,
     device_key: str | None = None,
     priority: int = 0,
+    prior_records: str | os.PathLike[str] | None = None,
 ) -> str:
     """Tune `tasks`, appending every measurement to `tuning_records`; returns its path.
 
     `trials`: in total, shared by weight x FLOPs (or one number per task). Records already in the
     file resume the run: their configs are not measured again, count toward the trials and seed
-    the tuners. `measurer`: default a LocalMeasurer with `measure_options`, or a DaskMeasurer on
-    the Dask `scheduler` measuring on the workers that advertise `device_key` (tasks of a higher
-    `priority` run first). Ctrl-C raises TuningInterrupted, with every finished measurement on disk.
+    the tuners. `prior_records` (TVMC's --tuning-records beside -o): another file, only read:
+    its configs are not measured again and seed the tuners (the cost model learns from them, of
+    other workloads too), but do not count toward the trials. `measurer`: default a
+    LocalMeasurer with `measure_options`, or a DaskMeasurer on the Dask `scheduler` measuring on
+    the workers that advertise `device_key` (tasks of a higher `priority` run first). Ctrl-C
+    raises TuningInterrupted, with every finished measurement on disk.
     """
     path = os.fspath(tuning_records)
     progress = progress or LogProgress()
@@ -224,6 +229,13 @@ def tune_tasks(
     shares = _shares(tasks, trials)
     kind = target_kind(target)
     known = [r for r in read_records(path, must_exist=False) if target_kind(r.target) == kind]
+    prior: list[Record] = []
+    prior_path = None if prior_records is None else os.fspath(prior_records)
+    if prior_path is not None and os.path.abspath(prior_path) == os.path.abspath(path):
+        prior_path = None  # the same file: it resumes
+    if prior_path is not None:
+        prior = [r for r in read_records(prior_path, must_exist=True)
+                 if target_kind(r.target) == kind]  # fmt: skip
     _check_writable(path)
     if measurer is None:
         check_cluster(scheduler, device_key)
@@ -231,6 +243,7 @@ def tune_tasks(
     if owned:
         measurer = connect(scheduler, device_key, priority, options, target)
     mine = [_resumable(known, task) for task in tasks]
+    seeds = [_resumable(prior, task) for task in tasks]
     peak, peak_source = peak_gflops(target)
     indices = list(task_indices) if task_indices is not None else list(range(len(tasks)))
     resumed = [len({r.config["index"] for r in records}) for records in mine]
@@ -250,6 +263,8 @@ def tune_tasks(
         peak,
         peak_source,
         measurer if isinstance(measurer, DaskMeasurer) else None,
+        prior_path,
+        len(prior),
     )
     progress.start(plan)
     stats = [
@@ -272,7 +287,8 @@ def tune_tasks(
             s.state, s.started = "running", time.perf_counter()
             progress.task_start(s)
             session = make_tuner(task, seed=seed)
-            session.load_history(mine[n], [r for r in known if r.workload != task.workload])
+            others = [r for r in (*known, *prior) if r.workload != task.workload]
+            session.load_history([*seeds[n], *mine[n]], others)
             if task.space.default_index is None:  # the untuned schedule is no config: time it
                 default = measure_default(task, inner)
                 s.default_cost = _mean(default.costs) if default.error_no == 0 else None
@@ -354,9 +370,14 @@ def tune_graph(
     options: TuneOptions,
     progress: TuningProgress | None = None,
     measurer: Measurer | None = None,
+    source: str | None = None,
 ) -> str:
     """Tune a graph's kernels as `options` say and return the records path (None: a new
-    temporary file); `measurer` replaces the one the options name (local or a Dask cluster)."""
+    temporary file); `measurer` replaces the one the options name (local or a Dask cluster).
+    Records are appended to an existing records file, never to the model (`source`) or to a
+    file that is not one."""
+    if tuning_records is not None:
+        check_records_output(tuning_records, {"the model": source})
     all_tasks = graph_tasks(graph, options.target, options.target_llvm_mcpu,
                             options.target_llvm_mattr)  # fmt: skip
     chosen, _ = select_tasks(options.tasks, len(all_tasks))
@@ -376,6 +397,7 @@ def tune_graph(
         scheduler=options.scheduler,
         device_key=options.device_key,
         priority=options.priority,
+        prior_records=options.prior_records,
     )
 
 

@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 from tvmc.autotune import ERROR_NAMES, Record, Task
 from tvmc.codegen import CPUTarget, physical_cores, target_kind
 from tvmc.config import PEAK_GFLOPS_ENV
-from tvmc.graph import Graph, Node, TensorType
-from tvmc.lower.lower import node_flops
+from tvmc.graph import TensorType
 from tvmc.ops import OPS
 from tvmc.runtime.peak import peak_gflops as measured_peak
 
@@ -73,10 +72,7 @@ def workload_flops(task_name: str, args: Sequence[Any]) -> int | None:
     try:
         types = [TensorType(tuple(a[1]), a[2]) for a in args if a[0] == "TENSOR"]
         attrs = next((a[1] for a in args if a[0] == "ATTRS"), {})
-        node = Node(op, [f"in{i}" for i in range(len(types))], ["out"], attrs, "node")
-        out = OPS[op].infer(node.attrs, types)[0]
-        graph = Graph(node.inputs, ["out"], [node], {**dict(zip(node.inputs, types)), "out": out})
-        return node_flops(graph, node) or None
+        return OPS[op].count_flops(attrs, types, OPS[op].infer(attrs, types)) or None
     except Exception:  # a foreign or older record: show its time only
         return None
 
@@ -121,6 +117,7 @@ def task_rows(tasks: Sequence[Task], indices: Sequence[int]) -> list[dict[str, A
         {
             "index": i,
             "name": t.name,
+            "label": t.label,
             "op": t.op,
             "args": t.args,
             "args_summary": args_summary(t.op, t.args),
@@ -240,7 +237,7 @@ class TaskStats:
         left = self.remaining
         eta = f", ~{left:.0f} s left" if left else ""
         return (
-            f"task {self.position + 1}/{self.count} #{self.index} {self.task.name}: "
+            f"task {self.position + 1}/{self.count} #{self.index} {self.task.label}: "
             f"{self.done}/{self.planned} trials, current {self.rate(self.last_cost)}, "
             f"best {self.rate(self.best_cost)}, {self.elapsed:.1f} s{eta}"
             + (f" ({self.state})" if self.state not in ("running", "waiting") else "")
@@ -253,6 +250,7 @@ class TaskStats:
         return {
             "index": self.index,
             "name": self.task.name,
+            "label": self.task.label,
             "op": self.task.op,
             "args": self.task.args,
             "args_summary": args_summary(self.task.op, self.task.args),
@@ -294,6 +292,8 @@ class TuningPlan:
     peak_gflops: float
     peak_source: str
     cluster: Any = None  # the DaskMeasurer measuring on a cluster: the CLI shows its workers
+    prior_path: str | None = None  # records only read (TVMC's --tuning-records beside -o)
+    prior_records: int = 0  # of them, those of this target kind
 
     def settings(self) -> list[tuple[str, str]]:
         """(setting, value) rows, in the order shown."""
@@ -324,10 +324,15 @@ class TuningPlan:
                 "resumed records",
                 f"{self.records_in_file} in the file, {sum(self.resumed)} configs of these tasks",
             ),
+            *(
+                [("prior records", f"{self.prior_path}: {self.prior_records} read, not written")]
+                if self.prior_path
+                else []
+            ),
             (
                 "tasks",
                 f"{len(self.tasks)}: "
-                + ", ".join(f"#{i} {t.name}" for i, t in zip(self.indices, self.tasks)),
+                + ", ".join(f"#{i} {t.label}" for i, t in zip(self.indices, self.tasks)),
             ),
             (
                 "peak",
@@ -355,6 +360,7 @@ class TuningPlan:
             "check_correctness": o.check_correctness,
             "tuning_records": self.records_path,
             "resumed_records": self.records_in_file,
+            "prior_records": self.prior_path,
             "tasks": len(self.tasks),
             "peak_gflops": self.peak_gflops,
         }

@@ -9,6 +9,7 @@ Sizes computed while converting are bounded by `tvmc.frontend.bounds`.
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import unicodedata
@@ -19,7 +20,8 @@ import onnx
 from onnx import TensorProto, checker, helper
 
 from tvmc.errors import ModelError, UnsupportedModelError
-from tvmc.graph import DTYPES
+from tvmc.frontend.context import onnx_dtype
+from tvmc.frontend.converters.subgraph import walk
 
 logger = logging.getLogger("tvmc.frontend")
 
@@ -42,6 +44,8 @@ WINDOW_RANGES = {
 }
 # Any op: attributes that are extents or counts, bounded by 32-bit indexing.
 EXTENT_RANGES = {"pads": (-INT32_MAX, INT32_MAX), "blocksize": (1, INT32_MAX)}
+# Types ONNX packs several to a byte (raw data) or to an int32_data entry: their bits.
+PACKED_BITS = {"int4": 4, "uint4": 4, "float4_e2m1fn": 4, "int2": 2, "uint2": 2}
 TYPE_ATTRIBUTES = ("to", "dtype", "output_dtype")  # INT attributes holding an element type
 
 
@@ -64,15 +68,7 @@ def dtype_name(elem_type: int, what: str) -> str:
         raise ModelError(f"{what} has no element type")
     if elem_type not in _TYPE_NAMES:
         raise ModelError(f"{what} has element type {elem_type}, which is not an ONNX element type")
-    try:
-        name = np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).name
-    except Exception:  # a type numpy lacks
-        name = "object"
-    if name == "object":  # STRING, and types numpy has no dtype for
-        name = _TYPE_NAMES[elem_type].lower()
-    if name not in DTYPES:
-        raise UnsupportedModelError(f"{what} has element type {name}, which tvmc does not support")
-    return name
+    return onnx_dtype(elem_type, what)
 
 
 def check_tensor(tensor: TensorProto, what: str) -> None:
@@ -84,15 +80,17 @@ def check_tensor(tensor: TensorProto, what: str) -> None:
     if any(d < 0 for d in dims):
         raise ModelError(f"{what} has a negative dimension: dims {dims}")
     expected = math.prod(dims)
+    bits = PACKED_BITS.get(dtype)
     if tensor.HasField("raw_data"):
-        itemsize = np.dtype(dtype).itemsize
-        if len(tensor.raw_data) != expected * itemsize:
+        size = math.ceil(expected * bits / 8) if bits else expected * np.dtype(dtype).itemsize
+        if len(tensor.raw_data) != size:
             raise ModelError(f"{what}: dims {dims} hold {expected} {dtype} elements "
-                             f"({expected * itemsize} bytes), its raw data {len(tensor.raw_data)} "
+                             f"({size} bytes), its raw data {len(tensor.raw_data)} "
                              "bytes")  # fmt: skip
         return
     held = len(getattr(tensor, helper.tensor_dtype_to_field(tensor.data_type)))
-    if held != expected:
+    entries = math.ceil(expected * bits / 8) if bits else expected  # packed like the raw bytes
+    if held != entries:
         raise ModelError(f"{what}: dims {dims} hold {expected} elements, its data {held}")
 
 
@@ -155,22 +153,36 @@ def check_model(model: onnx.ModelProto) -> None:
 
 
 def check_nodes(model: onnx.ModelProto, opset: int) -> None:
-    """Each node of the default domain: onnx's node checker, then attribute values."""
+    """Each node of the default domain, those of subgraphs included: onnx's node checker, then
+    attribute values."""
     context = checker.C.CheckerContext()
     context.ir_version = min(max(model.ir_version, 3), onnx.IR_VERSION)  # the checker's range
     context.opset_imports = {o.domain: o.version for o in model.opset_import} or {"": opset}
-    for node in model.graph.node:
+    for node, inside in walk(model.graph.node):
         if node.domain not in DEFAULT_DOMAINS:
             continue
-        where = f"{node.op_type} node {node.name!r}"
+        where = f"{node.op_type} node {node.name!r}" + (f" in {inside}" if inside else "")
         try:
-            checker.check_node(node, context, checker.C.LexicalScopeContext())
+            checker.check_node(_without_bodies(node), context, checker.C.LexicalScopeContext())
         except checker.ValidationError as exc:
             message = str(exc).strip().splitlines()[0]
             if not message.startswith("No Op registered"):  # the converter's rules apply
                 raise ModelError(f"{where}: {message}") from None
         for attr in node.attribute:
             check_attribute(node.op_type, attr, where)
+
+
+def _without_bodies(node: onnx.NodeProto) -> onnx.NodeProto:
+    """`node` with its subgraphs emptied of nodes and outputs: the walk checks those nodes one by
+    one, while onnx's checker would take the outer-scope names a body reads for undefined ones."""
+    if not any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+               for a in node.attribute):  # fmt: skip
+        return node
+    node = copy.deepcopy(node)
+    for attr in node.attribute:
+        for graph in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+            del graph.node[:], graph.output[:]  # outputs the nodes made: the converter checks
+    return node
 
 
 def check_attribute(op_type: str, attr: onnx.AttributeProto, where: str) -> None:

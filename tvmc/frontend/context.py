@@ -6,9 +6,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import onnx
 
-from tvmc.errors import ModelError, NonConstantInputError
-from tvmc.graph import Graph, Node, TensorType
+from tvmc.errors import ModelError, NonConstantInputError, UnsupportedModelError
+from tvmc.graph import DTYPES, Graph, Node, TensorType
 from tvmc.ops import get_op
 from tvmc.ops.registry import evaluate_node
 
@@ -35,14 +36,36 @@ class OnnxNode:
 class ConvertContext:
     """Builds a Graph while converting; nodes whose inputs are all constant fold at once."""
 
-    def __init__(self, graph: Graph, opset: int):
+    def __init__(self, graph: Graph, opset: int, reserved: set[str] | None = None):
         self.graph = graph
         self.opset = opset
         self.current: OnnxNode | None = None
+        # names the model uses verbatim (top-level tensors, maybe not converted yet): fresh names
+        # made for intermediates and inlined subgraphs must not take them
+        self.reserved: set[str] = set(reserved or ())
+        # subgraph name -> graph name, innermost last (If/Loop/Scan bodies being inlined)
+        self.scopes: list[dict[str, str]] = []
+        self.unrolled = 0  # subgraph nodes converted so far (bounded: see converters.subgraph)
 
     # ---- reading -------------------------------------------------------------------------------
     def type(self, name: str) -> TensorType:
         return self.graph.types[name]
+
+    def resolve(self, name: str) -> str:
+        """The graph name of tensor `name` as the node being converted sees it (outer scopes)."""
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope[name]
+        return name
+
+    def fresh_name(self, hint: str) -> str:
+        """A tensor name neither in the graph nor reserved, derived from `hint`; reserves it."""
+        name, n = hint, 0
+        while name in self.graph.types or name in self.reserved:
+            n += 1
+            name = f"{hint}_{n}"
+        self.reserved.add(name)
+        return name
 
     def const(self, name: str) -> np.ndarray | None:
         """The value of a constant tensor, or None for a runtime value (or an absent input).
@@ -79,7 +102,7 @@ class ConvertContext:
     def add_const(self, array: np.ndarray, name: str | None = None) -> str:
         """A new constant tensor; returns its name."""
         array = np.require(array, requirements="C")  # keeps 0-d arrays 0-d
-        name = name or self.graph.fresh_name(f"{self._hint()}_const")
+        name = name or self.fresh_name(f"{self._hint()}_const")
         self.graph.params[name] = array
         self.graph.types[name] = TensorType.of(array)
         return name
@@ -95,18 +118,22 @@ class ConvertContext:
         """Add node `op` (our op name); returns output names. Constant inputs fold immediately."""
         opdef = get_op(op)
         where = self.current.describe() if self.current else op
+        node_inputs = list(inputs)
+        given, (least, most) = sum(1 for n in node_inputs if n), opdef.num_inputs
+        if not least <= given <= most:
+            count = str(least) if least == most else f"{least} to {most}"
+            raise ModelError(f"{where}: {op} takes {count} inputs, got {given}")
         try:
             attrs = opdef.normalize_attrs(attrs or {}, where)
-            node_inputs = list(inputs)
             types = opdef.infer(attrs, [self.type(n) for n in node_inputs if n])
         except ValueError as exc:
             raise ModelError(f"{where}: {exc}") from None
         if outputs is None:
-            outputs = [self.graph.fresh_name(f"{self._hint()}_{op.lower()}") for _ in types]
+            outputs = [self.fresh_name(f"{self._hint()}_{op.lower()}") for _ in types]
         outputs = list(outputs)[: len(types)]
         if len(outputs) < len(types):
             outputs += [
-                self.graph.fresh_name(f"{outputs[0]}_{i}") for i in range(len(outputs), len(types))
+                self.fresh_name(f"{outputs[0]}_{i}") for i in range(len(outputs), len(types))
             ]
         node = Node(op, node_inputs, outputs, attrs, self._node_name(op))
         values = [self.const(n) for n in node_inputs if n]
@@ -128,3 +155,21 @@ class ConvertContext:
         base = self.current.name if self.current and self.current.name else op
         taken = {n.name for n in self.graph.nodes[-8:]}
         return base if base not in taken else f"{base}/{op}"
+
+
+def onnx_dtype(elem_type: int, what: str) -> str:
+    """Our dtype name for an ONNX element type."""
+    try:
+        name = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).name
+    except Exception:
+        name = ""
+    if name not in DTYPES:
+        try:
+            label = onnx.TensorProto.DataType.Name(elem_type)
+        except ValueError:
+            label = str(elem_type)
+        raise UnsupportedModelError(
+            f"{what} has element type {label}, which tvmc does not support; supported: "
+            f"{', '.join(DTYPES)}"
+        )
+    return name

@@ -6,7 +6,6 @@ import logging
 import os
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any
 
 import onnx
 from onnx import numpy_helper
@@ -14,8 +13,8 @@ from onnx import numpy_helper
 from tvmc.errors import InputError, ModelError, UnsupportedModelError, did_you_mean
 from tvmc.frontend import bounds
 from tvmc.frontend.check import check_model, check_nodes, dtype_name
-from tvmc.frontend.context import OnnxNode
 from tvmc.frontend.converters import CONVERTERS
+from tvmc.frontend.converters.subgraph import convert_nodes, walk
 from tvmc.graph import Graph, TensorType
 
 logger = logging.getLogger("tvmc.frontend")
@@ -49,27 +48,6 @@ def read_onnx(path: str) -> onnx.ModelProto:
     return model
 
 
-def onnx_dtype(elem_type: int, what: str) -> str:
-    """Our dtype name for an ONNX element type."""
-    return dtype_name(elem_type, what)
-
-
-def decode_attribute(attr: onnx.AttributeProto) -> Any:
-    value = onnx.helper.get_attribute_value(attr)
-    if isinstance(value, onnx.TensorProto):
-        return numpy_helper.to_array(value)
-    if isinstance(value, bytes):
-        return value.decode()
-    if isinstance(value, list) and value and isinstance(value[0], bytes):
-        return [v.decode() for v in value]
-    if isinstance(value, (onnx.GraphProto, list)) and attr.type in (
-        onnx.AttributeProto.GRAPH,
-        onnx.AttributeProto.GRAPHS,
-    ):
-        raise UnsupportedModelError(f"attribute {attr.name!r} holds a subgraph (control flow)")
-    return value
-
-
 def model_opset(model: onnx.ModelProto) -> int:
     for entry in model.opset_import:
         if entry.domain in _DEFAULT_DOMAINS:
@@ -78,18 +56,20 @@ def model_opset(model: onnx.ModelProto) -> int:
 
 
 def check_supported(model: onnx.ModelProto) -> None:
-    """One error listing every unsupported op type, its count and its first node."""
+    """One error listing every unsupported op type, its count and its first node, those inside
+    subgraphs (If branches, Loop and Scan bodies) included."""
     counts: Counter[str] = Counter()
     first: dict[str, str] = {}
-    for node in model.graph.node:
+    for node, where in walk(model.graph.node):
         key = node.op_type if node.domain in _DEFAULT_DOMAINS else f"{node.domain}.{node.op_type}"
         if node.domain in _DEFAULT_DOMAINS and node.op_type in CONVERTERS:
             continue
         counts[key] += 1
-        first.setdefault(key, node.name or (node.output[0] if node.output else "?"))
+        name = repr(node.name or (node.output[0] if node.output else "?"))
+        first.setdefault(key, f"{name} in {where}" if where else name)
     if counts:
         listing = ", ".join(
-            f"{op} ({n} node{'s' * (n > 1)}, first {first[op]!r})" for op, n in counts.most_common()
+            f"{op} ({n} node{'s' * (n > 1)}, first {first[op]})" for op, n in counts.most_common()
         )
         raise UnsupportedModelError(f"the model uses ops tvmc does not support: {listing}")
 
@@ -115,7 +95,7 @@ def graph_inputs(
         tensor_type = value.type.tensor_type
         if not value.type.HasField("tensor_type"):
             raise UnsupportedModelError(f"input {value.name!r} is not a tensor")
-        dtype = (dtype_dict or {}).get(value.name) or onnx_dtype(
+        dtype = (dtype_dict or {}).get(value.name) or dtype_name(
             tensor_type.elem_type, f"input {value.name!r}"
         )
         if shape_dict and value.name in shape_dict:
@@ -165,37 +145,21 @@ def convert_model(
     bounds.check_inputs(inputs)
     graph = Graph(list(inputs), [o.name for o in model.graph.output], [], dict(inputs), {},
                   model.graph.name or "main")  # fmt: skip
-    ctx = bounds.BoundedContext(graph, opset)
+    ctx = bounds.BoundedContext(graph, opset, top_level_names(model.graph))
     for init in model.graph.initializer:
         ctx.add_const(numpy_helper.to_array(init), init.name)
-    for proto in model.graph.node:
-        node = OnnxNode(
-            proto.op_type,
-            proto.name,
-            list(proto.input),
-            list(proto.output),
-            {a.name: decode_attribute(a) for a in proto.attribute},
-            proto.domain,
-        )
-        while node.inputs and not node.inputs[-1]:
-            node.inputs.pop()
-        missing = [n for n in node.inputs if n and n not in graph.types]
-        if missing:
-            raise ModelError(
-                f"{node.describe()} reads {missing}, which no earlier node produces "
-                "(the graph is not topologically sorted or is broken)"
-            )
-        ctx.current = node
-        bounds.check_node(ctx, node)
-        try:
-            CONVERTERS[node.op_type](ctx, node)
-        except MemoryError:  # a bound passed, yet the machine had less free than the limit
-            raise ModelError(f"{node.describe()}: out of memory while converting it") from None
+    convert_nodes(ctx, model.graph.node)
     undefined = [o for o in graph.outputs if o not in graph.types]
     if undefined:
         raise ModelError(f"graph outputs {undefined} are never produced")
     unique_node_names(graph)
     return graph
+
+
+def top_level_names(graph: onnx.GraphProto) -> set[str]:
+    """Every tensor name of the main graph: names made while converting must avoid them."""
+    names = {v.name for v in (*graph.input, *graph.output)} | {i.name for i in graph.initializer}
+    return names | {name for node in graph.node for name in node.output}
 
 
 def unique_node_names(graph: Graph) -> None:

@@ -1,6 +1,6 @@
 """Graph IR: a typed dataflow graph with static shapes.
 
-In: nothing (the base layer; imports only numpy and tvmc.errors).
+In: nothing (the base layer; imports only numpy, tvmc.errors and tvmc.dtypes).
 Out: `Graph`, `Node`, `TensorType`, text dump and JSON (de)serialisation.
 """
 

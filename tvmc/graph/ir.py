@@ -10,22 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from tvmc.dtypes import DTYPES
 from tvmc.errors import ModelError
-
-DTYPES = (
-    "float16",
-    "float32",
-    "float64",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "uint8",
-    "uint16",
-    "uint32",
-    "uint64",
-    "bool",
-)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tvmc.dtypes import as_dtype
 from tvmc.errors import ModelError
 from tvmc.graph.ir import Graph, Node, TensorType, canonical_attr
 
@@ -55,7 +56,8 @@ def graph_from_json(text: str, params: dict[str, Any]) -> Graph:
         missing = [p for p in doc["params"] if p not in params]
         if missing:
             raise ModelError(f"saved model lacks param values for {missing[:5]}")
-        ordered = {name: params[name] for name in doc["params"]}
+        # .npz holds bfloat16, float8, int4... as raw bytes (void): their types say what they are
+        ordered = {name: as_dtype(params[name], types[name].dtype) for name in doc["params"]}
         return Graph(doc["inputs"], doc["outputs"], nodes, types, ordered, doc["name"])
     except (KeyError, TypeError, ValueError) as exc:
         raise ModelError(f"corrupt graph JSON: {exc}") from exc

@@ -1,13 +1,15 @@
 """Kernel IR: a small loop-nest IR that schedule templates build and code generators consume.
 
-In: nothing but numpy (templates in tvmc.ops build kernels from it; it imports no tvmc layer).
+In: nothing but numpy and tvmc.dtypes (templates in tvmc.ops build kernels from it; it imports
+no tvmc layer).
 Out: expression and statement nodes, `Buffer`, `Kernel`, builders (`loop`, `nest`, `let`,
-`allocate`, `seq`, `ramp`, intrinsics...), `kernel_str` (printer), `validate`, `interpret` (the
-numpy oracle).
+`allocate`, `seq`, `ramp`, intrinsics...), `kernel_str` (printer), `validate`, `legalize` (narrow
+types computed wide, before any backend), `interpret` (the numpy oracle).
 """
 
 from tvmc.kernel.buffer import SCOPES, Buffer, allocate
 from tvmc.kernel.expr import (
+    CIRCULAR,
     DTYPES,
     EQ,
     GE,
@@ -19,6 +21,11 @@ from tvmc.kernel.expr import (
     Add,
     And,
     BinaryOp,
+    BitAnd,
+    BitNot,
+    BitOr,
+    BitwiseOp,
+    BitXor,
     Broadcast,
     Call,
     Cast,
@@ -37,7 +44,10 @@ from tvmc.kernel.expr import (
     Not,
     Or,
     Ramp,
+    Reinterpret,
     Select,
+    ShiftLeft,
+    ShiftRight,
     Sub,
     Var,
     as_expr,
@@ -47,12 +57,21 @@ from tvmc.kernel.expr import (
 )
 from tvmc.kernel.interpret import interpret, python_source
 from tvmc.kernel.intrin import (
+    acos,
+    acosh,
+    asin,
+    asinh,
+    atan,
+    atanh,
     broadcast,
     call,
     cast,
     ceil,
+    cos,
+    cosh,
     erf,
     exp,
+    expm1,
     fabs,
     floor,
     fma,
@@ -67,9 +86,13 @@ from tvmc.kernel.intrin import (
     round_even,
     select,
     sigmoid,
+    sin,
+    sinh,
     sqrt,
+    tan,
     tanh,
 )
+from tvmc.kernel.legalize import legalize
 from tvmc.kernel.printer import expr_str, kernel_str, stmt_lines
 from tvmc.kernel.stmt import (
     GPU_KINDS,
@@ -100,8 +123,14 @@ __all__ = [
     "And",
     "Barrier",
     "BinaryOp",
+    "BitAnd",
+    "BitNot",
+    "BitOr",
+    "BitXor",
+    "BitwiseOp",
     "Broadcast",
     "Buffer",
+    "CIRCULAR",
     "Call",
     "Cast",
     "CmpOp",
@@ -134,23 +163,35 @@ __all__ = [
     "Not",
     "Or",
     "Ramp",
+    "Reinterpret",
     "SCOPES",
     "Select",
     "SeqStmt",
+    "ShiftLeft",
+    "ShiftRight",
     "Stmt",
     "Store",
     "Sub",
     "Var",
     "WarpShuffle",
+    "acos",
+    "acosh",
     "allocate",
     "as_expr",
+    "asin",
+    "asinh",
+    "atan",
+    "atanh",
     "broadcast",
     "call",
     "cast",
     "ceil",
     "const",
+    "cos",
+    "cosh",
     "erf",
     "exp",
+    "expm1",
     "expr_str",
     "fabs",
     "floor",
@@ -160,6 +201,7 @@ __all__ = [
     "is_float",
     "is_int",
     "kernel_str",
+    "legalize",
     "let",
     "log",
     "loop",
@@ -177,8 +219,11 @@ __all__ = [
     "seq",
     "shuffle_xor",
     "sigmoid",
+    "sin",
+    "sinh",
     "sqrt",
     "stmt_lines",
+    "tan",
     "tanh",
     "validate",
 ]

@@ -11,12 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Union
 
+from tvmc.dtypes import DTYPES, FLOATS, INTS
+
 if TYPE_CHECKING:
     from tvmc.kernel.buffer import Buffer
 
-FLOAT_DTYPES = ("float16", "float32", "float64")
-INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
-DTYPES = (*FLOAT_DTYPES, *INT_DTYPES, "bool")
+FLOAT_DTYPES = FLOATS  # native and narrow (a narrow float computes in float32: legalize.py)
+INT_DTYPES = INTS
 
 
 class KernelIRError(ValueError):
@@ -24,12 +25,12 @@ class KernelIRError(ValueError):
 
 
 def is_float(dtype: str) -> bool:
-    """True for float16/32/64."""
+    """True for float16/32/64 and the narrow floats (bfloat16, float8, float4)."""
     return dtype in FLOAT_DTYPES
 
 
 def is_int(dtype: str) -> bool:
-    """True for signed and unsigned integers (not bool)."""
+    """True for signed and unsigned integers, narrow ones included (not bool)."""
     return dtype in INT_DTYPES
 
 
@@ -110,14 +111,25 @@ class Expr:
     def __ge__(self, other: ExprLike) -> Expr:
         return GE(*coerce_pair(self, other))
 
-    def __and__(self, other: ExprLike) -> Expr:
-        return And(*coerce_pair(self, other))
+    def __and__(self, other: ExprLike) -> Expr:  # logical on bools, bitwise on integers
+        a, b = coerce_pair(self, other)
+        return And(a, b) if a.dtype == "bool" else BitAnd(a, b)
 
     def __or__(self, other: ExprLike) -> Expr:
-        return Or(*coerce_pair(self, other))
+        a, b = coerce_pair(self, other)
+        return Or(a, b) if a.dtype == "bool" else BitOr(a, b)
+
+    def __xor__(self, other: ExprLike) -> Expr:
+        return BitXor(*coerce_pair(self, other))
 
     def __invert__(self) -> Expr:
-        return Not(self)
+        return Not(self) if self.dtype == "bool" else BitNot(self)
+
+    def __lshift__(self, other: ExprLike) -> Expr:
+        return ShiftLeft(*coerce_pair(self, other))
+
+    def __rshift__(self, other: ExprLike) -> Expr:
+        return ShiftRight(*coerce_pair(self, other))
 
     def __bool__(self) -> bool:
         # `if i < n:` in a template is a bug (it would test the node, not the value).
@@ -350,6 +362,51 @@ class Not(Expr):
         _derive(self, "bool", _lanes(self.a))
 
 
+class BitwiseOp(BinaryOp):
+    """Base of the operations on the bits of integers (two's complement)."""
+
+
+class BitAnd(BitwiseOp):
+    """a & b."""
+
+    symbol = "&"
+
+
+class BitOr(BitwiseOp):
+    """a | b."""
+
+    symbol = "|"
+
+
+class BitXor(BitwiseOp):
+    """a ^ b."""
+
+    symbol = "^"
+
+
+class ShiftLeft(BitwiseOp):
+    """a << b, wrapping; an amount outside [0, bits) shifts every bit out (0), as in numpy."""
+
+    symbol = "<<"
+
+
+class ShiftRight(BitwiseOp):
+    """a >> b (arithmetic for signed a); an amount outside [0, bits) leaves the sign fill."""
+
+    symbol = ">>"
+
+
+@dataclass(frozen=True)
+class BitNot(Expr):
+    """~a: every bit of an integer flipped."""
+
+    a: Expr
+    child_fields = ("a",)
+
+    def __post_init__(self) -> None:
+        _derive(self, _dtype(self.a), _lanes(self.a))
+
+
 @dataclass(frozen=True)
 class Select(Expr):
     """`cond ? t : f`; both arms are evaluated (so never guard an out-of-bounds load with it)."""
@@ -366,6 +423,19 @@ class Select(Expr):
 @dataclass(frozen=True)
 class Cast(Expr):
     """Conversion to `dtype`; float to int truncates towards zero."""
+
+    dtype: str
+    value: Expr
+    child_fields = ("value",)
+
+    def __post_init__(self) -> None:
+        _derive(self, self.dtype, _lanes(self.value))
+
+
+@dataclass(frozen=True)
+class Reinterpret(Expr):
+    """The bits of `value` read as `dtype`, which has the same width (float32 <-> uint32,
+    bfloat16 <-> uint16, a float8 or int4 <-> its uint8 byte): no conversion, a bitcast."""
 
     dtype: str
     value: Expr
@@ -414,9 +484,13 @@ class Broadcast(Expr):
         _derive(self, _dtype(self.value), self.lanes)
 
 
-# Intrinsics: name -> (number of args, float only, reduces lanes to 1).
+# Intrinsics: name -> (number of args, float only, reduces lanes to 1). CIRCULAR: the
+# trigonometric and hyperbolic functions and their inverses.
+CIRCULAR = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh")
 INTRINSICS: dict[str, tuple[int, bool, bool]] = {
     **{name: (1, True, False) for name in ("exp", "log", "tanh", "erf", "sigmoid", "sqrt")},
+    **{name: (1, True, False) for name in CIRCULAR},
+    "expm1": (1, True, False),
     **{name: (1, True, False) for name in ("fabs", "floor", "ceil", "round_even")},
     "pow": (2, True, False),
     "fma": (3, True, False),

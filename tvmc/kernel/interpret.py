@@ -22,8 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from tvmc.kernel.expr import KernelIRError
+from tvmc.dtypes import FLOATS
+from tvmc.kernel.expr import CIRCULAR, KernelIRError
 from tvmc.kernel.interpret_emit import PythonEmitter
+from tvmc.kernel.legalize import legalize
 from tvmc.kernel.stmt import Kernel
 from tvmc.kernel.validate import validate
 
@@ -50,16 +52,22 @@ def interpret(kernel: Kernel, *arrays: np.ndarray) -> None:
 
 def python_source(kernel: Kernel) -> str:
     """The Python function the interpreter runs for `kernel` (for debugging templates)."""
-    return PythonEmitter(validate(kernel)).source()
+    return PythonEmitter(_legal(kernel)).source()
 
 
 def _compile(kernel: Kernel) -> Callable[..., None]:
-    emitter = PythonEmitter(validate(kernel))
+    emitter = PythonEmitter(_legal(kernel))
     code = compile(emitter.source(), f"<kernel {kernel.name}>", "exec")
     namespace: dict[str, Any] = {**_RUNTIME, **emitter.constants}
     exec(code, namespace)
     SHARED_SITES[kernel] = emitter.sites
     return namespace[emitter.function_name]
+
+
+def _legal(kernel: Kernel) -> Kernel:
+    """`kernel` validated, its narrow types legalized (and validated again if that changed it)."""
+    legal = legalize(validate(kernel))
+    return legal if legal is kernel else validate(legal)
 
 
 # per compiled kernel, its shared-memory access sites ("a_tile load 2", ...), by site number
@@ -104,7 +112,10 @@ def _vst(buf: np.ndarray, name: str, idx: tuple[Any, ...], value: Any, lanes: in
 
 def _alloc(shape: tuple[int, ...], dtype: str) -> np.ndarray:
     dt = np.dtype(dtype)
-    fill: Any = np.nan if dt.kind == "f" else (True if dt.kind == "b" else np.iinfo(dt).max // 3)
+    if dt.kind in "iu":
+        fill: Any = np.iinfo(dt).max // 3
+    else:  # floats (narrow ones too: float4 has no NaN, numpy gives it a zero), bool, int4...
+        fill = True if dt.kind == "b" else np.nan if dtype in FLOATS else 1
     return np.full(shape, fill, dt)
 
 
@@ -203,6 +214,43 @@ def _icast(x: Any, dtype: str, lanes: int) -> Any:
     return wrapped if lanes > 1 else int(wrapped)
 
 
+def _reinterpret(x: Any, src: str, dst: str, lanes: int) -> Any:
+    s, d = np.dtype(src), np.dtype(dst)
+    # native integers are Python ints or int64 vectors: wrapped to their width first
+    raw = np.asarray(x).astype(np.int64).astype(s) if s.kind in "iu" else np.asarray(x, s)
+    out = raw.view(d)
+    if d.kind in "iu":
+        return out.astype(np.int64) if lanes > 1 else int(out)
+    return out if lanes > 1 else out[()]
+
+
+def _shift(a: Any, n: Any, dtype: str, lanes: int, left: bool) -> Any:
+    """a << n or a >> n in `dtype` (integers held as int64); amounts outside [0, bits) shift
+    every bit out, leaving the sign fill of a right shift."""
+    x = np.asarray(_wrap(a, dtype, lanes)).astype(dtype)
+    bits = x.dtype.itemsize * 8
+    k = np.asarray(n).astype(np.int64) if lanes > 1 else np.int64(_wrap(n, "int64", 1))
+    inside = (k >= 0) & (k < bits)
+    amount = np.where(inside, k, 0).astype(dtype)
+    if left:
+        out = np.where(inside, np.left_shift(x, amount), x.dtype.type(0))
+    else:
+        fill = np.right_shift(x, bits - 1) if x.dtype.kind == "i" else np.zeros_like(x)
+        out = np.where(inside, np.right_shift(x, amount), fill)
+    return _wrap(out, dtype, lanes)
+
+
+def _wrap(x: Any, dtype: str, lanes: int) -> Any:
+    """Integer bits wrapped to `dtype`: an int64 vector, or a scalar's value as a Python int
+    (so a uint64 scalar stays non-negative, as loads give it)."""
+    if lanes > 1:
+        return np.asarray(x).astype(np.int64).astype(dtype).astype(np.int64)
+    bits = np.dtype(dtype).itemsize * 8
+    value = int(x) & ((1 << bits) - 1)
+    signed = np.dtype(dtype).kind == "i"
+    return value - (1 << bits) if signed and value >> (bits - 1) else value
+
+
 def _f64(fn: Callable[..., Any], dtype: str, *args: Any) -> Any:
     result = np.asarray(fn(*(np.asarray(a, np.float64) for a in args)))
     return result.astype(dtype) if result.ndim else np.dtype(dtype).type(result)
@@ -212,11 +260,13 @@ _erf = np.frompyfunc(math.erf, 1, 1)
 
 _MATH: dict[str, Callable[..., Any]] = {
     "exp": np.exp,
+    "expm1": np.expm1,
     "log": np.log,
     "tanh": np.tanh,
     "erf": lambda x: np.asarray(_erf(x), dtype=np.float64),
     "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
     "sqrt": np.sqrt,
+    **{name: getattr(np, "arc" + name[1:] if name[0] == "a" else name) for name in CIRCULAR},
     "fabs": np.abs,
     "floor": np.floor,
     "ceil": np.ceil,
@@ -276,6 +326,9 @@ _RUNTIME: dict[str, Any] = {
     "_tdiv": _tdiv,
     "_sel": _sel,
     "_icast": _icast,
+    "_reinterpret": _reinterpret,
+    "_shift": _shift,
+    "_wrap": _wrap,
     "_f64": _f64,
     "_MATH": _MATH,
     "_reduce": _reduce,

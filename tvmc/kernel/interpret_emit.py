@@ -1,8 +1,9 @@
 """Translation of a Kernel into Python source for the reference interpreter.
 
 Scalars are Python ints/bools and numpy float scalars (so float32 rounds like float32); vectors
-are 1-D numpy arrays (integer vectors as int64). Names starting with `_` are runtime helpers
-defined in interpret.py.
+are 1-D numpy arrays (integer vectors as int64). Narrow types (bfloat16, float8, int4, ...) are
+numpy scalars and arrays of their ml_dtypes type, moved but never computed on (`legalize`).
+Names starting with `_` are runtime helpers defined in interpret.py.
 """
 
 from __future__ import annotations
@@ -12,10 +13,15 @@ from typing import Any
 
 import numpy as np
 
+from tvmc.dtypes import is_narrow
 from tvmc.kernel.buffer import Buffer
 from tvmc.kernel.expr import (
     Add,
     And,
+    BitAnd,
+    BitNot,
+    BitOr,
+    BitXor,
     Broadcast,
     Call,
     Cast,
@@ -33,10 +39,14 @@ from tvmc.kernel.expr import (
     Not,
     Or,
     Ramp,
+    Reinterpret,
     Select,
+    ShiftLeft,
+    ShiftRight,
     Sub,
     Var,
     is_float,
+    is_int,
 )
 from tvmc.kernel.stmt import (
     GPU_KINDS,
@@ -285,6 +295,21 @@ class PythonEmitter(Visitor):
 
     visit_Or = visit_And
 
+    def visit_BitAnd(self, e: BitAnd | BitOr | BitXor) -> str:
+        # no wrap needed: the bits of in-range operands give an in-range result
+        return f"({self.expr(e.a)} {e.symbol} {self.expr(e.b)})"
+
+    visit_BitOr = visit_BitXor = visit_BitAnd
+
+    def visit_ShiftLeft(self, e: ShiftLeft | ShiftRight) -> str:
+        left = isinstance(e, ShiftLeft)
+        return f"_shift({self.expr(e.a)}, {self.expr(e.b)}, {e.dtype!r}, {e.lanes}, {left})"
+
+    visit_ShiftRight = visit_ShiftLeft
+
+    def visit_BitNot(self, e: BitNot) -> str:
+        return f"_wrap(~{self.expr(e.a)}, {e.dtype!r}, {e.lanes})"
+
     def visit_Not(self, e: Not) -> str:
         return f"np.logical_not({self.expr(e.a)})" if e.lanes > 1 else f"(not {self.expr(e.a)})"
 
@@ -317,8 +342,13 @@ class PythonEmitter(Visitor):
         base, stride = self.expr(e.base), self.expr(e.stride)
         return f"(np.arange({e.lanes}, dtype=np.int64) * {stride} + {base})"
 
+    def visit_Reinterpret(self, e: Reinterpret) -> str:
+        value = self.expr(e.value)
+        return f"_reinterpret({value}, {e.value.dtype!r}, {e.dtype!r}, {e.lanes})"
+
     def visit_Broadcast(self, e: Broadcast) -> str:
-        dt = e.dtype if is_float(e.dtype) else ("bool" if e.dtype == "bool" else "int64")
+        native_int = is_int(e.dtype) and not is_narrow(e.dtype)  # narrow ones: their own type
+        dt = "int64" if native_int else e.dtype
         return f"np.full({e.lanes}, {self.expr(e.value)}, {dt!r})"
 
     def visit_Call(self, e: Call) -> str:

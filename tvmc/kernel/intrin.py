@@ -70,6 +70,11 @@ def exp(x: Expr) -> Call:
     return call("exp", x)
 
 
+def expm1(x: Expr) -> Call:
+    """e**x - 1, accurate near 0."""
+    return call("expm1", x)
+
+
 def log(x: Expr) -> Call:
     """Natural logarithm."""
     return call("log", x)
@@ -88,6 +93,61 @@ def erf(x: Expr) -> Call:
 def sigmoid(x: Expr) -> Call:
     """1 / (1 + e**-x)."""
     return call("sigmoid", x)
+
+
+def sin(x: Expr) -> Call:
+    """Sine (radians)."""
+    return call("sin", x)
+
+
+def cos(x: Expr) -> Call:
+    """Cosine (radians)."""
+    return call("cos", x)
+
+
+def tan(x: Expr) -> Call:
+    """Tangent (radians)."""
+    return call("tan", x)
+
+
+def asin(x: Expr) -> Call:
+    """Arcsine, in [-pi/2, pi/2]; NaN outside [-1, 1]."""
+    return call("asin", x)
+
+
+def acos(x: Expr) -> Call:
+    """Arccosine, in [0, pi]; NaN outside [-1, 1]."""
+    return call("acos", x)
+
+
+def atan(x: Expr) -> Call:
+    """Arctangent, in [-pi/2, pi/2]."""
+    return call("atan", x)
+
+
+def sinh(x: Expr) -> Call:
+    """Hyperbolic sine."""
+    return call("sinh", x)
+
+
+def cosh(x: Expr) -> Call:
+    """Hyperbolic cosine."""
+    return call("cosh", x)
+
+
+def asinh(x: Expr) -> Call:
+    """Inverse hyperbolic sine."""
+    return call("asinh", x)
+
+
+def acosh(x: Expr) -> Call:
+    """Inverse hyperbolic cosine; NaN below 1."""
+    return call("acosh", x)
+
+
+def atanh(x: Expr) -> Call:
+    """Inverse hyperbolic tangent; +-inf at +-1, NaN beyond."""
+    return call("atanh", x)
 
 
 def sqrt(x: Expr) -> Call:

@@ -6,6 +6,10 @@ from tvmc.kernel.expr import (
     Add,
     And,
     BinaryOp,
+    BitAnd,
+    BitNot,
+    BitOr,
+    BitXor,
     Broadcast,
     Call,
     Cast,
@@ -23,7 +27,10 @@ from tvmc.kernel.expr import (
     Not,
     Or,
     Ramp,
+    Reinterpret,
     Select,
+    ShiftLeft,
+    ShiftRight,
     Sub,
     Var,
 )
@@ -47,14 +54,15 @@ from tvmc.kernel.visitor import (
     shared_subexpressions,
 )
 
-_PREC = {Or: 1, And: 2, Add: 4, Sub: 4, Mul: 5, Div: 5, FloorDiv: 5, Mod: 5}
+_PREC: dict[type, float] = {Or: 1, And: 2, Add: 4, Sub: 4, Mul: 5, Div: 5, FloorDiv: 5, Mod: 5}
+_PREC.update({BitOr: 3.2, BitXor: 3.4, BitAnd: 3.6, ShiftLeft: 3.8, ShiftRight: 3.8})  # Python's
 _ATOM = 7
 
 
-def _prec(e: Expr) -> int:
+def _prec(e: Expr) -> float:
     if isinstance(e, CmpOp):
         return 3
-    if isinstance(e, Not):
+    if isinstance(e, (Not, BitNot)):
         return 6
     return _PREC.get(type(e), _ATOM)
 
@@ -89,7 +97,7 @@ class _ExprPrinter(Visitor):
                     self.definitions.append(f"{name} = {self.bare[id(n)]}")
         return self.expr(e, 0)
 
-    def expr(self, e: Expr, need: int) -> str:
+    def expr(self, e: Expr, need: float) -> str:
         """`e`, parenthesised when its precedence is below `need`."""
         name = self.names.get(id(e))
         if name is not None:
@@ -122,11 +130,17 @@ class _ExprPrinter(Visitor):
     def visit_Not(self, e: Not) -> str:
         return f"!{self.expr(e.a, 6)}"
 
+    def visit_BitNot(self, e: BitNot) -> str:
+        return f"~{self.expr(e.a, 6)}"
+
     def visit_Select(self, e: Select) -> str:
         return f"select({self.expr(e.cond, 0)}, {self.expr(e.t, 0)}, {self.expr(e.f, 0)})"
 
     def visit_Cast(self, e: Cast) -> str:
         return f"{e.dtype}({self.expr(e.value, 0)})"
+
+    def visit_Reinterpret(self, e: Reinterpret) -> str:
+        return f"reinterpret<{e.dtype}>({self.expr(e.value, 0)})"
 
     def visit_Load(self, e: Load) -> str:
         return f"{e.buffer.name}[{', '.join(self.expr(i, 0) for i in e.indices)}]"

@@ -7,11 +7,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from tvmc.kernel.buffer import Buffer
 from tvmc.kernel.expr import (
     INTRINSICS,
     And,
     BinaryOp,
+    BitNot,
+    BitwiseOp,
     Broadcast,
     Call,
     Cast,
@@ -24,6 +28,7 @@ from tvmc.kernel.expr import (
     Not,
     Or,
     Ramp,
+    Reinterpret,
     Select,
     Var,
     check_dtype,
@@ -225,10 +230,16 @@ class _Checker(Visitor):
         logical = isinstance(e, (And, Or))
         if logical != (a.dtype == "bool") and not isinstance(e, CmpOp):
             raise self.fail(f"{e.symbol} on {a.dtype} operands in {expr_str(e)}")
+        if isinstance(e, BitwiseOp) and not is_int(a.dtype):
+            raise self.fail(f"{e.symbol} needs integer operands in {expr_str(e)}")
 
     def visit_Not(self, e: Not, scope: _Scope) -> None:
         if self.expr(e.a, scope).dtype != "bool":
             raise self.fail(f"! needs a bool operand in {expr_str(e)}")
+
+    def visit_BitNot(self, e: BitNot, scope: _Scope) -> None:
+        if not is_int(self.expr(e.a, scope).dtype):
+            raise self.fail(f"~ needs an integer operand in {expr_str(e)}")
 
     def visit_Select(self, e: Select, scope: _Scope) -> None:
         c, t, f = self.expr(e.cond, scope), self.expr(e.t, scope), self.expr(e.f, scope)
@@ -239,6 +250,12 @@ class _Checker(Visitor):
     def visit_Cast(self, e: Cast, scope: _Scope) -> None:
         check_dtype(e.dtype)
         self.expr(e.value, scope)
+
+    def visit_Reinterpret(self, e: Reinterpret, scope: _Scope) -> None:
+        check_dtype(e.dtype)
+        value = self.expr(e.value, scope)
+        if "bool" in (e.dtype, value.dtype) or _width(e.dtype) != _width(value.dtype):
+            raise self.fail(f"reinterpret needs types of one width: {value.dtype} as {e.dtype}")
 
     def visit_Load(self, e: Load, scope: _Scope) -> None:
         self.access(e.buffer, e.indices, scope)
@@ -266,3 +283,7 @@ class _Checker(Visitor):
     def lanes(self, e: Expr, *lanes: int) -> None:
         if len(set(lanes) - {1}) > 1:
             raise self.fail(f"operands with lanes {list(lanes)} in {expr_str(e)}")
+
+
+def _width(dtype: str) -> int:
+    return np.dtype(dtype).itemsize

@@ -5,14 +5,34 @@ from __future__ import annotations
 import numpy as np
 
 from tvmc.graph import TensorType
-from tvmc.ops.registry import Attrs
+from tvmc.ops.registry import Attrs, InferRule
 
-FLOAT_DTYPES = ("float16", "float32", "float64")
+FLOAT_DTYPES = ("float16", "float32", "float64", "bfloat16")  # bfloat16 computes in float32
+INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 
 
 def same_as_first(attrs: Attrs, types: list[TensorType]) -> list[TensorType]:
     """One output typed like the first input (unary elementwise ops)."""
     return [types[0]]
+
+
+def check_dtypes(op: str, types: list[TensorType], dtypes: tuple[str, ...], what: str) -> None:
+    """ValueError unless every input's dtype is one of `dtypes` (`what` names them)."""
+    for t in types:
+        if t.dtype not in dtypes:
+            raise ValueError(f"{op} takes {what} tensors, got {t.dtype}")
+
+
+def unary_rule(
+    op: str, dtypes: tuple[str, ...], what: str, out_dtype: str | None = None
+) -> InferRule:
+    """Rule of a one-input elementwise op defined for `dtypes` only (`out_dtype`: e.g. 'bool')."""
+
+    def rule(attrs: Attrs, types: list[TensorType]) -> list[TensorType]:
+        check_dtypes(op, types[:1], dtypes, what)
+        return [TensorType(types[0].shape, out_dtype or types[0].dtype)]
+
+    return rule
 
 
 def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
@@ -31,11 +51,16 @@ def same_dtype(types: list[TensorType], op: str) -> str:
     return types[0].dtype
 
 
-def broadcast_rule(op: str, out_dtype: str | None = None):
-    """Rule for n-ary broadcasting ops; `out_dtype` overrides the result type (e.g. 'bool')."""
+def broadcast_rule(
+    op: str, out_dtype: str | None = None, dtypes: tuple[tuple[str, ...], str] | None = None
+):
+    """Rule for n-ary broadcasting ops; `out_dtype` overrides the result type (e.g. 'bool'),
+    `dtypes` (allowed dtypes, their name) restricts the inputs."""
 
     def rule(attrs: Attrs, types: list[TensorType]) -> list[TensorType]:
         dtype = same_dtype(types, op)
+        if dtypes is not None:
+            check_dtypes(op, types, *dtypes)
         return [TensorType(broadcast_shape(*(t.shape for t in types)), out_dtype or dtype)]
 
     return rule

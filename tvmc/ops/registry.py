@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from tvmc.dtypes import NARROW_FLOATS
 from tvmc.errors import UnsupportedModelError
 from tvmc.graph import Node, TensorType
 from tvmc.kernel import Buffer, Kernel
@@ -45,6 +46,8 @@ InferRule = Callable[[Attrs, list[TensorType]], list[TensorType]]
 Reference = Callable[..., Any]  # reference(attrs, *arrays) -> array or tuple of arrays
 # flops(attrs, input types, output types): floating-point operations, multiply-adds count two
 FlopsRule = Callable[[Attrs, list[TensorType], list[TensorType]], int]
+# summary(attrs, input types): a workload in a few words, for tables ("3x3/2 64->128 @56x56")
+SummaryRule = Callable[[Attrs, list[TensorType]], str]
 
 # How an op combines with its neighbours; fusion and scheduling read it.
 ELEMENTWISE = "elementwise"  # out[i] depends on in[i] of same-shaped (or broadcast) inputs
@@ -68,6 +71,7 @@ class OpDef:
     num_inputs: tuple[int, int] = (1, 1)  # (min, max) number of inputs
     flops: FlopsRule | None = None  # None: no arithmetic worth counting (data movement)
     weights: tuple[int, ...] = ()  # inputs that are constants (weights, bias) in real models
+    summary: SummaryRule | None = None  # None: the input shapes
     doc: str = ""
 
     def __post_init__(self) -> None:
@@ -139,6 +143,12 @@ class OpDef:
         lowering = self.lowerings.get(kind)
         return isinstance(lowering, Template) and lowering.space is not None
 
+    def describe(self, attrs: Attrs, inputs: list[TensorType]) -> str:
+        """The op and its workload in a few words: what tuning tables name a task by."""
+        if self.summary is not None:
+            return f"{self.name} {self.summary(attrs, inputs)}"
+        return f"{self.name} " + " ".join("x".join(map(str, t.shape)) or "scalar" for t in inputs)
+
     def count_flops(self, attrs: Attrs, inputs: list[TensorType], outputs: list[TensorType]) -> int:
         """FLOPs of one node (0 for ops without a rule)."""
         return self.flops(attrs, inputs, outputs) if self.flops is not None else 0
@@ -173,6 +183,10 @@ def register(opdef: OpDef) -> OpDef:
     return opdef
 
 
+def _widened(array: np.ndarray) -> np.ndarray:
+    return array.astype(np.float32) if np.dtype(array.dtype).name in NARROW_FLOATS else array
+
+
 def get_op(name: str) -> OpDef:
     """The definition of op `name` (KeyError when unknown)."""
     return OPS[name]
@@ -184,9 +198,16 @@ def infer_node(node: Node, input_types: list[TensorType]) -> list[TensorType]:
 
 
 def evaluate_node(node: Node, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Run the numpy reference of `node`; outputs are cast to the types its rule gives."""
+    """Run the numpy reference of `node`; outputs are cast to the types its rule gives.
+
+    An op that computes sees narrow float inputs (bfloat16, float8...) as float32 and its
+    outputs are rounded once, to the types its rule gives: a float32 computation rounded, as
+    the compiled code computes them. Ops that only move elements, and Cast, see them as they are.
+    """
     opdef = OPS[node.op]
-    result = opdef.reference(node.attrs, *arrays)
+    computes = opdef.kind != INJECTIVE and node.op != "Cast"
+    wide = [_widened(a) if computes else a for a in arrays]
+    result = opdef.reference(node.attrs, *wide)
     outputs = list(result) if isinstance(result, (tuple, list)) else [result]
     types = opdef.infer(node.attrs, [TensorType.of(np.asarray(a)) for a in arrays])
     if len(outputs) != len(types):

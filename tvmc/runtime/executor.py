@@ -14,6 +14,7 @@ import numpy as np
 from tvmc.codegen import LoadedModule
 from tvmc.errors import InputError
 from tvmc.kernel.program import Call, ProgramBuffer
+from tvmc.runtime.package_check import check_layout, check_plan
 
 ALIGN = 64
 
@@ -100,9 +101,19 @@ class Timings:
 
 
 class Executor:
-    """A loaded model: fixed params and workspace, one `run` = one call of the entry function."""
+    """A loaded model: fixed params and workspace, one `run` = one call of the entry function.
+
+    The plan is checked against the module's kernels first (and against the code's layout
+    digest when it has one), so neither a run nor a profile's per-kernel calls can pass a
+    kernel a buffer smaller than it takes.
+    """
 
     def __init__(self, module: LoadedModule, info: ProgramInfo, params: Mapping[str, np.ndarray]):
+        kernels = list(module.signatures.values())
+        check_plan("the program", info, kernels)
+        if module.layout is not None:
+            plan = {**info.to_json(), "kernels": [k.to_json() for k in kernels]}
+            check_layout("the program", "its code", module.layout, plan)
         self.module = module
         self.info = info
         self.workspace = aligned_empty((max(info.workspace_bytes, 1),), np.uint8)

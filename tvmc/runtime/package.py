@@ -4,8 +4,10 @@ A plain tar of `metadata.json`, `mod.json` (the entry function's plan and kernel
 `mod.params` (numpy .npz, no pickles), and the code: for the CPU `mod.o` (always) and `mod.so`
 (when a C compiler linked it); for CUDA `mod.ptx` (every kernel; `mod.json` adds the launches).
 Reading never extracts: members are read into memory (params straight into 64-byte aligned
-arrays), and only `mod.so` is written, to a private temporary directory, for dlopen. The format
-is documented in docs/package-format.md.
+arrays), and only `mod.so` is written, to a private temporary directory, for dlopen. Nothing of
+a package runs or is allocated before it is verified (`package_check`): each member's SHA-256
+against metadata.json, mod.json's types, consistency and sizes, and once the code is loaded its
+layout digest against mod.json's plan. The format is documented in docs/package-format.md.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import math
 import os
 import shutil
 import tarfile
@@ -28,16 +31,29 @@ import numpy as np
 
 from tvmc.codegen import KernelSignature, LoadedModule, link_shared, load_library, load_object
 from tvmc.codegen.cuda_program import Launch
+from tvmc.codegen.layout import ptx_layout
 from tvmc.codegen.target import CUDA_ARCHS, CUDATarget, host_triple, init_llvm
+from tvmc.dtypes import as_dtype
 from tvmc.errors import PackageError, UsageError
 from tvmc.runtime.cuda import CUDAExecutor
 from tvmc.runtime.cuda_driver import device as cuda_device
 from tvmc.runtime.executor import ProgramInfo, aligned_empty
+from tvmc.runtime.package_check import (
+    check_agreement,
+    check_digest,
+    check_layout,
+    check_metadata_json,
+    check_plan,
+    check_program_json,
+    machine_memory,
+    parse_json,
+    sha256_of,
+)
 
 logger = logging.getLogger("tvmc")
 
 PACKAGE_FORMAT = "tvmc.package"
-PACKAGE_FORMAT_VERSION = 1
+PACKAGE_FORMAT_VERSION = 2  # 2: member digests in metadata.json, the layout digest in the code
 METADATA, PROGRAM, PARAMS, OBJECT, LIBRARY, PTX = (
     "metadata.json",
     "mod.json",
@@ -48,21 +64,7 @@ METADATA, PROGRAM, PARAMS, OBJECT, LIBRARY, PTX = (
 )
 REQUIRED_MEMBERS = (METADATA, PROGRAM, PARAMS, OBJECT)  # a CPU package's; CUDA: PTX for OBJECT
 CODE_MEMBER = {"cpu": OBJECT, "cuda": PTX}  # by metadata "device"
-# metadata.json keys a reader relies on, with their JSON types.
-METADATA_KEYS: dict[str, type] = {
-    "format": str,
-    "format_version": int,
-    "tvmc_version": str,
-    "target": str,
-    "triple": str,
-    "cpu": str,
-    "features": str,
-    "inputs": list,
-    "outputs": list,
-    "configs": dict,
-    "workspace_bytes": int,
-    "naive_bytes": int,
-}
+MAX_JSON_BYTES = 1 << 28  # a mod.json of 256 MiB would be a model of millions of kernels
 _CHUNK = 1 << 22  # params are read in pieces of this many bytes, straight into their arrays
 _OS_NAMES = {"linux": "linux", "darwin": "darwin", "macos": "darwin", "windows": "windows",
              "freebsd": "freebsd"}  # fmt: skip
@@ -86,25 +88,27 @@ class PackageContents:
         """Where the code runs: "cpu" or "cuda" (metadata "device"; older packages: cpu)."""
         return str(self.metadata.get("device", "cpu"))
 
-    def members(self) -> dict[str, bytes]:
-        """The tar members by name, in the order they are written."""
-        params = io.BytesIO()
-        np.savez(params, **self.params)
+    def plan(self) -> dict[str, Any]:
+        """mod.json: the program, the kernel signatures and (CUDA) the launches."""
         program = {**self.program.to_json(), "kernels": [k.to_json() for k in self.kernels]}
         if self.ptx is not None:
             program["launches"] = [launch.to_json() for launch in self.launches]
-        members = {
-            METADATA: json.dumps(self.metadata, indent=1).encode(),
-            PROGRAM: json.dumps(program).encode(),
-            PARAMS: params.getvalue(),
-        }
+        return program
+
+    def members(self) -> dict[str, bytes]:
+        """The tar members by name, in the order they are written; records their SHA-256
+        digests in the metadata (`digests`), which comes first."""
+        params = io.BytesIO()
+        np.savez(params, **self.params)
+        members = {PROGRAM: json.dumps(self.plan()).encode(), PARAMS: params.getvalue()}
         if self.ptx is not None:
             members[PTX] = self.ptx.encode()
         else:
             members[OBJECT] = self.object_code
         if self.shared_library is not None:
             members[LIBRARY] = self.shared_library
-        return members
+        self.metadata["digests"] = {name: sha256_of(data) for name, data in members.items()}
+        return {METADATA: json.dumps(self.metadata, indent=1).encode(), **members}
 
 
 def link_shared_library(object_code: bytes, uses_threads: bool) -> bytes | None:
@@ -150,48 +154,71 @@ def write_package(path: str, contents: PackageContents) -> str:
 
 
 def read_package(path: str) -> PackageContents:
-    """Read and validate a package (it is not loaded, and may be for another machine)."""
+    """Read and verify a package (it is not loaded, and may be for another machine)."""
     if not os.path.exists(path):
         raise PackageError(f"package {path!r} does not exist")
     if not os.path.isfile(path):
         raise PackageError(f"package {path!r} is not a file")
     try:
         with tarfile.open(path, "r:*") as tar:
-            found = _scan(path, tar)
-
-            def data(name: str) -> bytes:
-                handle = tar.extractfile(found[name])
-                return handle.read() if handle else b""
-
-            metadata = _metadata(path, _json(path, data(METADATA), METADATA))
-            device = metadata.get("device", "cpu")
-            if device not in CODE_MEMBER:
-                raise PackageError(f"{path!r}: unknown device {device!r} in metadata.json")
-            if CODE_MEMBER[device] not in found:
-                lacking = CODE_MEMBER[device]
-                raise PackageError(f"{path!r} is not a tvmc package: it lacks {lacking}")
-            mod = _json(path, data(PROGRAM), PROGRAM)
-            try:
-                program = ProgramInfo.from_json(mod)
-                kernels = tuple(KernelSignature.from_json(k) for k in mod["kernels"])
-                launches = tuple(Launch.from_json(x) for x in mod.get("launches", ()))
-            except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                raise PackageError(
-                    f"{path!r}: corrupt mod.json: {type(exc).__name__} {exc}"
-                ) from None
-            params = read_params(path, tar.extractfile(found[PARAMS]))
-            library = data(LIBRARY) if LIBRARY in found else None
-            code = data(OBJECT) if device == "cpu" else b""
-            ptx = data(PTX).decode(errors="replace") if device == "cuda" else None
-            contents = PackageContents(
-                metadata, program, kernels, params, code, library, ptx, launches
-            )
+            contents = _read_members(path, tar, _scan(path, tar))
     except (tarfile.TarError, OSError, EOFError) as exc:
         reason = str(exc).splitlines()[-1].lstrip("- ") if str(exc) else type(exc).__name__
         raise PackageError(
             f"{path!r} is not a readable package (corrupt or truncated?): {reason}"
         ) from None
-    _check_consistent(path, contents)
+    except MemoryError:
+        raise PackageError(f"{path!r}: not enough memory to read the package") from None
+    _check_params(path, contents)
+    return contents
+
+
+def _read_members(
+    path: str, tar: tarfile.TarFile, found: dict[str, tarfile.TarInfo]
+) -> PackageContents:
+    """The members, each verified before the next is read: metadata, mod.json, params, code."""
+    where = repr(path)  # how errors name the package
+
+    def data(name: str, limit: int) -> bytes:
+        if found[name].size > limit:
+            raise PackageError(f"{where}: {name} is {found[name].size:,} bytes, more than a "
+                               f"package's {name} can be ({limit:,})")  # fmt: skip
+        handle = tar.extractfile(found[name])
+        return handle.read() if handle else b""
+
+    metadata = _metadata(path, parse_json(where, data(METADATA, MAX_JSON_BYTES), METADATA))
+    device, digests = metadata.get("device", "cpu"), metadata["digests"]
+    if CODE_MEMBER[device] not in found:  # mod.so is optional: mod.o holds the same code
+        raise PackageError(f"{path!r} is not a tvmc package: it lacks {CODE_MEMBER[device]}")
+
+    def verified(name: str, limit: int = machine_memory()) -> bytes:
+        member = data(name, limit)
+        check_digest(where, name, digests, sha256_of(member))
+        return member
+
+    mod = parse_json(where, verified(PROGRAM, MAX_JSON_BYTES), PROGRAM)
+    check_program_json(where, mod)
+    program = ProgramInfo.from_json(mod)
+    kernels = tuple(KernelSignature.from_json(k) for k in mod["kernels"])
+    launches = tuple(Launch.from_json(x) for x in mod.get("launches", ()))
+    if device == "cuda" and not launches and program.calls:
+        raise PackageError(f"{path!r}: mod.json of a CUDA package lacks its launches")
+    check_plan(where, program, kernels, launches if device == "cuda" else None)
+    check_agreement(where, metadata, program)
+
+    handle = tar.extractfile(found[PARAMS])
+    check_digest(where, PARAMS, digests, sha256_of(handle or io.BytesIO()))
+    if handle is not None:
+        handle.seek(0)
+    wanted = {n: (program.buffers[n].dtype, math.prod(program.buffers[n].shape))
+              for n in program.params}  # fmt: skip
+    params = read_params(path, handle, wanted)
+    library = verified(LIBRARY) if LIBRARY in found else None
+    code = verified(OBJECT) if device == "cpu" else b""
+    ptx = verified(PTX).decode(errors="replace") if device == "cuda" else None
+    contents = PackageContents(metadata, program, kernels, params, code, library, ptx, launches)
+    if ptx is not None:  # a CUDA package's code is text: its layout is checked before loading
+        check_layout(where, PTX, ptx_layout(ptx), contents.plan())
     return contents
 
 
@@ -221,7 +248,8 @@ def _scan(path: str, tar: tarfile.TarFile) -> dict[str, tarfile.TarInfo]:
 
 
 def _metadata(path: str, metadata: Any) -> dict[str, Any]:
-    """metadata.json, checked: our format, our version, the keys readers rely on."""
+    """metadata.json, checked: our format, our version, the keys readers rely on and their
+    types (`device` one we know, every input and output named and typed, digests)."""
     if not isinstance(metadata, dict) or metadata.get("format") != PACKAGE_FORMAT:
         found = metadata.get("format") if isinstance(metadata, dict) else None
         raise PackageError(f"{path!r} is not a tvmc package (metadata format {found!r})")
@@ -231,27 +259,38 @@ def _metadata(path: str, metadata: Any) -> dict[str, Any]:
             f"{path!r} has package format version {version!r}; this tvmc reads "
             f"{PACKAGE_FORMAT_VERSION}: compile the model again with this tvmc"
         )
-    for key, kind in METADATA_KEYS.items():
-        if not isinstance(metadata.get(key), kind):
-            raise PackageError(f"{path!r}: corrupt metadata.json: {key!r} missing or malformed")
+    check_metadata_json(repr(path), metadata)
     return metadata
 
 
-def read_params(path: str, handle: IO[bytes] | None) -> dict[str, np.ndarray]:
-    """The .npz arrays, each read straight into a 64-byte aligned array; pickles are refused."""
+def read_params(
+    path: str, handle: IO[bytes] | None, wanted: Mapping[str, tuple[str, int]] | None = None
+) -> dict[str, np.ndarray]:
+    """The .npz arrays, each read straight into a 64-byte aligned array; pickles are refused.
+
+    `wanted`: name -> (dtype, element count) of the arrays to read; others are skipped, and an
+    array of another dtype or size is refused before anything is allocated for it.
+    """
     params: dict[str, np.ndarray] = {}
     try:
         with zipfile.ZipFile(handle or io.BytesIO()) as archive:
             for info in archive.infolist():
+                name = info.filename.removesuffix(".npy")
+                if wanted is not None and name not in wanted:
+                    continue
+                limit = min(info.file_size, machine_memory())
                 with archive.open(info) as f:
-                    params[info.filename.removesuffix(".npy")] = _read_npy(f)
+                    params[name] = _read_npy(f, name, limit, (wanted or {}).get(name))
     except (zipfile.BadZipFile, ValueError, EOFError, NotImplementedError) as exc:
         raise PackageError(f"{path!r}: corrupt mod.params: {exc}") from None
     return params
 
 
-def _read_npy(f: IO[bytes]) -> np.ndarray:
-    """One .npy stream into a fresh aligned array: a single copy of the data, read in chunks."""
+def _read_npy(
+    f: IO[bytes], name: str, limit: int, wanted: tuple[str, int] | None = None
+) -> np.ndarray:
+    """One .npy stream into a fresh aligned array: a single copy of the data, read in chunks;
+    its header must claim at most `limit` bytes, and be `wanted` (dtype, size) when given."""
     version = np.lib.format.read_magic(f)
     if version == (1, 0):
         shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(f)
@@ -261,6 +300,17 @@ def _read_npy(f: IO[bytes]) -> np.ndarray:
         raise ValueError(f"unsupported .npy format version {version}")
     if dtype.hasobject:
         raise ValueError("object arrays (pickles) are not allowed")
+    count = math.prod(shape)
+    # .npz keeps bfloat16, float8, int4... as raw bytes (void) of the same width
+    raw_narrow = dtype.kind == "V" and dtype.names is None
+    if wanted is not None and raw_narrow and dtype.itemsize == np.dtype(wanted[0]).itemsize:
+        dtype = np.dtype(wanted[0])
+    if wanted is not None and (dtype.name, count) != wanted:
+        raise ValueError(f"param {name!r} is {dtype.name}{list(shape)}, mod.json expects "
+                         f"{wanted[1]} values of {wanted[0]}")  # fmt: skip
+    if count * dtype.itemsize > limit:
+        raise ValueError(f"param {name!r} claims {count * dtype.itemsize:,} bytes, more than "
+                         f"its member holds ({limit:,})")  # fmt: skip
     array = aligned_empty(tuple(reversed(shape)) if fortran_order else shape, dtype)
     target = memoryview(array.reshape(-1).view(np.uint8))
     done = 0
@@ -273,48 +323,20 @@ def _read_npy(f: IO[bytes]) -> np.ndarray:
     return array.T if fortran_order else array
 
 
-def _json(path: str, data: bytes, name: str) -> Any:
-    try:
-        return json.loads(data)
-    except ValueError as exc:
-        raise PackageError(f"{path!r}: corrupt {name}: {exc}") from None
-
-
-def _check_consistent(path: str, contents: PackageContents) -> None:
-    """The members agree: metadata names the program's buffers, every param is there."""
-    program, metadata = contents.program, contents.metadata
-    for kind, names in (("inputs", program.inputs), ("outputs", program.outputs)):
-        entries = metadata[kind]
-        if [e.get("buffer") if isinstance(e, dict) else None for e in entries] != names:
-            raise PackageError(f"{path!r}: metadata.json {kind} do not match mod.json")
-    if contents.device == "cuda":
-        _check_launches(path, contents)
-    elif program.entry not in {k.name for k in contents.kernels}:
-        raise PackageError(f"{path!r}: mod.json lacks the entry function {program.entry!r}")
+def _check_params(path: str, contents: PackageContents) -> None:
+    """Every param of the plan is in mod.params, of its buffer's dtype and size."""
+    program = contents.program
     for name in program.params:
         buf, value = program.buffers.get(name), contents.params.get(name)
         if buf is None or value is None:
             raise PackageError(f"{path!r}: mod.params lacks param {name!r}")
+        # .npz holds bfloat16, float8, int4... as raw bytes (void): the buffer says what they are
+        value = contents.params[name] = as_dtype(value, buf.dtype)
         if value.dtype != np.dtype(buf.dtype) or value.size != int(np.prod(buf.shape)):
             raise PackageError(
                 f"{path!r}: param {name!r} is {value.dtype}{list(value.shape)}, "
                 f"mod.json expects {buf.dtype}{list(buf.shape)}"
             )
-
-
-def _check_launches(path: str, contents: PackageContents) -> None:
-    """A CUDA package's launches name its kernels, with one known buffer per kernel param."""
-    kernels = {k.name: k for k in contents.kernels}
-    if not contents.launches and contents.program.calls:
-        raise PackageError(f"{path!r}: mod.json of a CUDA package lacks its launches")
-    for launch in contents.launches:
-        kernel = kernels.get(launch.kernel)
-        if kernel is None:
-            raise PackageError(f"{path!r}: mod.json launches unknown kernel {launch.kernel!r}")
-        unknown = [a for a in launch.args if a not in contents.program.buffers]
-        if len(launch.args) != len(kernel.params) or unknown:
-            raise PackageError(f"{path!r}: mod.json launch of {launch.kernel!r} does not match "
-                               "its kernel's params")  # fmt: skip
 
 
 def host_cpu_features() -> dict[str, bool]:
@@ -365,7 +387,8 @@ def check_host(path: str, metadata: Mapping[str, Any]) -> None:
 def load_module(
     path: str, contents: PackageContents, use_shared_library: bool = True
 ) -> LoadedModule:
-    """The package's code in this process: mod.so with ctypes, else mod.o without a linker."""
+    """The package's code in this process: mod.so with ctypes, else mod.o without a linker;
+    refused unless the code's layout digest is that of mod.json's plan (before any call)."""
     if contents.device != "cpu":
         raise PackageError(
             f"{path!r} was compiled for {contents.metadata['target']}: run it with --device "
@@ -373,15 +396,19 @@ def load_module(
             "--target llvm"
         )
     check_host(path, contents.metadata)
+    module = None
     if use_shared_library and contents.shared_library is not None:
         try:
-            return _load_shared(contents.shared_library, contents.kernels)
+            module, code = _load_shared(contents.shared_library, contents.kernels), LIBRARY
         except (OSError, AttributeError) as exc:
             logger.warning("%s: mod.so does not load here (%s); loading mod.o instead", path, exc)
-    try:
-        return load_object(contents.object_code, contents.kernels)
-    except RuntimeError as exc:
-        raise PackageError(f"{path!r}: mod.o does not load: {exc}") from None
+    if module is None:
+        try:
+            module, code = load_object(contents.object_code, contents.kernels), OBJECT
+        except RuntimeError as exc:
+            raise PackageError(f"{path!r}: mod.o does not load: {exc}") from None
+    check_layout(repr(path), code, module.layout, contents.plan())
+    return module
 
 
 def _load_shared(library: bytes, kernels: tuple[KernelSignature, ...]) -> LoadedModule:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-import onnx
 
 from tvmc.errors import UnsupportedModelError
-from tvmc.frontend.context import ConvertContext, OnnxNode
+from tvmc.frontend.context import ConvertContext, OnnxNode, onnx_dtype
 from tvmc.frontend.converters.registry import converter, same_name
 
 same_name(
@@ -17,6 +16,10 @@ same_name(
         "Sub", "Mul", "Div", "Pow", "PRelu",
         "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or",
         "Sum", "Max", "Min", "Mean", "Where", "Mod",
+        "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
+        "Celu", "Selu", "ThresholdedRelu", "Softsign", "Shrink", "Mish", "Swish",
+        "Sign", "Round", "IsInf", "IsNaN", "Xor",
+        "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "BitShift",
     ],
     ignore=["consumed_inputs"],  # opset < 6 bookkeeping with no effect on results
 )  # fmt: skip
@@ -37,15 +40,22 @@ def Clip(ctx: ConvertContext, node: OnnxNode) -> None:
 
 @converter("Cast")
 def Cast(ctx: ConvertContext, node: OnnxNode) -> None:
-    to = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(node.attrs["to"])).name
-    ctx.add("Cast", [node.inputs[0]], {"to": to}, outputs=node.outputs)
+    to = onnx_dtype(node.attrs["to"], f"{node.describe()}: its 'to'")
+    ctx.add("Cast", [node.inputs[0]], {"to": to, **_cast_options(node)}, outputs=node.outputs)
 
 
 @converter("CastLike")
 def CastLike(ctx: ConvertContext, node: OnnxNode) -> None:
     """A Cast to the element type of the second input (whose values are not read)."""
     to = ctx.type(node.inputs[1]).dtype
-    ctx.add("Cast", [node.inputs[0]], {"to": to}, outputs=node.outputs)
+    ctx.add("Cast", [node.inputs[0]], {"to": to, **_cast_options(node)}, outputs=node.outputs)
+
+
+def _cast_options(node: OnnxNode) -> dict[str, object]:
+    """saturate (opset 19+: float8 targets) and round_mode (24+: float8_e8m0fnu)."""
+    mode = node.attrs.get("round_mode", "up")
+    return {"saturate": int(node.attrs.get("saturate", 1)),
+            "round_mode": mode.decode() if isinstance(mode, bytes) else mode}  # fmt: skip
 
 
 @converter("Dropout")

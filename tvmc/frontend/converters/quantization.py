@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
+from tvmc.dtypes import is_narrow
 from tvmc.errors import ModelError, UnsupportedModelError
 from tvmc.frontend.context import ConvertContext, OnnxNode
 from tvmc.frontend.converters.conv import window_attrs
@@ -42,6 +43,17 @@ def _dtype(node: OnnxNode, code: int, what: str) -> str:
     if name not in DTYPES:
         raise UnsupportedModelError(f"{node.describe()}: {what} {name} is not supported by tvmc")
     return name
+
+
+def _not_narrow(node: OnnxNode, dtype: str, what: str) -> str:
+    """`dtype`, unless it is one of the narrow types (float8, int4...) the quantization ops do not
+    take yet: they quantize to and compute in 8, 16 and 32-bit types."""
+    if is_narrow(dtype):
+        raise UnsupportedModelError(
+            f"{node.describe()}: {what} {dtype} is not supported by tvmc's {node.op_type} "
+            "(8, 16 and 32-bit types are)"
+        )
+    return dtype
 
 
 def _outputs(ctx: ConvertContext, node: OnnxNode, first: int, count: int) -> list[str]:
@@ -73,12 +85,14 @@ def QuantizeLinear(ctx: ConvertContext, node: OnnxNode) -> None:
         if zero_point and wanted != to:
             raise ValueError(f"output_dtype {wanted} differs from the zero point's type {to}")
         to = wanted
+    _not_narrow(node, to, "output_dtype" if node.attrs.get("output_dtype") else "output type")
     if node.attrs.get("saturate", 1) not in (0, 1):
         raise ValueError(f"saturate must be 0 or 1, got {node.attrs['saturate']}")
     # saturate only changes float8 outputs (integers always saturate); tvmc has none
     precision = node.attrs.get("precision", 0)
     attrs = {**_layout_attrs(ctx, node), "to": to,
-             "precision": _dtype(node, precision, "precision") if precision else ""}  # fmt: skip
+             "precision": _not_narrow(node, _dtype(node, precision, "precision"), "precision")
+             if precision else ""}  # fmt: skip
     ctx.add("QuantizeLinear", node.inputs[:3], attrs, outputs=node.outputs)
 
 
@@ -88,6 +102,8 @@ def DequantizeLinear(ctx: ConvertContext, node: OnnxNode) -> None:
     to = ctx.type(node.inputs[1]).dtype
     if node.attrs.get("output_dtype"):
         to = _dtype(node, node.attrs["output_dtype"], "output_dtype")
+    _not_narrow(node, ctx.type(node.inputs[0]).dtype, "input type")
+    _not_narrow(node, to, "output type")
     attrs = {**_layout_attrs(ctx, node), "to": to}
     ctx.add("DequantizeLinear", node.inputs[:3], attrs, outputs=node.outputs)
 

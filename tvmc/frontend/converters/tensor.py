@@ -90,7 +90,7 @@ def Squeeze(ctx: ConvertContext, node: OnnxNode) -> None:
     axes = ctx.attr_or_input(node, "axes", 1)
     if axes is None:
         axes = [i for i, d in enumerate(shape) if d == 1]
-    axes = unique_axes(node, axes, len(shape))
+    axes = unique_axes(node, [axes] if isinstance(axes, int) else axes, len(shape))
     wide = [a for a in axes if shape[a] != 1]
     if wide:
         raise ValueError(f"cannot squeeze axes {wide} of shape {list(shape)}: their size is not 1")
@@ -103,6 +103,7 @@ def Unsqueeze(ctx: ConvertContext, node: OnnxNode) -> None:
     axes = ctx.attr_or_input(node, "axes", 1)
     if axes is None:
         raise ValueError("Unsqueeze needs axes")
+    axes = [axes] if isinstance(axes, int) else axes  # a 0-d axes tensor
     axes = unique_axes(node, axes, len(shape) + len(axes))  # relative to the output rank
     for axis in sorted(axes):
         shape.insert(axis, 1)

@@ -13,9 +13,11 @@ from tvmc.ops.conv.definition import (
     conv,
     conv_flops,
     conv_rule,
+    conv_summary,
     conv_transpose,
     conv_transpose_flops,
     conv_transpose_rule,
+    conv_transpose_summary,
 )
 from tvmc.ops.registry import COMPLEX, REQUIRED, OpDef, register
 from tvmc.ops.window import WINDOW_ATTRS
@@ -24,11 +26,12 @@ register(OpDef(
     "Conv", conv_rule, conv,
     lowerings={"cpu": cpu.CONV, "cuda": gpu.CONV},
     attrs={**WINDOW_ATTRS, "group": 1}, kind=COMPLEX, num_inputs=(2, 3),
-    flops=conv_flops, weights=(1, 2),
+    flops=conv_flops, weights=(1, 2), summary=conv_summary,
 ))  # fmt: skip
 register(OpDef(
     "ConvTranspose", conv_transpose_rule, conv_transpose,
     lowerings={"cpu": cpu.CONV_TRANSPOSE, "cuda": gpu.CONV_TRANSPOSE},
     attrs={**WINDOW_ATTRS, "output_padding": REQUIRED, "group": 1},
     kind=COMPLEX, num_inputs=(2, 3), flops=conv_transpose_flops, weights=(1, 2),
+    summary=conv_transpose_summary,
 ))  # fmt: skip

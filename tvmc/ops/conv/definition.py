@@ -175,3 +175,28 @@ def conv_transpose_flops(attrs: Attrs, inputs: list[TensorType], outputs: list[T
     x, w = inputs[0], inputs[1]
     per_output = 2 * math.prod(w.shape[1:])
     return per_output * math.prod(x.shape) // max(x.shape[1], 1) * w.shape[1]
+
+
+def _window_summary(attrs: Attrs, x: TensorType, out_channels: int) -> str:
+    kernel = "x".join(map(str, attrs["kernel_shape"]))
+    strides = tuple(attrs["strides"])
+    stride = (
+        ""
+        if set(strides) == {1}
+        else "/" + (str(strides[0]) if len(set(strides)) == 1 else "x".join(map(str, strides)))
+    )
+    group = int(attrs["group"])
+    grouping = " dw" if group == x.shape[1] > 1 else (f" g{group}" if group > 1 else "")
+    batch = f"{x.shape[0]}x" if x.shape[0] > 1 else ""
+    size = "x".join(map(str, x.shape[2:]))
+    return f"{kernel}{stride} {x.shape[1]}->{out_channels}{grouping} @{batch}{size}"
+
+
+def conv_summary(attrs: Attrs, inputs: list[TensorType]) -> str:
+    """Kernel/stride, channels in->out (groups), input size: "3x3/2 64->128 @56x56"."""
+    return _window_summary(attrs, inputs[0], inputs[1].shape[0])
+
+
+def conv_transpose_summary(attrs: Attrs, inputs: list[TensorType]) -> str:
+    """As Conv's; the output channels are the weight's second dim times the groups."""
+    return _window_summary(attrs, inputs[0], inputs[1].shape[1] * int(attrs["group"]))

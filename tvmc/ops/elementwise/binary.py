@@ -44,10 +44,12 @@ def broadcasting(
 
 
 def binary(name: str, reference: Callable[..., np.ndarray], fn: Binary, doc: str,
-           out_dtype: str | None = None) -> OpDef:  # fmt: skip
-    """A two-input broadcasting op; `out_dtype` overrides the result type (e.g. 'bool')."""
+           out_dtype: str | None = None,
+           dtypes: tuple[tuple[str, ...], str] | None = None) -> OpDef:  # fmt: skip
+    """A two-input broadcasting op; `out_dtype` overrides the result type (e.g. 'bool'), `dtypes`
+    (allowed dtypes, their name) restricts the inputs."""
     return broadcasting(name, reference, lambda xs: fn(xs[0], xs[1]), doc=doc,
-                        infer=broadcast_rule(name, out_dtype))  # fmt: skip
+                        infer=broadcast_rule(name, out_dtype, dtypes))  # fmt: skip
 
 
 # ---- division ------------------------------------------------------------------------------------
@@ -125,7 +127,9 @@ COMPARISONS = [
     binary("GreaterOrEqual", np.greater_equal, lambda a, b: a >= b, "a >= b.", "bool"),
     binary("And", np.logical_and, lambda a, b: a & b, "Logical and.", "bool"),
     binary("Or", np.logical_or, lambda a, b: a | b, "Logical or.", "bool"),
-]
+    binary("Xor", np.logical_xor, lambda a, b: a.ne(b), "Logical exclusive or.", "bool",
+           (("bool",), "bool")),
+]  # fmt: skip
 
 
 # ---- Pow -----------------------------------------------------------------------------------------

@@ -10,13 +10,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tvmc.dtypes import wide_dtype
 from tvmc.kernel import Expr, const
 from tvmc.ops.lowering import Accessor, TensorRef, broadcast_read
 
 
 def literal(value: int | float | bool | np.generic, dtype: str) -> Expr:
-    """`value` as a literal of `dtype`, rounded the way numpy stores it in that dtype."""
-    return const(np.asarray(value).astype(dtype).item(), dtype)
+    """`value` as a literal of `dtype`, rounded the way numpy stores it in that dtype; a narrow
+    float (bfloat16...) computes in float32, so its literals keep float32's precision."""
+    return const(np.asarray(value).astype(wide_dtype(dtype)).item(), dtype)
 
 
 def uniform_value(ref: TensorRef) -> Expr | None:

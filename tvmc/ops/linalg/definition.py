@@ -12,7 +12,7 @@ from tvmc.ops.lowering import Attrs
 
 # ONNX MatMul/Gemm accept floats and 32/64-bit integers; int8 products have their own ops
 # (MatMulInteger), and a bool matmul is meaningless.
-_MATMUL_DTYPES = ("float16", "float32", "float64", "int32", "int64", "uint32", "uint64")
+_MATMUL_DTYPES = ("float16", "float32", "float64", "bfloat16", "int32", "int64", "uint32", "uint64")
 
 
 def _check_dtype(op: str, types: list[TensorType]) -> str:
@@ -94,3 +94,16 @@ def gemm_flops(attrs: Attrs, inputs: list[TensorType], outputs: list[TensorType]
     """Two per multiply-add: K of them per output (K is A's rows when transA)."""
     a = inputs[0].shape
     return 2 * outputs[0].size * (a[0] if attrs["transA"] else a[-1])
+
+
+def matmul_summary(attrs: Attrs, inputs: list[TensorType]) -> str:
+    """The product's M x K x N, batch dims first: "12x128x64x128"."""
+    a, b = inputs[0].shape, inputs[1].shape
+    if attrs.get("transA"):
+        a = (*a[:-2], a[-1], a[-2])
+    if attrs.get("transB"):
+        b = (*b[:-2], b[-1], b[-2])
+    m = a[-2] if len(a) > 1 else 1
+    k, n = a[-1], b[-1] if len(b) > 1 else 1
+    batch = matmul_shape(a, b)[:-2] if len(a) > 1 and len(b) > 1 else ()
+    return "x".join(map(str, (*batch, m, k, n)))

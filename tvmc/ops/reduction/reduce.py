@@ -30,7 +30,7 @@ from tvmc.ops.schedule.reduction import (
     storer,
 )
 
-_NUMERIC = ("float16", "float32", "float64", "int8", "int16", "int32", "int64",
+_NUMERIC = ("float16", "float32", "float64", "bfloat16", "int8", "int16", "int32", "int64",
             "uint8", "uint16", "uint32", "uint64")  # fmt: skip
 
 

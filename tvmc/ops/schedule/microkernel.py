@@ -40,8 +40,8 @@ Vector = Callable[[int, tuple[Var, ...], int], Expr]  # (vector, reduction vars,
 
 
 def accumulator_dtype(dtype: str) -> str:
-    """float16 sums in float32 (as onnxruntime does); every other dtype in itself."""
-    return "float32" if dtype == "float16" else dtype
+    """float16 and bfloat16 sum in float32 (as onnxruntime does); every other dtype in itself."""
+    return "float32" if dtype in ("float16", "bfloat16") else dtype
 
 
 def mac(a: Expr, b: Expr, c: Expr) -> Expr:

@@ -88,8 +88,9 @@ def flat_position(idx: Index, shape: Sequence[int], axes: Sequence[int]) -> Expr
 
 
 def accumulator_dtype(dtype: str, float_math: bool = False) -> str:
-    """float16 accumulates in float32, bool as uint8, integers feeding exp/log/sqrt in float64."""
-    if dtype == "float16":
+    """float16 and bfloat16 accumulate in float32, bool as uint8, integers feeding exp/log/sqrt
+    in float64."""
+    if dtype in ("float16", "bfloat16"):
         return "float32"
     if dtype == "bool":
         return "uint8"

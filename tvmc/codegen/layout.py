@@ -1,0 +1,101 @@
+"""The layout digest: what a program's code was compiled for, carried by the code itself.
+
+A package's code bakes in its plan: the entry function's workspace offsets and argument slots,
+each kernel's buffer shapes and dtypes, the GPU launches' extents. `mod.json` restates that plan
+for the runtime, which allocates and binds by it; if the two disagree the code reads and writes
+past the arrays. So the code carries a SHA-256 digest of its plan, and the runtime compares it
+with the digest of what `mod.json` says before calling anything:
+
+- CPU: an exported constant `char __tvmc_layout[64]` (the hex digest) in the object and the
+  shared library, read through ctypes or the JIT's global address after loading.
+- CUDA: a comment line `// __tvmc_layout <hex>` at the end of the PTX.
+
+The digest covers what the code depends on and nothing informative: the entry, the input,
+output and param order, every buffer (name, shape, dtype, storage, index, offset), the workspace
+size, every call (kernel, buffers), every kernel signature and every launch (kernel, grid,
+block, shared bytes, buffers). Profiling labels, FLOP counts and `naive_bytes` are left out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from llvmlite import ir
+
+from tvmc.codegen.llvm_cpu import KernelSignature
+from tvmc.kernel.program import Program
+
+LAYOUT_SYMBOL = "__tvmc_layout"
+LAYOUT_BYTES = 64  # a hex SHA-256
+PTX_LAYOUT_PREFIX = f"// {LAYOUT_SYMBOL} "
+
+
+def program_plan(
+    program: Program, kernels: Iterable[KernelSignature], launches: Iterable[Any] = ()
+) -> dict[str, Any]:
+    """`program`'s plan as mod.json states it (`launches`: the CUDA Launch list)."""
+    return {
+        "entry": program.entry,
+        "inputs": list(program.inputs),
+        "outputs": list(program.outputs),
+        "params": list(program.params),
+        "buffers": [b.to_json() for b in program.buffers.values()],
+        "calls": [{"kernel": c.kernel, "args": list(c.args)} for c in program.calls],
+        "workspace_bytes": program.workspace_bytes,
+        "kernels": [k.to_json() for k in kernels],
+        "launches": [launch.to_json() for launch in launches],
+    }
+
+
+def layout_digest(plan: Mapping[str, Any]) -> str:
+    """The hex SHA-256 of the parts of a mod.json-shaped `plan` that the code depends on."""
+    buffers = sorted(
+        [b["name"], list(b["shape"]), b["dtype"], b["storage"], b["index"], b["offset"]]
+        for b in plan["buffers"]
+    )
+    document = {
+        "entry": plan["entry"],
+        "inputs": list(plan["inputs"]),
+        "outputs": list(plan["outputs"]),
+        "params": list(plan["params"]),
+        "buffers": buffers,
+        "calls": [[c["kernel"], list(c["args"])] for c in plan["calls"]],
+        "workspace_bytes": plan["workspace_bytes"],
+        "kernels": sorted(
+            [k["name"], [[n, list(s), d] for n, s, d in k["params"]]] for k in plan["kernels"]
+        ),
+        "launches": [
+            [x["kernel"], list(x["grid"]), list(x["block"]), x["shared"], list(x["args"])]
+            for x in plan.get("launches", ())
+        ],
+    }
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def add_layout_symbol(module: ir.Module, digest: str) -> ir.GlobalVariable:
+    """Define the exported constant `__tvmc_layout` (the digest's hex text) in `module`."""
+    data = bytearray(digest.encode("ascii"))
+    if len(data) != LAYOUT_BYTES:
+        raise ValueError(f"a layout digest is {LAYOUT_BYTES} hex digits, got {len(data)}")
+    typ = ir.ArrayType(ir.IntType(8), LAYOUT_BYTES)
+    symbol = ir.GlobalVariable(module, typ, LAYOUT_SYMBOL)
+    symbol.global_constant = True
+    symbol.initializer = ir.Constant(typ, data)
+    return symbol
+
+
+def ptx_with_layout(ptx: str, digest: str) -> str:
+    """The PTX text with its layout line appended."""
+    ending = "" if ptx.endswith("\n") else "\n"
+    return f"{ptx}{ending}{PTX_LAYOUT_PREFIX}{digest}\n"
+
+
+def ptx_layout(ptx: str) -> str | None:
+    """The digest of the PTX's layout line; None unless there is exactly one."""
+    found = [line[len(PTX_LAYOUT_PREFIX) :].strip() for line in ptx.splitlines()
+             if line.startswith(PTX_LAYOUT_PREFIX)]  # fmt: skip
+    return found[0] if len(found) == 1 else None
