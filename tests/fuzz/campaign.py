@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{result['counts']}", file=sys.stderr, flush=True)  # fmt: skip
     seconds = time.monotonic() - start
     command = " ".join(["python -m tests.fuzz.campaign", *(argv or sys.argv[1:])]).strip()
-    text = summary(results, seconds, jobs, f"FUZZ_CASES={args.cases} {command}")
+    text = summary(results, seconds, jobs, f"FUZZ_CASES={args.cases} FUZZ_JOBS={jobs} {command}")
     (out / "summary.md").write_text(text)
     findings = [f for r in results for f in r["findings"]]
     with open(out / "findings.jsonl", "w") as f:

@@ -1,12 +1,14 @@
 """The package mutator: the seed package with members changed (JSON fields, params, code bytes)
 or the tar itself changed (members dropped, repeated, renamed, linked, sizes, bytes); then
-`tvmc run` on it. Package verification belongs to tvmc.runtime.package and tvmc.driver.package:
-what this finds there is reported, not fixed here."""
+`tvmc run` on it; half the cases have the digests of the plan and params recomputed
+(`_reseal`), so that their changes reach the plan checks and the layout digest. The CPU runtime's
+buffers have guard pages (guard.py): code that read or wrote outside them would crash."""
 
 from __future__ import annotations
 
 import copy
 import functools
+import hashlib
 import io
 import json
 import tarfile
@@ -61,6 +63,25 @@ def _member_change(draw: st.DrawFn, name: str, data: bytes, resources: Resources
     return new, f"{name}: {what}"
 
 
+def _reseal(entries: list[tuple[tarfile.TarInfo, bytes | None]]) -> str:
+    """Recompute metadata.json's digests of the plan and params, as someone editing the package
+    on purpose would: their changes then meet the plan checks and the layout digest, not the
+    digest check. Code members keep their digests: changed code is code (docs/threat-model.md)."""
+    at = next((i for i, (info, _) in enumerate(entries) if info.name == "metadata.json"), None)
+    if at is None or entries[at][1] is None:
+        return "reseal: no metadata.json"
+    try:
+        metadata = json.loads(entries[at][1])
+        digests = metadata["digests"]
+        for info, data in entries:
+            if data is not None and info.name in ("mod.json", "mod.params"):
+                digests[info.name] = hashlib.sha256(data).hexdigest()
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return "reseal: metadata.json unreadable"
+    entries[at] = _file("metadata.json", json.dumps(metadata).encode(), entries[at][0].mode)
+    return "resealed"
+
+
 @st.composite
 def package_cases(draw: st.DrawFn, resources: Resources) -> Case:
     """A damaged copy of the seed package and `tvmc run` on it."""
@@ -100,6 +121,8 @@ def package_cases(draw: st.DrawFn, resources: Resources) -> Case:
         else:
             entries.append(_file(draw(values.names) or "empty", draw(st.binary(max_size=64))))
         changes.append(f"{how} {info.name}")
+    if draw(st.booleans()):
+        changes.append(_reseal(entries))
     try:
         blob = tar_bytes(entries)
     except (OSError, ValueError, tarfile.TarError) as exc:  # a size tarfile cannot write
