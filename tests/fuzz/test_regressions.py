@@ -69,6 +69,14 @@ CASES = {
         lambda r: Case("model", ["load", "m.onnx"], {"m.onnx": _model_bytes(
             cnn, lambda m: setattr(m, "ir_version", 84569387852))}),
         ACCEPTED, 0, r""),
+    "opset 2^37 (onnx's checker takes int32)": (
+        lambda r: Case("model", ["load", "m.onnx"], {"m.onnx": _model_bytes(
+            cnn, lambda m: setattr(m.opset_import[0], "version", 2**37))}),
+        ACCEPTED, 0, r"opset 137438953472 is newer than 22; converting with the newest rules"),
+    "opset 2^62 (onnx's get_schema takes int32)": (
+        lambda r: Case("model", ["compile", "m.onnx", "-o", "o.tar"], {"m.onnx": _model_bytes(
+            tensors, lambda m: setattr(m.opset_import[0], "version", 2**62))}),
+        ACCEPTED, 0, r"opset 4611686018427387904 is newer"),
     "npz header '{'": (
         lambda r: Case("npz", ["run", str(r.package), "--inputs", "in.npz"],
                        {"in.npz": archive([("x.npy", npy("{", b""))])}),

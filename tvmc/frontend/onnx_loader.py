@@ -138,6 +138,7 @@ def convert_model(
         logger.warning(
             "opset %d is newer than %d; converting with the newest rules", opset, MAX_OPSET
         )
+        opset = MAX_OPSET  # what the converters and onnx's checker read (2**62 overflows it)
     check_model(model)
     check_supported(model)
     check_nodes(model, opset)
