@@ -122,3 +122,28 @@ def test_a_case_writing_beside_its_directory_is_caught(
     (executor.workdir / "escaped.tvmc").unlink()
     inside = executor.run(Case("x", ["load", str(resources.model), "-o", "inside.tvmc"]))
     assert inside.kind == ACCEPTED, inside
+
+
+GUARDED_RUN = """
+import mmap, sys
+import numpy as np
+from tests.fuzz import guard
+guard.install()
+import tvmc
+package = tvmc.TVMCPackage(sys.argv[1])
+result = package.run(inputs={"x": np.ones((1, 3, 8, 8), np.float32)})
+executor = package.executor()
+arrays = [executor.workspace, *executor._params, *executor._outputs, *executor._inputs]
+def root(a):
+    while isinstance(a, np.ndarray):
+        a = a.base
+    return getattr(a, "obj", a)  # np.frombuffer keeps a memoryview of the mapping
+print(len(arrays), sum(isinstance(root(a), mmap.mmap) for a in arrays), len(result.outputs))
+"""
+
+
+def test_a_guarded_run_allocates_every_buffer_between_guard_pages(resources: Resources) -> None:
+    result = subprocess.run([sys.executable, "-c", GUARDED_RUN, str(resources.package)],
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    total, guarded, outputs = map(int, result.stdout.split())
+    assert total == guarded and outputs >= 1 and total >= 4, result
