@@ -67,11 +67,11 @@ def run_chunk(task: tuple[str, int, int, str, str, float]) -> dict:
             if outcome.kind in BAD:
                 saved = Path(out) / "findings" / f"{mutator}-{seed}-{executor.count}"
                 shutil.copytree(directory, saved, dirs_exist_ok=True)
-                findings.append(
-                    {"mutator": mutator, "kind": outcome.kind, "reason": outcome.reason,
-                     "case": case.describe()[:2000], "args": case.args,
-                     "stderr": outcome.stderr[-3000:], "files": str(saved)}
-                )  # fmt: skip
+                finding = {"mutator": mutator, "kind": outcome.kind, "reason": outcome.reason,
+                           "case": case.describe()[:2000], "args": case.args,
+                           "stderr": outcome.stderr[-3000:], "files": str(saved)}  # fmt: skip
+                (saved / "finding.json").write_text(json.dumps(finding, indent=1))  # rerun it
+                findings.append(finding)
             shutil.rmtree(directory, ignore_errors=True)
 
         body()

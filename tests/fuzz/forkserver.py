@@ -27,7 +27,7 @@ import time
 import traceback
 
 MEMORY_ENV = "FUZZ_MEMORY_BYTES"  # the children's address-space limit; unset or 0: none
-STREAM_LIMIT = 64 * 1024  # bytes of each stream kept in the reply
+STREAM_LIMIT = 64 * 1024  # bytes of each stream kept in the reply (head and tail)
 
 
 def limit_resources(timeout: float, memory: int) -> None:
@@ -102,11 +102,29 @@ def wait(pid: int, timeout: float) -> tuple[int | None, bool]:
     return status, timed_out
 
 
+def clip(data: bytes) -> str:
+    """A stream's text, its middle cut when it is longer than STREAM_LIMIT: the head, and the
+    tail where the `Error:` line is (after hundreds of warnings, say)."""
+    if len(data) <= STREAM_LIMIT:
+        return data.decode("utf-8", errors="replace")
+    half = STREAM_LIMIT // 2
+    return _joined(data[:half], len(data) - 2 * half, data[-half:])
+
+
+def _joined(head: bytes, cut: int, tail: bytes) -> str:
+    return (head + f"\n[... {cut} bytes cut ...]\n".encode() + tail).decode("utf-8", "replace")
+
+
 def read_stream(path: str) -> str:
-    """The first STREAM_LIMIT bytes of a captured stream, decoded as a terminal would."""
+    """A captured stream, clipped (only its head and tail are read)."""
     with open(path, "rb") as f:
-        data = f.read(STREAM_LIMIT)
-    return data.decode("utf-8", errors="replace")
+        size = os.fstat(f.fileno()).st_size
+        if size <= STREAM_LIMIT:
+            return clip(f.read())
+        half = STREAM_LIMIT // 2
+        head = f.read(half)
+        f.seek(size - half)
+        return _joined(head, size - 2 * half, f.read())
 
 
 def serve(requests, replies, scratch: str) -> None:

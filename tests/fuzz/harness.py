@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.fuzz.forkserver import MEMORY_ENV, STREAM_LIMIT, limit_resources
+from tests.fuzz.forkserver import MEMORY_ENV, clip, limit_resources
 
 REPO = Path(__file__).resolve().parents[2]
 CLEAN, ACCEPTED, INTERNAL = "clean error", "accepted", "internal error"
@@ -201,8 +201,8 @@ class Executor:
             out, err = process.communicate()
         return {
             "returncode": process.returncode,
-            "stdout": out[:STREAM_LIMIT].decode("utf-8", errors="replace"),
-            "stderr": err[:STREAM_LIMIT].decode("utf-8", errors="replace"),
+            "stdout": clip(out),
+            "stderr": clip(err),
             "timed_out": timed_out,
             "seconds": round(time.monotonic() - start, 3),
         }

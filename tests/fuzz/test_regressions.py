@@ -109,6 +109,9 @@ CASES = {
         lambda r: Case("records", ["records", "show", "log.json"], {"log.json": _records(
             r, _line(r, lambda d: d["input"][2][3][1].__setitem__("pads", [1e308] * 4)))}),
         ACCEPTED, 0, r""),
+    "records show of a package (over 64 KiB of warnings before the Error line)": (
+        lambda r: Case("cli", ["records", "show", "p.tar"], {"p.tar": r.package.read_bytes() * 3}),
+        CLEAN, 2, r"bytes cut[\s\S]*Error: 'p.tar' holds no tuning record"),
     "verbose load of ''": (lambda r: Case("cli", ["-v", "load", ""]), CLEAN, 4,
                            r"Traceback[\s\S]*Error: model file '' does not exist"),
     "bare tvmc": (lambda r: Case("cli", []), CLEAN, 2, r"Commands:[\s\S]*Error: Missing command"),
