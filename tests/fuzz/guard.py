@@ -3,12 +3,12 @@ two inaccessible pages, so code reading or writing past either end dies of SIGSE
 harness reports) instead of quietly touching a neighbour.
 
 `install()` replaces the runtime's allocator (`aligned_empty`, which makes the workspace, params
-and outputs, and the buffers tuning measures on) and wraps `bound_inputs` (inputs are copied into
-guarded buffers). Each buffer ends where its trailing guard page begins, so an overrun past its
-last aligned 64-byte block faults at once (the < 64 bytes after the data are alignment slack the
-code may touch); an underrun faults once it leaves the buffer's first page. Inside the workspace,
-buffers share one allocation: there the plan checks (every buffer inside its storage) and the
-layout digest are what rule overlaps out.
+and outputs; measure_cpu's too, though tuning measures in worker processes that start without
+it) and wraps `bound_inputs` (inputs are copied into guarded buffers). Each buffer ends where its
+trailing guard page begins, so an overrun past its last aligned 64-byte block faults at once (the
+< 64 bytes after the data are alignment slack the code may touch); an underrun faults once it
+leaves the buffer's first page. Inside the workspace, buffers share one allocation: there the
+plan checks (every buffer inside its storage) and the layout digest are what rule overlaps out.
 
 `python -m tests.fuzz.guard ARGS` runs `tvmc ARGS` with the guard installed (the harness's spawn
 mode); the fork server installs it once before forking.
