@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 DEMO := demo-out
 
-.PHONY: help setup demo test test-fast bench bench-tune gpu-check completions docs docs-check conformance lint check clean
+.PHONY: help setup demo test test-fast fuzz bench bench-tune gpu-check completions docs docs-check conformance lint check clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -28,6 +28,10 @@ test: $(STAMP)  ## the whole test suite
 
 test-fast: $(STAMP)  ## the test suite without slow model-level tests
 	$(PYTEST) -n 2 -q -m "not slow"
+
+# Not in `make test`: FUZZ_CASES cases (default 10000) over FUZZ_JOBS workers (default: the cores).
+fuzz: $(STAMP)  ## a long fuzz campaign of tvmc commands; summary and findings in fuzz-out/
+	$(BIN)/python -m tests.fuzz.campaign
 
 bench: $(STAMP)  ## tvmc beside onnxruntime on the light models: latency, ratio, compile time
 	$(BIN)/python benchmarks/models.py
@@ -61,4 +65,4 @@ lint: $(STAMP)  ## ruff check and format check
 check: lint docs-check test-fast  ## the fast dev loop
 
 clean:
-	rm -rf $(VENV) $(DEMO) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(DEMO) fuzz-out .pytest_cache .ruff_cache

@@ -42,6 +42,50 @@ def test_corrupt_and_truncated_lines_are_skipped_with_their_line_number(tmp_path
     assert ":2: skipping" in caplog.text and ":4: skipping" in caplog.text
 
 
+def _changed(old: str, new: str) -> str:
+    assert old in LINE
+    return LINE.replace(old, new, 1)
+
+
+# Lines a fuzzer or an attacker wrote: each is corrupt, not a crash.
+INSANE = {
+    "error_no 1e999": _changed("], 0, 0.8", "], 1e999, 0.8"),
+    "cost 1e400": _changed("[0.00123, 0.00125]", "[1e400, 0.00125]"),
+    "cost NaN": _changed("[0.00123, 0.00125]", "[NaN, 0.00125]"),
+    "negative cost": _changed("[0.00123, 0.00125]", "[-1, 0.00125]"),
+    "huge int cost": _changed("[0.00123, 0.00125]", "[" + "9" * 400 + "]"),
+    "error_no 99": _changed("], 0, 0.8", "], 99, 0.8"),
+    "error_no true": _changed("], 0, 0.8", "], true, 0.8"),
+    "timestamp inf": _changed("1764460000.5", "Infinity"),
+    "nested deep": "[" * 100_000 + "]" * 100_000,
+    "nested 40": LINE.replace('{"group": 1}', '{"group": ' + "[" * 40 + "]" * 40 + "}"),
+    "args a string": LINE.replace(
+        '[["TENSOR", [1, 64, 56, 56]', '"x", [["TENSOR", [1, 64, 56, 56]'
+    ),
+    "shape of floats": _changed("[1, 64, 56, 56]", "[1.5, 64, 56, 56]"),
+    "unknown arg kind": _changed('["ATTRS", {"group": 1}]', '["PICKLE", "x"]'),
+    "too long": LINE.replace('"code_hash": null', '"code_hash": "' + "x" * (1 << 20) + '"'),
+}
+
+
+@pytest.mark.parametrize("case", list(INSANE))
+def test_insane_lines_are_corrupt(case):
+    with pytest.raises(ValueError, match="not a tuning record"):
+        Record.decode(INSANE[case])
+
+
+def test_insane_lines_are_skipped_with_their_line_number(tmp_path, caplog):
+    path = tmp_path / "log.json"
+    lines = [LINE, INSANE["error_no 1e999"], INSANE["cost 1e400"], INSANE["nested deep"], LINE]
+    path.write_text("\n".join(lines) + "\n" + "y" * (3 << 20) + "\n" + LINE + "\n")
+    with caplog.at_level(logging.WARNING, logger="tvmc.autotune"):
+        records = list(read_records(str(path)))
+    assert len(records) == 3
+    for number in (2, 3, 4):
+        assert f":{number}: skipping a corrupt" in caplog.text
+    assert ":6: skipping a line longer than 1048576 characters" in caplog.text
+
+
 def test_missing_file_is_an_error(tmp_path):
     with pytest.raises(UsageError, match="does not exist"):
         list(read_records(str(tmp_path / "none.json")))

@@ -253,3 +253,29 @@ def test_command_line_beats_config(tvmc: Run) -> None:
     assert "float32[1,3]" in outcome.stdout
     with pytest.raises(ValueError):
         json.loads(outcome.stdout)
+
+
+@pytest.mark.parametrize("group", [[], ["records"]], ids=["tvmc", "tvmc records"])
+def test_a_bare_group_shows_its_help_and_an_error(tvmc: Run, group: list[str]) -> None:
+    outcome = tvmc(*group)
+    assert outcome.exit_code == 2 and outcome.stdout == ""
+    assert outcome.stderr.startswith(f"Usage: {' '.join(['tvmc', *group])} [OPTIONS] COMMAND")
+    assert "Commands:" in outcome.stderr
+    assert outcome.stderr.rstrip().endswith("\n\nError: Missing command.")
+    assert outcome.stderr.count("Error:") == 1
+
+
+def test_verbose_adds_the_traceback_and_keeps_the_error(tvmc: Run) -> None:
+    outcome = tvmc("-v", "load", "missing.onnx")
+    assert outcome.exit_code == 4 and outcome.stdout == ""
+    assert outcome.stderr.startswith("Traceback (most recent call last)")
+    assert outcome.stderr.rstrip().endswith("Error: model file 'missing.onnx' does not exist")
+
+
+def test_names_are_printed_as_they_are(tvmc: Run, tmp_path: Path) -> None:
+    model = make_model(["Relu"], ["[/bold]"])
+    model.graph.input[0].name = model.graph.node[0].input[0] = "[red]x[/red]"
+    (tmp_path / "markup.onnx").write_bytes(model.SerializeToString())
+    outcome = tvmc("load", "markup.onnx")
+    assert outcome.exit_code == 0, outcome
+    assert "[red]x[/red]" in outcome.stdout

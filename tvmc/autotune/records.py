@@ -15,6 +15,7 @@ from __future__ import annotations
 import fcntl
 import json
 import logging
+import math
 import os
 import time
 from collections.abc import Iterable, Iterator
@@ -29,6 +30,8 @@ logger = logging.getLogger("tvmc.autotune")
 
 RECORD_VERSION = 0.2
 FAILED_COST = 1e9  # the cost a failed measurement records, so a resumed run skips it
+MAX_LINE = 1 << 20  # characters in one line: a record is about a kilobyte
+MAX_DEPTH = 32  # JSON nesting of a record: about 7 (args hold nested lists)
 ERROR_NAMES = {
     0: "no error",
     1: "instantiation error",
@@ -80,19 +83,90 @@ class Record:
 
     @classmethod
     def decode(cls, line: str) -> Record:
-        """Parse one line; ValueError when it is not a v0.2 record."""
+        """Parse one line; ValueError when it is not a v0.2 record (or not a sane one: too
+        long, nested too deep, a number out of range)."""
+        if len(line) > MAX_LINE:
+            raise ValueError(f"not a tuning record: longer than {MAX_LINE} characters")
         try:
-            doc = json.loads(line)
+            doc = json.loads(line, parse_float=_finite, parse_constant=_no_constant)
+            _check_depth(doc, MAX_DEPTH)
             target, task_name, args, kwargs = doc["input"]
             costs, error_no, all_cost, timestamp = doc["result"]
             config = doc["config"]
             if not isinstance(config, dict) or "index" not in config or "entity" not in config:
                 raise ValueError("config lacks index or entity")
-            return cls(str(target), str(task_name), list(args), dict(config),
-                       [float(c) for c in costs], int(error_no), float(all_cost),
-                       float(timestamp), dict(kwargs or {}))  # fmt: skip
-        except (KeyError, TypeError, ValueError) as exc:
+            if not isinstance(args, list) or not isinstance(costs, list):
+                raise ValueError("args and costs must be lists")
+            if not isinstance(kwargs, (dict, type(None))):
+                raise ValueError("kwargs must be an object")
+            _check_args(args)
+            if type(error_no) is not int or error_no not in ERROR_NAMES:
+                raise ValueError(f"error_no {error_no!r} is not one of {sorted(ERROR_NAMES)}")
+            record = cls(str(target), str(task_name), list(args), dict(config),
+                         [float(c) for c in costs], error_no, float(all_cost),
+                         float(timestamp), dict(kwargs or {}))  # fmt: skip
+        except RecursionError:
+            raise ValueError("not a tuning record: nested too deeply") from None
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise ValueError(f"not a tuning record: {exc}") from None
+        numbers = [*record.costs, record.all_cost, record.timestamp]
+        if not all(math.isfinite(v) and v >= 0 for v in numbers):
+            raise ValueError("not a tuning record: a cost or time is negative or not finite")
+        return record
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:20]} is out of range")
+    return value
+
+
+def _no_constant(text: str) -> float:
+    raise ValueError(f"{text} is not a number JSON allows")
+
+
+def _check_args(args: list[Any]) -> None:
+    """A ValueError unless args are ["TENSOR", shape, dtype] entries, then ["ATTRS", {...}]."""
+    for arg in args:
+        if not isinstance(arg, list) or not arg or arg[0] not in ("TENSOR", "ATTRS"):
+            raise ValueError(f"arg {str(arg)[:40]} is not a TENSOR or ATTRS entry")
+        if arg[0] == "ATTRS" and (len(arg) != 2 or not isinstance(arg[1], dict)):
+            raise ValueError("an ATTRS entry is not ['ATTRS', {...}]")
+        if arg[0] == "TENSOR" and (
+            len(arg) != 3
+            or not isinstance(arg[1], list)
+            or not all(type(d) is int and 0 <= d <= 2**63 - 1 for d in arg[1])
+            or not isinstance(arg[2], str)
+        ):
+            raise ValueError("a TENSOR entry is not ['TENSOR', [dims], dtype]")
+
+
+def _check_depth(doc: Any, limit: int) -> None:
+    """A ValueError when lists and objects nest deeper than `limit`."""
+    level = [doc]
+    for _ in range(limit + 1):
+        level = [v for item in level if isinstance(item, (list, dict))
+                 for v in (item.values() if isinstance(item, dict) else item)]  # fmt: skip
+        if not level:
+            return
+    raise ValueError(f"nested deeper than {limit} levels")
+
+
+def _lines(f: Any) -> Iterator[tuple[int, str | None]]:
+    """(number, line) of a text file; None for a line past MAX_LINE, which is skipped unread."""
+    number = 0
+    while True:
+        line = f.readline(MAX_LINE + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) > MAX_LINE and not line.endswith("\n"):
+            while line and not line.endswith("\n"):
+                line = f.readline(MAX_LINE)
+            yield number, None
+            continue
+        yield number, line
 
 
 def append_records(path: str, records: Iterable[Record]) -> None:
@@ -119,7 +193,11 @@ def read_records(path: str, must_exist: bool = True) -> Iterator[Record]:
     if os.path.isdir(path):
         raise UsageError(f"tuning records path {path!r} is a directory")
     with open(path, encoding="utf-8", errors="replace") as f:
-        for number, line in enumerate(f, 1):
+        for number, line in _lines(f):
+            if line is None:
+                logger.warning("%s:%d: skipping a line longer than %d characters", path, number,
+                               MAX_LINE)  # fmt: skip
+                continue
             if not line.strip():
                 continue
             try:

@@ -9,8 +9,9 @@ from typing import Any
 from rich.console import Console
 
 # Results go to stdout; logs, progress and errors to stderr, so `--format json | jq` works.
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+# No markup: names from models and records files are printed as they are ('[/b]' included).
+out = Console(highlight=False, soft_wrap=True, markup=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 
 def wants_json(output_format: str, json_flag: bool) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import traceback
 from typing import Any
 
 import click
@@ -17,6 +18,7 @@ from tvmc.cli.load import load_command
 from tvmc.cli.records import records_group
 from tvmc.cli.run import run_command
 from tvmc.cli.tune import tune_command
+from tvmc.cli.types import CommandGroup
 from tvmc.cli.worker import worker_command
 from tvmc.errors import INTERNAL_ERROR_EXIT_CODE, TVMCError, UsageError, did_you_mean
 from tvmc.version import __version__
@@ -80,15 +82,16 @@ def config_default_map(group: click.Group, path: str) -> dict[str, dict[str, Any
     return default_map
 
 
-class TVMCGroup(click.Group):
-    """Turns user errors into `Error: <message>` and an exit code; tracebacks only with -v."""
+class TVMCGroup(CommandGroup):
+    """Turns user errors into `Error: <message>` and an exit code; with -v the traceback comes
+    first (the message and the exit code stay)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except TVMCError as exc:
             if ctx.obj and ctx.obj.get("verbose"):
-                raise
+                click.echo(traceback.format_exc(), err=True, nl=False)
             click.echo(f"Error: {exc}", err=True)
             ctx.exit(exc.exit_code)
         except click.BadParameter as exc:
@@ -105,7 +108,7 @@ class TVMCGroup(click.Group):
             ctx.exit(130)
         except Exception as exc:
             if ctx.obj and ctx.obj.get("verbose"):
-                raise
+                click.echo(traceback.format_exc(), err=True, nl=False)
             click.echo(
                 f"Internal error: {type(exc).__name__}: {exc}\n"
                 "This is a bug in tvmc; run again with -v for the traceback and report it.",

@@ -6,7 +6,7 @@ import click
 from rich.table import Table
 
 from tvmc.cli.common import err, out, print_json, wants_json
-from tvmc.cli.types import FileWithExt, format_option
+from tvmc.cli.types import CommandGroup, FileWithExt, format_option
 from tvmc.driver.plots import plot_records
 from tvmc.driver.records import summarize_records, write_best_records
 from tvmc.driver.tuning_report import args_summary, task_op
@@ -14,7 +14,7 @@ from tvmc.driver.tuning_report import args_summary, task_op
 RECORDS_FILE = FileWithExt((".json", ".log"), dir_okay=False)
 
 
-@click.group("records")
+@click.group("records", cls=CommandGroup)
 def records_group() -> None:
     """Inspect and reduce tuning records files (AutoTVM v0.2 lines, as `tvmc tune` writes)."""
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-import zipfile
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from tvmc.driver.npz import read_npz
 from tvmc.driver.profile import profile_rows
 from tvmc.dtypes import FLOATS, as_dtype
 from tvmc.errors import InputError, UsageError, did_you_mean, unknown_choice
@@ -37,7 +37,7 @@ def make_inputs(
     if fill_mode not in FILL_MODES:
         raise UsageError(unknown_choice("fill mode", fill_mode, FILL_MODES))
     if given is not None and not isinstance(given, Mapping):
-        given = load_inputs(os.fspath(given))
+        given = load_inputs(os.fspath(given), expected)
     given = dict(given or {})
     described = ", ".join(f"{n} ({t})" for n, t in expected.items()) or "none"
     for name in given:
@@ -56,22 +56,11 @@ def make_inputs(
     return arrays
 
 
-def load_inputs(path: str) -> dict[str, np.ndarray]:
-    """The arrays of an .npz inputs file (no pickles)."""
-    if not os.path.isfile(path):
-        raise InputError(f"inputs file {path!r} does not exist")
-    if not zipfile.is_zipfile(path):
-        raise InputError(
-            f"cannot read inputs file {path!r}: not an .npz archive; write one with "
-            "numpy.savez(path, input_name=array, ...)"
-        )
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            if not hasattr(npz, "files"):
-                raise ValueError("not an .npz archive")
-            return {name: npz[name] for name in npz.files}
-    except (ValueError, OSError, EOFError) as exc:
-        raise InputError(f"cannot read inputs file {path!r} (an .npz of arrays): {exc}") from None
+def load_inputs(
+    path: str, expected: Mapping[str, TensorType] | None = None
+) -> dict[str, np.ndarray]:
+    """The arrays of an .npz inputs file (no pickles), checked against `expected` when given."""
+    return read_npz(path, expected)
 
 
 def _checked(name: str, value: Any, typ: TensorType) -> np.ndarray:

@@ -83,7 +83,12 @@ def _listed(value: Any) -> Any:
 
 def gflops(flops: int | None, cost: float | None) -> float | None:
     """GFLOP/s of `flops` done in `cost` seconds (None when either is unknown)."""
-    return flops / cost / 1e9 if flops and cost else None
+    if not flops or not cost:
+        return None
+    try:
+        return flops / cost / 1e9
+    except OverflowError:  # FLOPs of absurd args in a records file: past a float
+        return None
 
 
 def gbps(nbytes: int | None, cost: float | None) -> float | None:

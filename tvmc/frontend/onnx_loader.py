@@ -11,7 +11,8 @@ import onnx
 from onnx import numpy_helper
 
 from tvmc.errors import InputError, ModelError, UnsupportedModelError, did_you_mean
-from tvmc.frontend.context import ConvertContext, onnx_dtype
+from tvmc.frontend import bounds
+from tvmc.frontend.check import check_model, check_nodes, dtype_name
 from tvmc.frontend.converters import CONVERTERS
 from tvmc.frontend.converters.subgraph import convert_nodes, walk
 from tvmc.graph import Graph, TensorType
@@ -101,7 +102,7 @@ def graph_inputs(
         tensor_type = value.type.tensor_type
         if not value.type.HasField("tensor_type"):
             raise UnsupportedModelError(f"input {value.name!r} is not a tensor")
-        dtype = (dtype_dict or {}).get(value.name) or onnx_dtype(
+        dtype = (dtype_dict or {}).get(value.name) or dtype_name(
             tensor_type.elem_type, f"input {value.name!r}"
         )
         if shape_dict and value.name in shape_dict:
@@ -144,11 +145,15 @@ def convert_model(
         logger.warning(
             "opset %d is newer than %d; converting with the newest rules", opset, MAX_OPSET
         )
+        opset = MAX_OPSET  # what the converters and onnx's checker read (2**62 overflows it)
+    check_model(model)
     check_supported(model)
+    check_nodes(model, opset)
     inputs = graph_inputs(model, shape_dict, dtype_dict)
+    bounds.check_inputs(inputs)
     graph = Graph(list(inputs), [o.name for o in model.graph.output], [], dict(inputs), {},
                   model.graph.name or "main")  # fmt: skip
-    ctx = ConvertContext(graph, opset, top_level_names(model.graph))
+    ctx = bounds.BoundedContext(graph, opset, top_level_names(model.graph))
     for init in model.graph.initializer:
         ctx.add_const(numpy_helper.to_array(init), init.name)
     convert_nodes(ctx, model.graph.node)

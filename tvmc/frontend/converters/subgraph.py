@@ -16,6 +16,7 @@ import onnx
 from onnx import numpy_helper
 
 from tvmc.errors import ModelError, UnsupportedModelError
+from tvmc.frontend import bounds
 from tvmc.frontend.context import ConvertContext, OnnxNode
 from tvmc.frontend.converters.registry import CONVERTERS
 
@@ -96,7 +97,11 @@ def convert_nodes(ctx: ConvertContext, protos: Iterable[onnx.NodeProto], prefix:
                 "(the graph is not topologically sorted or is broken)"
             )
         ctx.current = node
-        CONVERTERS[node.op_type](ctx, node)
+        bounds.check_node(ctx, node)
+        try:
+            CONVERTERS[node.op_type](ctx, node)
+        except MemoryError:  # a bound passed, yet the machine had less free than the limit
+            raise ModelError(f"{node.describe()}: out of memory while converting it") from None
     ctx.current = outer
 
 
