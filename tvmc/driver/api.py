@@ -15,7 +15,7 @@ from typing import Any
 from tvmc.autotune import Task
 from tvmc.driver.model import load_graph
 from tvmc.driver.objects import TVMCModel, TVMCPackage, TVMCResult
-from tvmc.driver.package import compile_graph, dump_formats
+from tvmc.driver.package import compile_graph, cross_linker, dump_formats
 from tvmc.driver.runner import check_run_options
 from tvmc.driver.tune_options import TuneOptions, tune_options
 from tvmc.driver.tuning import graph_tasks
@@ -63,14 +63,19 @@ def compile_model(
     model_format: str | None = None,
     tuning_records: str | os.PathLike[str] | None = None,
     force: bool = False,
+    cross_compiler: str | None = None,
+    cross_compiler_options: str | None = None,
 ) -> TVMCPackage:
     """Compile a model (a TVMCModel or a model file) into a package; None path: a temp file.
 
     `tuning_records`: a records file (`tvmc tune`) whose best config per workload is applied;
     tasks without one keep the default schedule (one warning says how many). An existing file
     at `package_path` is replaced only if it is a tvmc package (not the model), or if `force`.
+    `cross_compiler` (and `cross_compiler_options`, one string): the C compiler that links
+    mod.so for a cross target, e.g. "aarch64-linux-gnu-gcc" (TVMC's names).
     """
-    dump_formats(dump_code, target)  # a bad format fails before the model loads
+    dump_formats(dump_code, target)  # bad options fail before the model loads
+    cross_linker(target, cross_compiler, cross_compiler_options)
     if isinstance(model, TVMCModel) and (shape_dict or dtype_dict or model_format):
         raise UsageError(
             "shape_dict, dtype_dict and model_format apply to model files; "
@@ -82,6 +87,7 @@ def compile_model(
         model.graph, model.source, target, package_path, opt_level, disabled_passes, dump_code,
         target_llvm_mcpu, target_llvm_mattr, target_llvm_mtriple, tuning_records=tuning_records,
         load_times=model.load_times if loaded else None, force=force,
+        cross_compiler=cross_compiler, cross_compiler_options=cross_compiler_options,
     )  # fmt: skip
     return TVMCPackage._compiled(compiled)
 

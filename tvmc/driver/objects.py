@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from tvmc.codegen import set_num_threads
+from tvmc.codegen import CPUTarget, set_num_threads
 from tvmc.driver.model import SAVED_MODEL_FORMAT, read_saved_graph, save_graph
 from tvmc.driver.outputs import check_output
 from tvmc.driver.package import CompiledPackage, compile_graph
@@ -230,6 +230,7 @@ class TVMCPackage:
             "naive_bytes": meta["naive_bytes"],
             "param_bytes": meta.get("param_bytes"),
             "shared_library": self._contents.shared_library is not None,
+            "cross": self.device == "cpu" and not CPUTarget(meta["triple"], meta["cpu"]).is_native,
             "compile_seconds": meta.get("compile_seconds", {}),
             "pass_seconds": meta.get("pass_seconds", []),
             "tuning": meta.get("tuning"),

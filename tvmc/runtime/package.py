@@ -111,13 +111,18 @@ class PackageContents:
         return {METADATA: json.dumps(self.metadata, indent=1).encode(), **members}
 
 
-def link_shared_library(object_code: bytes, uses_threads: bool) -> bytes | None:
-    """`mod.so` linked by the system C compiler, or None when there is none (or it fails)."""
+def link_shared_library(
+    object_code: bytes, uses_threads: bool, cc: str | None = None, options: tuple[str, ...] = ()
+) -> bytes | None:
+    """`mod.so` linked by `cc` with `options` (a cross compiler; RuntimeError when it fails), else
+    by the system C compiler (None when there is none, or it fails: mod.o loads without one)."""
     with tempfile.TemporaryDirectory(prefix="tvmc-link-") as tmp:
         path = os.path.join(tmp, LIBRARY)
         try:
-            link_shared(object_code, path, uses_threads)
+            link_shared(object_code, path, uses_threads, cc, options)
         except RuntimeError as exc:
+            if cc is not None:
+                raise
             logger.warning("no mod.so in the package (the runtime loads mod.o instead): %s", exc)
             return None
         with open(path, "rb") as f:
