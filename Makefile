@@ -39,8 +39,10 @@ bench-tune: $(STAMP)  ## best GFLOP/s after 64/128/256 trials on resnet50's heav
 gpu-check:  ## on a GPU machine: ops, nine models, ResNet-50 vs PyTorch (GPU_CHECK_ARGS=--tune)
 	PYTHONPATH=. $(PYTHON) benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
 
-completions: $(STAMP)  ## regenerate completions/ from the Click app
-	$(BIN)/python -m tvmc.cli.completion completions
+COMPLETIONS := tvmc/cli/completion/scripts
+
+completions: $(STAMP)  ## regenerate the completion scripts (shipped in the wheel) from the Click app
+	$(BIN)/python -m tvmc.cli.completion $(COMPLETIONS)
 
 docs: $(STAMP)  ## regenerate docs/cli.md from the Click app and docs/ops.md's op tables
 	$(BIN)/python -m tvmc.cli.docgen docs/cli.md
@@ -49,9 +51,9 @@ docs: $(STAMP)  ## regenerate docs/cli.md from the Click app and docs/ops.md's o
 conformance: $(STAMP)  ## run the ONNX node tests (reference and compiled) into docs/ops.md (slow)
 	$(BIN)/python -m tests.backend.ops_doc docs/ops.md --conformance
 
-docs-check: $(STAMP)  ## fail if docs/cli.md or completions/ are out of date
+docs-check: $(STAMP)  ## fail if docs/cli.md or the completion scripts are out of date
 	$(BIN)/python -m tvmc.cli.docgen --check docs/cli.md
-	$(BIN)/python -m tvmc.cli.completion --check completions
+	$(BIN)/python -m tvmc.cli.completion --check $(COMPLETIONS)
 	$(BIN)/python -m tests.backend.ops_doc docs/ops.md --check
 
 lint: $(STAMP)  ## ruff check and format check

@@ -2,7 +2,8 @@
 object or a file path, as TVMC's Python API does, and returns the next object.
 
 A path is loaded (or read) first; the step itself is the object's method or the step module's
-function. Never prints.
+function. Never prints. Each function imports its step when called, so `run` (`tvmc run`) loads
+neither the ONNX frontend, the compile pipeline nor the tuner.
 """
 
 from __future__ import annotations
@@ -10,17 +11,16 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tvmc.autotune import Task
-from tvmc.driver.model import load_graph
 from tvmc.driver.objects import TVMCModel, TVMCPackage, TVMCResult
-from tvmc.driver.package import compile_graph, cross_linker, dump_formats
 from tvmc.driver.runner import check_run_options
-from tvmc.driver.tune_options import TuneOptions, tune_options
-from tvmc.driver.tuning import graph_tasks
-from tvmc.driver.tuning_report import TuningProgress
 from tvmc.errors import UsageError
+
+if TYPE_CHECKING:
+    from tvmc.autotune import Task
+    from tvmc.driver.tune_options import TuneOptions
+    from tvmc.driver.tuning_report import TuningProgress
 
 
 def load(
@@ -30,6 +30,8 @@ def load(
     dtype_dict: Mapping[str, str] | None = None,
 ) -> TVMCModel:
     """Load an ONNX model (or a saved `.tvmc` model) into a `TVMCModel`, constants folded."""
+    from tvmc.driver.model import load_graph
+
     start, times = time.perf_counter(), []
     graph = load_graph(path, shape_dict, model_format, dtype_dict, times)
     return TVMCModel(graph, path, time.perf_counter() - start, times)
@@ -74,6 +76,8 @@ def compile_model(
     `cross_compiler` (and `cross_compiler_options`, one string): the C compiler that links
     mod.so for a cross target, e.g. "aarch64-linux-gnu-gcc" (TVMC's names).
     """
+    from tvmc.driver.package import compile_graph, cross_linker, dump_formats
+
     dump_formats(dump_code, target)  # bad options fail before the model loads
     cross_linker(target, cross_compiler, cross_compiler_options)
     if isinstance(model, TVMCModel) and (shape_dict or dtype_dict or model_format):
@@ -141,6 +145,8 @@ def tune(
     `tuning_records`: appended to, and resumed from when it exists (None: a temporary file).
     `measurer`: measure with this instead (e.g. a `DaskMeasurer` the caller keeps).
     """
+    from tvmc.driver.tune_options import tune_options
+
     chosen = tune_options(options, target=target, trials=trials, **keywords)
     return _model(model, shape_dict, dtype_dict, model_format).tune(
         tuning_records=tuning_records, options=chosen, progress=progress, measurer=measurer
@@ -160,6 +166,8 @@ def extract_tasks(
     model_format: str | None = None,
 ) -> list[Task]:
     """The tunable kernels of a model for a target, deduplicated and heaviest first."""
+    from tvmc.driver.tuning import graph_tasks
+
     graph = _model(model, shape_dict, dtype_dict, model_format).graph
     return graph_tasks(graph, target, target_llvm_mcpu, target_llvm_mattr, opt_level,
                        disabled_passes)  # fmt: skip

@@ -13,16 +13,16 @@ import os
 import tarfile
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tvmc.driver.pipeline import PassTime
 from tvmc.errors import ModelError, UsageError, unknown_choice
-from tvmc.frontend import load_onnx
 from tvmc.graph import Graph, graph_from_json, graph_to_json
-from tvmc.passes import IMPORT_PIPELINE, run_passes
 from tvmc.version import __version__
+
+if TYPE_CHECKING:
+    from tvmc.driver.pipeline import PassTime
 
 logger = logging.getLogger("tvmc")
 
@@ -146,6 +146,11 @@ def load_graph(
 ) -> Graph:
     """The graph of an ONNX model (constants folded) or a saved `.tvmc` model; `times` gets
     one entry per step: "import" (read and convert), then each IMPORT_PIPELINE pass."""
+    # imported here: reading MODEL_FORMATS or a saved model (tvmc run) needs no ONNX frontend
+    from tvmc.driver.pipeline import PassTime
+    from tvmc.frontend import load_onnx
+    from tvmc.passes import IMPORT_PIPELINE, run_passes
+
     fmt = guess_format(path, model_format)
     start = time.perf_counter()
     if fmt == "tvmc":

@@ -4,6 +4,8 @@ The methods that run a step (`model.compile`, `model.tune`, `package.run`) call 
 below (`package.compile_graph`, `tuning.tune_graph`, `runner.execute`), which work on graphs,
 package contents and executors and never import this module: the objects sit above the steps, so
 each step is imported one way. `tvmc.driver.api` (load, compile, run, tune) sits above both.
+`TVMCModel`'s methods import their step when called: running a package (`TVMCPackage`,
+`TVMCResult`) loads neither the ONNX frontend, the compile pipeline nor the tuner.
 """
 
 from __future__ import annotations
@@ -13,24 +15,23 @@ import shutil
 import time
 import weakref
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tvmc.codegen import CPUTarget, set_num_threads
-from tvmc.driver.model import SAVED_MODEL_FORMAT, read_saved_graph, save_graph
-from tvmc.driver.outputs import check_output
-from tvmc.driver.package import CompiledPackage, compile_graph
-from tvmc.driver.pipeline import PassTime
 from tvmc.driver.runner import check_device, check_run_options, execute, make_inputs
-from tvmc.driver.tune_options import TuneOptions, tune_options
-from tvmc.driver.tuning import tune_graph
-from tvmc.driver.tuning_report import TuningProgress
 from tvmc.errors import UsageError, did_you_mean
 from tvmc.graph import Graph, TensorType
 from tvmc.runtime import Executor, ProgramInfo, Timings
 from tvmc.runtime.cuda import CUDAExecutor
 from tvmc.runtime.package import PackageContents, load_cuda, load_module, read_package
+
+if TYPE_CHECKING:
+    from tvmc.driver.package import CompiledPackage
+    from tvmc.driver.pipeline import PassTime
+    from tvmc.driver.tune_options import TuneOptions
+    from tvmc.driver.tuning_report import TuningProgress
 
 
 class TVMCModel:
@@ -78,12 +79,17 @@ class TVMCModel:
 
         An existing file is replaced only if it is a saved model other than this one's source,
         or if `force`."""
+        from tvmc.driver.model import SAVED_MODEL_FORMAT, save_graph
+        from tvmc.driver.outputs import check_output
+
         check_output(path, SAVED_MODEL_FORMAT, {"the model": self.source}, force)
         return save_graph(self.graph, path)
 
     @classmethod
     def load(cls, path: str) -> TVMCModel:
         """Read a model written by `save`."""
+        from tvmc.driver.model import read_saved_graph
+
         start = time.perf_counter()
         graph = read_saved_graph(path)
         return cls(graph, source=path, load_seconds=time.perf_counter() - start)
@@ -92,6 +98,8 @@ class TVMCModel:
         self, target: str = "llvm", package_path: str | None = None, **options: Any
     ) -> TVMCPackage:
         """`tvmc.compile(self, target, package_path, **options)`: a TVMCPackage."""
+        from tvmc.driver.package import compile_graph
+
         return TVMCPackage._compiled(
             compile_graph(self.graph, self.source, target, package_path, **options)
         )
@@ -109,6 +117,9 @@ class TVMCModel:
     ) -> str:
         """`tvmc.tune(self, target, tuning_records, trials, options=..., **keywords)`: the
         records path."""
+        from tvmc.driver.tune_options import tune_options
+        from tvmc.driver.tuning import tune_graph
+
         chosen = tune_options(options, target=target, trials=trials, **keywords)
         return tune_graph(self.graph, tuning_records, chosen, progress, measurer, self.source)
 

@@ -1,10 +1,10 @@
 # tvmc fish completion, generated from the Click app by `make completions`; do not edit.
-# Copy it to ~/.config/fish/completions/tvmc.fish (completions/README.md).
+# Copy it to ~/.config/fish/completions/tvmc.fish (docs/completions.md).
 # Subcommands of the command $argv.
 function __tvmc_subcommands
     switch "$argv"
         case 'tvmc'
-            printf '%s\n' 'compile' 'load' 'records' 'run' 'tune' 'worker'
+            printf '%s\n' 'compile' 'completion' 'load' 'records' 'run' 'tune' 'worker'
         case 'tvmc records'
             printf '%s\n' 'best' 'show'
     end
@@ -96,6 +96,7 @@ complete -c tvmc -f  # no file names unless a completion below asks for them
 
 # tvmc
 complete -c tvmc -n '__tvmc_argument 0 tvmc' -a 'compile' -d 'Compile MODEL_FILE (ONNX or .tvmc) for a target into a package (.tar) that...'
+complete -c tvmc -n '__tvmc_argument 0 tvmc' -a 'completion' -d 'Print the completion script for bash, zsh or fish (to source or install).'
 complete -c tvmc -n '__tvmc_argument 0 tvmc' -a 'load' -d 'Load MODEL_FILE (ONNX or .tvmc), fold its constants and show its inputs,...'
 complete -c tvmc -n '__tvmc_argument 0 tvmc' -a 'records' -d 'Inspect and reduce tuning records files (AutoTVM v0.2 lines, as `tvmc tune`...'
 complete -c tvmc -n '__tvmc_argument 0 tvmc' -a 'run' -d 'Run PACKAGE_FILE (made by `tvmc compile`) once, and time or profile it when...'
@@ -125,8 +126,14 @@ complete -c tvmc -n '__tvmc_command tvmc compile' -l 'print-pass-times' -d 'Also
 complete -c tvmc -n '__tvmc_command tvmc compile' -l 'force' -d 'Replace the output even if it is not a tvmc package (by default only a package is replaced, never the model or another file).'
 complete -c tvmc -n '__tvmc_command tvmc compile' -l 'format' -x -a 'json text' -d 'Output format: human text, or one JSON document on stdout for pipelines.'
 complete -c tvmc -n '__tvmc_command tvmc compile' -l 'json' -d 'Shorthand for --format json.'
+complete -c tvmc -n '__tvmc_command tvmc compile' -s 'v' -l 'verbose' -d 'More logging (-v info, -vv debug); tracebacks. Same as before the command.'
 complete -c tvmc -n '__tvmc_command tvmc compile' -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c tvmc -n '__tvmc_argument 0 tvmc compile' -a '(__tvmc_files .onnx .tvmc)'
+
+# tvmc completion
+complete -c tvmc -n '__tvmc_command tvmc completion' -s 'v' -l 'verbose' -d 'More logging (-v info, -vv debug); tracebacks. Same as before the command.'
+complete -c tvmc -n '__tvmc_command tvmc completion' -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c tvmc -n '__tvmc_argument 0 tvmc completion' -a 'bash fish zsh'
 
 # tvmc load
 complete -c tvmc -n '__tvmc_command tvmc load' -s 'o' -l 'output' -r -F -d 'Save the loaded model (.tvmc).'
@@ -137,24 +144,28 @@ complete -c tvmc -n '__tvmc_command tvmc load' -l 'input-dtypes' -x -d 'Input dt
 complete -c tvmc -n '__tvmc_command tvmc load' -l 'model-format' -x -a 'onnx tvmc' -d 'Model format; guessed from the extension (.onnx, .tvmc) when omitted.'
 complete -c tvmc -n '__tvmc_command tvmc load' -l 'format' -x -a 'json text' -d 'Output format: human text, or one JSON document on stdout for pipelines.'
 complete -c tvmc -n '__tvmc_command tvmc load' -l 'json' -d 'Shorthand for --format json.'
+complete -c tvmc -n '__tvmc_command tvmc load' -s 'v' -l 'verbose' -d 'More logging (-v info, -vv debug); tracebacks. Same as before the command.'
 complete -c tvmc -n '__tvmc_command tvmc load' -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c tvmc -n '__tvmc_argument 0 tvmc load' -a '(__tvmc_files .onnx .tvmc)'
 
 # tvmc records
 complete -c tvmc -n '__tvmc_argument 0 tvmc records' -a 'best' -d 'Keep only the best error-free record per workload and target of RECORDS_FILE.'
 complete -c tvmc -n '__tvmc_argument 0 tvmc records' -a 'show' -d 'Per workload of RECORDS_FILE: trials, the best time and GFLOP/s, errors by kind.'
+complete -c tvmc -n '__tvmc_command tvmc records' -s 'v' -l 'verbose' -d 'More logging (-v info, -vv debug); tracebacks. Same as before the command.'
 complete -c tvmc -n '__tvmc_command tvmc records' -s 'h' -l 'help' -d 'Show this message and exit.'
 
 # tvmc records best
 complete -c tvmc -n '__tvmc_command tvmc records best' -s 'o' -l 'output' -x -a '(__tvmc_files .json .log)' -d 'The file to write (replaced; it may be RECORDS_FILE itself).'
 complete -c tvmc -n '__tvmc_command tvmc records best' -l 'format' -x -a 'json text' -d 'Output format: human text, or one JSON document on stdout for pipelines.'
 complete -c tvmc -n '__tvmc_command tvmc records best' -l 'json' -d 'Shorthand for --format json.'
+complete -c tvmc -n '__tvmc_command tvmc records best' -s 'v' -l 'verbose' -d 'More logging (-v info, -vv debug); tracebacks. Same as before the command.'
 complete -c tvmc -n '__tvmc_command tvmc records best' -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c tvmc -n '__tvmc_argument 0 tvmc records best' -a '(__tvmc_files .json .log)'
 
 # tvmc records show
 complete -c tvmc -n '__tvmc_command tvmc records show' -l 'format' -x -a 'json text' -d 'Output format: human text, or one JSON document on stdout for pipelines.'
 complete -c tvmc -n '__tvmc_command tvmc records show' -l 'json' -d 'Shorthand for --format json.'
+complete -c tvmc -n '__tvmc_command tvmc records show' -s 'v' -l 'verbose' -d 'More logging (-v info, -vv debug); tracebacks. Same as before the command.'
 complete -c tvmc -n '__tvmc_command tvmc records show' -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c tvmc -n '__tvmc_argument 0 tvmc records show' -a '(__tvmc_files .json .log)'
 
@@ -173,6 +184,7 @@ complete -c tvmc -n '__tvmc_command tvmc run' -l 'end-to-end' -d 'With --device 
 complete -c tvmc -n '__tvmc_command tvmc run' -l 'num-threads' -x -d 'Worker threads (default: $TVMC_NUM_THREADS, else the physical cores).'
 complete -c tvmc -n '__tvmc_command tvmc run' -l 'format' -x -a 'json text' -d 'Output format: human text, or one JSON document on stdout for pipelines.'
 complete -c tvmc -n '__tvmc_command tvmc run' -l 'json' -d 'Shorthand for --format json.'
+complete -c tvmc -n '__tvmc_command tvmc run' -s 'v' -l 'verbose' -d 'More logging (-v info, -vv debug); tracebacks. Same as before the command.'
 complete -c tvmc -n '__tvmc_command tvmc run' -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c tvmc -n '__tvmc_argument 0 tvmc run' -a '(__tvmc_files .tar)'
 
@@ -200,6 +212,7 @@ complete -c tvmc -n '__tvmc_command tvmc tune' -l 'device-key' -x -d 'With --sch
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'priority' -x -d 'With --scheduler: runs of a higher priority go first on shared workers.'
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'format' -x -a 'json text' -d 'Output format: human text, or one JSON document on stdout for pipelines.'
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'json' -d 'Shorthand for --format json.'
+complete -c tvmc -n '__tvmc_command tvmc tune' -s 'v' -l 'verbose' -d 'More logging (-v info, -vv debug); tracebacks. Same as before the command.'
 complete -c tvmc -n '__tvmc_command tvmc tune' -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c tvmc -n '__tvmc_argument 0 tvmc tune' -a '(__tvmc_files .onnx .tvmc)'
 
@@ -210,4 +223,5 @@ complete -c tvmc -n '__tvmc_command tvmc worker' -l 'build' -d 'Be a builder: co
 complete -c tvmc -n '__tvmc_command tvmc worker' -l 'nthreads' -x -d 'With --build: builds at once (default: 1).'
 complete -c tvmc -n '__tvmc_command tvmc worker' -l 'name' -x -d 'Worker name shown by `tvmc tune` (default: address).'
 complete -c tvmc -n '__tvmc_command tvmc worker' -l 'connect-timeout' -x -d 'Seconds to reach the scheduler before giving up.'
+complete -c tvmc -n '__tvmc_command tvmc worker' -s 'v' -l 'verbose' -d 'More logging (-v info, -vv debug); tracebacks. Same as before the command.'
 complete -c tvmc -n '__tvmc_command tvmc worker' -s 'h' -l 'help' -d 'Show this message and exit.'
