@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 DEMO := demo-out
 
-.PHONY: help setup demo test test-fast bench bench-tune gpu-check completions docs docs-check conformance lint check clean
+.PHONY: help setup demo test wheel-check test-fast bench bench-tune gpu-check completions docs docs-check conformance lint check clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -23,8 +23,11 @@ demo: $(STAMP)  ## load, tune briefly, compile and run a model that ships with t
 	@mkdir -p $(DEMO)
 	$(BIN)/python -m tvmc.demo $(DEMO)
 
-test: $(STAMP)  ## the whole test suite
+test: $(STAMP) wheel-check  ## the wheel check, then the whole test suite
 	$(PYTEST) -n 2 -q
+
+wheel-check: $(STAMP)  ## build the wheel, install it in a fresh venv, compile and run a model with it
+	bash .ci/wheel-check $(VENV)
 
 test-fast: $(STAMP)  ## the test suite without slow model-level tests
 	$(PYTEST) -n 2 -q -m "not slow"
