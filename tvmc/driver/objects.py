@@ -35,15 +35,33 @@ if TYPE_CHECKING:
 
 
 class TVMCModel:
-    """A loaded model: the graph IR (static shapes) and its constant params."""
+    """A loaded model: the graph IR (static shapes) and its constant params.
+
+    `TVMCModel(model_path="model.tvmc")` (TVMC's form) loads a saved model, or an ONNX file as
+    `tvmc.load` does; `TVMCModel(graph)` wraps a graph already made."""
 
     def __init__(
         self,
-        graph: Graph,
+        graph: Graph | None = None,
         source: str | None = None,
         load_seconds: float = 0.0,
         load_times: list[PassTime] | None = None,
+        *,
+        model_path: str | os.PathLike[str] | None = None,
     ):
+        if graph is not None and model_path is not None:
+            raise UsageError("TVMCModel takes a graph or model_path=, not both")
+        if graph is None and model_path is None:
+            raise UsageError("TVMCModel needs a graph or model_path= (a saved .tvmc model or an "
+                             "ONNX file)")  # fmt: skip
+        if model_path is not None:
+            from tvmc.driver.model import load_graph  # the frontend only when a file is loaded
+
+            start, load_times = time.perf_counter(), []
+            source = os.fspath(model_path)
+            graph = load_graph(source, times=load_times)
+            load_seconds = time.perf_counter() - start
+        assert graph is not None
         self.graph = graph
         self.source = source
         self.load_seconds = load_seconds
@@ -250,10 +268,6 @@ class TVMCPackage:
 
     def __repr__(self) -> str:
         return f"TVMCPackage({self.package_path!r}, target={self.metadata['target']!r})"
-
-
-def _types(entries: list[dict[str, Any]]) -> dict[str, TensorType]:
-    return {e["name"]: TensorType(tuple(e["shape"]), e["dtype"]) for e in entries}
 
 
 def _types(entries: list[dict[str, Any]]) -> dict[str, TensorType]:
