@@ -145,8 +145,8 @@ class TVMCGroup(click.Group):
 
     def all_commands(self) -> dict[str, click.Command]:
         """Every subcommand by name, all imported."""
-        loaded = {name: self.load_command(name) for name in sorted({*self.commands,
-                                                                    *LAZY_COMMANDS})}  # fmt: skip
+        names = sorted({*self.commands, *LAZY_COMMANDS})
+        loaded = {name: self.load_command(name) for name in names}
         return {name: command for name, command in loaded.items() if command is not None}
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
