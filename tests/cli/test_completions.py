@@ -263,7 +263,7 @@ def test_zsh_completes(
     def complete(line: str) -> list[str]:
         return zsh_complete(scripts, line, files, scratch)
 
-    assert complete("tvmc ") == sorted(cli.commands)
+    assert complete("tvmc ") == sorted(cli.all_commands())
     assert "--model-format" in complete("tvmc load --")
     for path, option, choices in CHOICE_OPTIONS:
         assert complete(f"{' '.join(path)} {option} ") == sorted(choices)
