@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 DEMO := demo-out
 
-.PHONY: help setup demo test test-fast fuzz bench bench-tune gpu-check completions docs docs-check conformance lint check clean
+.PHONY: help setup demo test wheel-check test-fast fuzz bench bench-tune gpu-check completions docs docs-check conformance lint check clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -23,8 +23,11 @@ demo: $(STAMP)  ## load, tune briefly, compile and run a model that ships with t
 	@mkdir -p $(DEMO)
 	$(BIN)/python -m tvmc.demo $(DEMO)
 
-test: $(STAMP)  ## the whole test suite
+test: $(STAMP) wheel-check  ## the wheel check, then the whole test suite
 	$(PYTEST) -n 2 -q
+
+wheel-check: $(STAMP)  ## build the wheel, install it in a fresh venv, compile and run a model with it
+	bash .ci/wheel-check $(VENV)
 
 test-fast: $(STAMP)  ## the test suite without slow model-level tests
 	$(PYTEST) -n 2 -q -m "not slow"
@@ -43,8 +46,10 @@ bench-tune: $(STAMP)  ## best GFLOP/s after 64/128/256 trials on resnet50's heav
 gpu-check:  ## on a GPU machine: ops, nine models, ResNet-50 vs PyTorch (GPU_CHECK_ARGS=--tune)
 	PYTHONPATH=. $(PYTHON) benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
 
-completions: $(STAMP)  ## regenerate completions/ from the Click app
-	$(BIN)/python -m tvmc.cli.completion completions
+COMPLETIONS := tvmc/cli/completion/scripts
+
+completions: $(STAMP)  ## regenerate the completion scripts (shipped in the wheel) from the Click app
+	$(BIN)/python -m tvmc.cli.completion $(COMPLETIONS)
 
 docs: $(STAMP)  ## regenerate docs/cli.md from the Click app and docs/ops.md's op tables
 	$(BIN)/python -m tvmc.cli.docgen docs/cli.md
@@ -53,9 +58,9 @@ docs: $(STAMP)  ## regenerate docs/cli.md from the Click app and docs/ops.md's o
 conformance: $(STAMP)  ## run the ONNX node tests (reference and compiled) into docs/ops.md (slow)
 	$(BIN)/python -m tests.backend.ops_doc docs/ops.md --conformance
 
-docs-check: $(STAMP)  ## fail if docs/cli.md or completions/ are out of date
+docs-check: $(STAMP)  ## fail if docs/cli.md or the completion scripts are out of date
 	$(BIN)/python -m tvmc.cli.docgen --check docs/cli.md
-	$(BIN)/python -m tvmc.cli.completion --check completions
+	$(BIN)/python -m tvmc.cli.completion --check $(COMPLETIONS)
 	$(BIN)/python -m tests.backend.ops_doc docs/ops.md --check
 
 lint: $(STAMP)  ## ruff check and format check

@@ -53,9 +53,20 @@ class PackageError(TVMCError):
 INTERNAL_ERROR_EXIT_CODE = 70  # sysexits EX_SOFTWARE: a bug in tvmc, not in the user's input
 
 
+# Words people use for a choice that is spelt otherwise: spelling alone would turn `gpu` into
+# `cpu` and `cpu` (as a target) into `cuda`. Used when the synonym's meaning is a valid choice.
+SYNONYMS = {
+    **dict.fromkeys(["gpu", "nvidia", "nvptx", "ptx"], "cuda"),
+    **dict.fromkeys(["cpu", "x86", "x86_64", "host", "arm", "aarch64"], "llvm"),
+}
+
+
 def suggest(value: str, valid: Iterable[str]) -> str | None:
-    """The valid choice closest to a misspelt `value` (difflib, ignoring case), or None."""
+    """The valid choice `value` means (SYNONYMS) or is closest to (difflib, ignoring case)."""
     by_lower = {str(v).lower(): str(v) for v in valid}
+    meant = SYNONYMS.get(str(value).lower())
+    if meant in by_lower:
+        return by_lower[meant]
     close = difflib.get_close_matches(str(value).lower(), list(by_lower), n=1, cutoff=0.6)
     return by_lower[close[0]] if close else None
 

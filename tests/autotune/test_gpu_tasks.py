@@ -27,7 +27,7 @@ from tvmc.driver.tuning_report import TaskStats, TuningProgress, TuningSummary, 
 from tvmc.ops.lowering import LowerContext, LoweringTarget
 from tvmc.runtime import cuda_driver
 
-SCHEMAS = Path(__file__).resolve().parents[2] / "docs" / "schemas"
+SCHEMAS = Path(__file__).resolve().parents[2] / "tvmc" / "schemas"
 
 
 def write_model(path: Path) -> Path:

@@ -98,6 +98,10 @@ def model_files(tmp_path: Path) -> None:
     (tmp_path / "garbage.onnx").write_bytes(b"this is not a protobuf \x00\xff\xfe" * 8)
     (tmp_path / "garbage.tvmc").write_bytes(b"not a tar file" * 8)
     (tmp_path / "models").mkdir()
+    for name in ("m.tflite", "m.pb", "m.pt", "m.pth", "m.h5", "m.keras"):
+        (tmp_path / name).write_bytes(b"another framework's bytes")
+    (tmp_path / "saved").mkdir()
+    (tmp_path / "saved" / "saved_model.pb").write_bytes(b"")
     unsupported = make_model(["Relu", "FooBar", "FooBar"], ["relu0", "first_foo", "second_foo"])
     (tmp_path / "unsupported.onnx").write_bytes(unsupported.SerializeToString())
     data_dependent = make_model(["Relu", "NonZero", "Unique"], ["relu0", "nz", "uniq"])
@@ -160,6 +164,15 @@ ERRORS = {
             r"Unique \(1 node, first 'uniq'\) \[its output shape depends on the data",
         ],
     ),
+    "tflite": (["compile", "m.tflite"], 5, [r"TensorFlow Lite", r"tf2onnx.convert --tflite"]),
+    "frozen graph": (["load", "m.pb"], 5, [r"TensorFlow model", r"tf2onnx.convert --saved-model"]),
+    "saved model dir": (["tune", "saved"], 5, [r"SavedModel", r"tf2onnx"]),
+    "torch .pt": (["load", "m.pt"], 5, [r"PyTorch", r"torch.onnx.export"]),
+    "torch .pth": (["load", "m.pth"], 5, [r"PyTorch", r"torch.onnx.export"]),
+    "keras .h5": (["load", "m.h5"], 5, [r"Keras", r"tf2onnx.convert.from_keras"]),
+    "keras .keras": (["load", "m.keras"], 5, [r"Keras", r"tf2onnx"]),
+    "gpu device": (["run", "x.tar", "--device", "gpu"], 2, [r"'gpu'", r"Did you mean 'cuda'\?"]),
+    "cpu target": (["compile", "tiny.onnx", "--target", "cpu"], 2, [r"Did you mean 'llvm'\?"]),
     "misspelt subcommand": (["lod", "tiny.onnx"], 2, [r"No such command 'lod'", r"'load'\?"]),
     "unknown option": (["load", "tiny.onnx", "--fromat", "json"], 2, [r"--fromat", r"--format"]),
     "config unknown key": (

@@ -8,13 +8,14 @@ from pathlib import Path
 
 import click
 import pytest
+from click.testing import CliRunner
 
 from tvmc.cli import completion
 from tvmc.cli.completion import generate, walk_commands
 from tvmc.cli.main import cli
 from tvmc.cli.types import FileWithExt
 
-COMMITTED = Path(__file__).resolve().parents[2] / "completions"
+COMMITTED = Path(__file__).resolve().parents[2] / "tvmc" / "cli" / "completion" / "scripts"
 SHELLS = {"bash": "tvmc.bash", "zsh": "_tvmc", "fish": "tvmc.fish"}
 # (command path, option, choices) for every choice option of the app, so new commands are covered.
 CHOICE_OPTIONS = [
@@ -49,10 +50,23 @@ def files(tmp_path: Path) -> Path:
 def test_committed_scripts_are_current(scripts: Path) -> None:
     for name in SHELLS.values():
         committed = COMMITTED / name
-        assert committed.is_file(), f"completions/{name} is missing: run `make completions`"
+        assert committed.is_file(), f"{committed} is missing: run `make completions`"
         assert committed.read_bytes() == (scripts / name).read_bytes(), (
-            f"completions/{name} is out of date: run `make completions`"
+            f"{committed} is out of date: run `make completions`"
         )
+
+
+@pytest.mark.parametrize("shell", sorted(SHELLS))
+def test_completion_command_prints_the_shipped_script(shell: str) -> None:
+    result = CliRunner().invoke(cli, ["completion", shell])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == (COMMITTED / SHELLS[shell]).read_text()
+    assert result.stdout.startswith("#") and f"tvmc {shell} completion" in result.stdout
+
+
+def test_completion_command_names_the_shells() -> None:
+    result = CliRunner().invoke(cli, ["completion", "bsh"])
+    assert result.exit_code == 2 and "Did you mean 'bash'?" in result.stderr
 
 
 def test_check_mode(scripts: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -249,7 +263,7 @@ def test_zsh_completes(
     def complete(line: str) -> list[str]:
         return zsh_complete(scripts, line, files, scratch)
 
-    assert complete("tvmc ") == sorted(cli.commands)
+    assert complete("tvmc ") == sorted(cli.all_commands())
     assert "--model-format" in complete("tvmc load --")
     for path, option, choices in CHOICE_OPTIONS:
         assert complete(f"{' '.join(path)} {option} ") == sorted(choices)

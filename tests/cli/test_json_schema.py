@@ -1,4 +1,4 @@
-"""Every `--format json` output validates against its schema in docs/schemas/.
+"""Every `--format json` output validates against its schema in tvmc/schemas/.
 
 Each case runs in-process through Click's CliRunner and as `python -m tvmc` in a subprocess;
 stdout must be exactly one JSON document (logs and progress go to stderr). The schemas must be
@@ -22,7 +22,7 @@ from tests.cli.runners import SUBPROCESS_ENV, run_in_process, run_subprocess
 from tests.driver.test_compile_run import write_tiny_model
 from tests.driver.test_tuning import write_conv_model
 
-SCHEMAS = Path(__file__).resolve().parents[2] / "docs" / "schemas"
+SCHEMAS = Path(__file__).resolve().parents[2] / "tvmc" / "schemas"
 TUNE = "--trials 2 --tuner random --repeat 1 --tasks 1"
 
 # case -> (schema, the command line after `tvmc`, run in the work directory; a text stderr must
@@ -146,9 +146,9 @@ def test_ci_pipeline_with_jq(workdir: Path) -> None:
 
 
 def test_docs_explain_every_field() -> None:
-    page = (SCHEMAS.parent / "json-output.md").read_text()
+    page = (SCHEMAS.parents[1] / "docs" / "json-output.md").read_text()
     for path in SCHEMAS.glob("*.schema.json"):
-        assert f"(schemas/{path.name})" in page, path.name
+        assert f"(../tvmc/schemas/{path.name})" in page, path.name
         document = json.loads(path.read_text())
         for part in [document, *document.get("$defs", {}).values()]:
             for field in part.get("properties", {}):

@@ -95,3 +95,21 @@ def test_unknown_extension(tmp_path, onnx_path):
     assert list(tvmc.load(str(other), model_format="onnx").outputs) == ["y"]
     with pytest.raises(UsageError, match="Did you mean 'onnx'"):
         tvmc.load(str(other), model_format="onxx")
+
+
+def test_tvmc_model_from_model_path_as_tvmc(onnx_path, tmp_path):
+    saved = tvmc.load(onnx_path).save(str(tmp_path / "tiny.tvmc"))
+    for path in (saved, onnx_path):  # TVMC's saved model, and an ONNX file as tvmc.load takes
+        model = tvmc.TVMCModel(model_path=path)
+        assert model.source == path and model.load_seconds > 0
+        assert graph_to_json(model.graph) == graph_to_json(tvmc.load(onnx_path).graph)
+    assert tvmc.TVMCModel(model_path=saved).compile().run().outputs["y"].shape == (2, 4)
+
+
+def test_tvmc_model_needs_a_graph_or_a_path(onnx_path):
+    with pytest.raises(UsageError, match="needs a graph or model_path"):
+        tvmc.TVMCModel()
+    with pytest.raises(UsageError, match="not both"):
+        tvmc.TVMCModel(tvmc.load(onnx_path).graph, model_path=onnx_path)
+    with pytest.raises(ModelError, match="does not exist"):
+        tvmc.TVMCModel(model_path="missing.tvmc")

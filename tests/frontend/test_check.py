@@ -12,8 +12,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tvmc.errors import ModelError, UnsupportedModelError
 from tvmc.frontend import convert_model
-from tvmc.frontend.bounds import check_size, human_bytes, memory_limit
+from tvmc.frontend.bounds import check_size
 from tvmc.frontend.check import check_name
+from tvmc.memory import human_bytes, memory_limit
 
 F32 = TensorProto.FLOAT
 X = helper.make_tensor_value_info("x", F32, [1, 3])

@@ -12,6 +12,7 @@ from tvmc.cli.common import err, out, print_json, wants_json
 from tvmc.cli.compile_progress import compile_progress
 from tvmc.cli.types import ChoiceList, FileWithExt, TargetType, format_option, model_options
 from tvmc.driver import DEFAULT_PACKAGE, DUMP_FORMATS, TARGET_KINDS, compile_model
+from tvmc.driver.package import suggested_cross_compiler
 
 
 def size(nbytes: int | None) -> str:
@@ -61,6 +62,17 @@ def pass_table(passes: list[dict]) -> Table:
 @click.option("--target-llvm-mcpu", metavar="CPU", help="LLVM CPU name (default: this CPU).")
 @click.option("--target-llvm-mattr", metavar="ATTRS", help="LLVM features, e.g. '+avx2,-avx512f'.")
 @click.option("--target-llvm-mtriple", metavar="TRIPLE", help="LLVM target triple (cross-compile).")
+@click.option(
+    "--cross-compiler",
+    metavar="CC",
+    help="C compiler that links mod.so for a cross target, e.g. aarch64-linux-gnu-gcc "
+    "(without it such a package holds mod.o only).",
+)
+@click.option(
+    "--cross-compiler-options",
+    metavar="OPTIONS",
+    help="Options for --cross-compiler, one quoted string, e.g. '--sysroot=/opt/arm64'.",
+)
 @model_options
 @click.option(
     "--tuning-records",
@@ -110,6 +122,8 @@ def compile_command(
     target_llvm_mcpu: str | None,
     target_llvm_mattr: str | None,
     target_llvm_mtriple: str | None,
+    cross_compiler: str | None,
+    cross_compiler_options: str | None,
     input_shapes: dict[str, tuple[int, ...]] | None,
     input_dtypes: dict[str, str] | None,
     model_format: str | None,
@@ -141,6 +155,8 @@ def compile_command(
             tuning_records=tuning_records,
             force=force,
             progress=progress,
+            cross_compiler=cross_compiler,
+            cross_compiler_options=cross_compiler_options,
         )
     summary = package.summary()
     if wants_json(output_format, json_flag):
@@ -149,6 +165,11 @@ def compile_command(
     seconds = summary["compile_seconds"]
     stages = ", ".join(f"{stage} {t:.2f}" for stage, t in seconds.items())
     code = "mod.so + mod.o" if summary["shared_library"] else "mod.o (no linker: loads via LLVM)"
+    if summary["cross"] and not summary["shared_library"]:
+        triple = summary["triple"]
+        cc = suggested_cross_compiler(triple) or f"{triple}-gcc"
+        code = (f"mod.o only: add --cross-compiler {cc} for mod.so; on the target machine, "
+                "tvmc run loads mod.o via LLVM")  # fmt: skip
     resolved = f"{summary['triple']}, cpu {summary['cpu']}"
     if summary["device"] == "cuda":
         code = "mod.ptx (the driver compiles it for the GPU when loading)"

@@ -6,7 +6,8 @@ import click
 from rich.table import Table
 
 from tvmc.cli.common import err, out, print_json, wants_json
-from tvmc.cli.types import CommandGroup, FileWithExt, format_option
+from tvmc.cli.groups import CommandGroup
+from tvmc.cli.types import FileWithExt, format_option
 from tvmc.driver.plots import plot_records
 from tvmc.driver.records import summarize_records, write_best_records
 from tvmc.driver.tuning_report import args_summary, task_op

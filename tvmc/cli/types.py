@@ -16,27 +16,6 @@ from tvmc.driver import MODEL_FORMATS, parse_input_dtypes, parse_input_shapes
 from tvmc.errors import TVMCError, did_you_mean
 
 
-class MissingCommand(click.UsageError):
-    """A group run without a subcommand: its help, then `Error: Missing command.` (exit 2)."""
-
-    def __init__(self, ctx: click.Context) -> None:
-        super().__init__("Missing command.", ctx)
-
-    def show(self, file: Any = None) -> None:
-        help_text = self.ctx.get_help() if self.ctx else ""
-        click.echo(f"{help_text}\n\nError: {self.format_message()}", file=file, err=True)
-
-
-class CommandGroup(click.Group):
-    """click.Group whose bare invocation is a usage error that shows the help (Click prints the
-    help alone there, with exit 2 and no message)."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if not args and self.no_args_is_help and not ctx.resilient_parsing:
-            raise MissingCommand(ctx)
-        return super().parse_args(ctx, args)
-
-
 class SuggestChoice(click.Choice):
     """click.Choice whose error names the nearest valid choice: "Did you mean 'random'?"."""
 

@@ -200,8 +200,9 @@ class CPUModule:
         self.kernels.append(kernel_text)
         return low.finish()
 
-    def build(self) -> CPUArtifact:
-        """Optimises the module at O`opt_level` and emits object code."""
+    def build(self, emit_object: bool = True) -> CPUArtifact:
+        """Optimises the module at O`opt_level` and emits object code (unless not
+        `emit_object`: for a caller linking more modules into it first)."""
         unoptimized = str(self.module)
         tm = self.target.target_machine(self.options.opt_level)
         mod = llvm.parse_assembly(unoptimized)
@@ -211,7 +212,7 @@ class CPUModule:
             target=self.target,
             kernels=tuple(KernelSignature.of(k) for k in self.kernels),
             llvm_ir=str(mod),
-            object_code=tm.emit_object(mod),
+            object_code=tm.emit_object(mod) if emit_object else b"",
             unoptimized_ir=unoptimized,
             kernel_text="\n\n".join(kernel_str(k) for k in self.kernels),
             uses_threads=NUM_THREADS_SYMBOL in self.module.globals,

@@ -67,20 +67,28 @@ class LoadedModule:
         self.functions[name](*(ctypes.c_void_p(a.ctypes.data) for a in arrays))
 
 
-def link_shared(object_code: bytes, path: str, uses_threads: bool = True) -> None:
-    """Links object bytes into a shared library at `path` with the system C compiler."""
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        raise RuntimeError("no C compiler to link with; use load_jit instead")
+def link_shared(
+    object_code: bytes,
+    path: str,
+    uses_threads: bool = True,
+    cc: str | None = None,
+    options: Sequence[str] = (),
+) -> None:
+    """Links object bytes into a shared library at `path`: with `cc` (a cross compiler: the code
+    is for its target, so libgomp is that target's) and `options`, else the system C compiler."""
+    compiler = shutil.which(cc) if cc else shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        raise RuntimeError(f"no C compiler {cc or 'cc'} to link with" + ("" if cc else
+                           "; use load_jit instead"))  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="tvmc-link-") as tmp:
         obj = os.path.join(tmp, "mod.o")
         with open(obj, "wb") as f:
             f.write(object_code)
-        libs = (["-lgomp"] if uses_threads and threads.find_libgomp() else []) + ["-lm"]
-        cmd = [cc, "-shared", "-o", path, obj, *libs]
+        gomp = uses_threads and (cc is not None or threads.find_libgomp() is not None)
+        cmd = [compiler, "-shared", "-o", path, obj, *options, *(["-lgomp"] if gomp else []), "-lm"]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
-            raise RuntimeError(f"linking failed ({' '.join(cmd)}):\n{done.stderr}")
+            raise RuntimeError(f"linking failed ({' '.join(cmd)}):\n{done.stderr.strip()}")
 
 
 def load_library(path: str, kernels: Sequence[KernelSignature]) -> LoadedModule:

@@ -9,8 +9,11 @@ The object also exports `__tvmc_layout`, the digest of the plan the code was com
 (`tvmc.codegen.layout`): a runtime compares it with the plan a package states before a call.
 
 Big programs compile in parallel: kernels are split into groups, each group is lowered and
-optimized in its own process, and the objects are merged into one relocatable object (`ld -r`,
-each part's constant-pool labels renamed first so that MCJIT cannot confuse them).
+optimized in its own process. For this machine's architecture each group also emits its object
+and the objects are merged into one relocatable object (`ld -r`, each part's constant-pool labels
+renamed first so that MCJIT cannot confuse them); for another architecture (which the host `ld`
+cannot read) or without `ld`, the groups hand back optimized bitcode that is linked into one LLVM
+module here and emitted as one object, so cross-compiling needs no foreign tool.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import tempfile
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
+import llvmlite.binding as llvm
 from llvmlite import ir
 
 from tvmc.codegen.layout import add_layout_symbol, layout_digest, program_plan
@@ -112,8 +116,9 @@ def emit_program(
     program.validate()
     target = target or CPUTarget.host()
     jobs = jobs or codegen_jobs()
-    if jobs > 1 and (len(program.kernels) < PARALLEL_MIN_KERNELS or not shutil.which("ld")):
+    if jobs > 1 and len(program.kernels) < PARALLEL_MIN_KERNELS:
         jobs = 1
+    merge_objects = target.is_native and shutil.which("ld") is not None
     groups = _partition(program.kernels, min(jobs, len(PART_MARKS)))
     main = CPUModule(target, options, name=program.entry)
     signatures = [KernelSignature.of(k) for k in program.kernels] + [entry_signature(program)]
@@ -133,33 +138,39 @@ def emit_program(
     context = multiprocessing.get_context("fork")  # workers inherit the initialised LLVM
     with ProcessPoolExecutor(len(groups) - 1, mp_context=context, initializer=die_with_parent,
                              initargs=(os.getpid(),)) as pool:  # fmt: skip
-        futures = [pool.submit(_compile_group, g, target, options) for g in groups[1:]]
+        futures = [pool.submit(_compile_group, g, target, options, merge_objects)
+                   for g in groups[1:]]  # fmt: skip
         for kernel in groups[0]:
             main.add_kernel(kernel)
         num_threads_global(main.module)  # the one definition every group's kernels share
         add_entry(main.module, program)
         add_layout_symbol(main.module, digest)
-        first = main.build()
+        first = main.build(emit_object=merge_objects)
         done = len(groups[0])
         report(done, total)
         for future in as_completed(futures):
             done += len(groups[1 + futures.index(future)])
             report(done, total)
         others = [f.result() for f in futures]
-    objects = [first.object_code] + [o[0] for o in others]
     signatures = {s.name: s for s in first.kernels}
-    for _, _, _, sigs in others:
-        signatures.update({s.name: s for s in sigs})
+    for group in others:
+        signatures.update({s.name: s for s in group.kernels})
     ordered = tuple(signatures[k.name] for k in program.kernels) + (entry_signature(program),)
-    return dataclasses.replace(
+    merged = dataclasses.replace(
         first,
-        object_code=_merge_objects(objects),
-        llvm_ir="\n".join([first.llvm_ir, *(o[1] for o in others)]),
-        kernel_text="\n\n".join([first.kernel_text, *(o[2] for o in others)]),
+        llvm_ir="\n".join([first.llvm_ir, *(g.llvm_ir for g in others)]),
+        kernel_text="\n\n".join([first.kernel_text, *(g.kernel_text for g in others)]),
         kernels=ordered,
         uses_threads=True,
-        _module=None,  # assembly of a merged object: compile with jobs=1
     )
+    if merge_objects:
+        objects = [first.object_code] + [g.code for g in others]
+        # assembly of a merged object: compile with jobs=1
+        return dataclasses.replace(merged, object_code=_merge_objects(objects), _module=None)
+    assert first._module is not None and first._tm is not None
+    for group in others:
+        first._module.link_in(llvm.parse_bitcode(group.code))
+    return dataclasses.replace(merged, object_code=first._tm.emit_object(first._module))
 
 
 def _partition(kernels: list[Kernel], jobs: int) -> list[list[Kernel]]:
@@ -174,18 +185,31 @@ def _partition(kernels: list[Kernel], jobs: int) -> list[list[Kernel]]:
     return [g for g in groups if g] or [[]]
 
 
+@dataclasses.dataclass(frozen=True)
+class _Group:
+    """What a worker hands back: object code (or optimized bitcode), IR, text and signatures."""
+
+    code: bytes
+    llvm_ir: str
+    kernel_text: str
+    kernels: tuple[KernelSignature, ...]
+
+
 def _compile_group(
-    kernels: list[Kernel], target: CPUTarget, options: CodegenOptions | None
-) -> tuple[bytes, str, str, tuple[KernelSignature, ...]]:
-    """In a worker process: one group's object code, LLVM IR, kernel text and signatures."""
+    kernels: list[Kernel], target: CPUTarget, options: CodegenOptions | None, emit_object: bool
+) -> _Group:
+    """In a worker process: one group's object code (else its optimized bitcode), LLVM IR,
+    kernel text and signatures."""
     cpu = CPUModule(target, options, name="group")
     for kernel in kernels:
         cpu.add_kernel(kernel)
     shared = cpu.module.globals.get(NUM_THREADS_SYMBOL)
     if shared is not None:
         shared.initializer = None  # a declaration: the main group defines it
-    artifact = cpu.build()
-    return artifact.object_code, artifact.llvm_ir, artifact.kernel_text, artifact.kernels
+    artifact = cpu.build(emit_object=emit_object)
+    assert emit_object or artifact._module is not None
+    code = artifact.object_code if emit_object else artifact._module.as_bitcode()
+    return _Group(code, artifact.llvm_ir, artifact.kernel_text, artifact.kernels)
 
 
 def _merge_objects(objects: list[bytes]) -> bytes:

@@ -2,7 +2,8 @@
 object or a file path, as TVMC's Python API does, and returns the next object.
 
 A path is loaded (or read) first; the step itself is the object's method or the step module's
-function. Never prints.
+function. Never prints. Each function imports its step when called, so `run` (`tvmc run`) loads
+neither the ONNX frontend, the compile pipeline nor the tuner.
 """
 
 from __future__ import annotations
@@ -10,18 +11,17 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tvmc.autotune import Task
-from tvmc.driver.model import load_graph
 from tvmc.driver.objects import TVMCModel, TVMCPackage, TVMCResult
-from tvmc.driver.package import compile_graph, dump_formats
-from tvmc.driver.pipeline import CompileProgress
 from tvmc.driver.runner import check_run_options
-from tvmc.driver.tune_options import TuneOptions, tune_options
-from tvmc.driver.tuning import graph_tasks
-from tvmc.driver.tuning_report import TuningProgress
 from tvmc.errors import UsageError
+
+if TYPE_CHECKING:
+    from tvmc.autotune import Task
+    from tvmc.driver.pipeline import CompileProgress
+    from tvmc.driver.tune_options import TuneOptions
+    from tvmc.driver.tuning_report import TuningProgress
 
 
 def load(
@@ -31,6 +31,8 @@ def load(
     dtype_dict: Mapping[str, str] | None = None,
 ) -> TVMCModel:
     """Load an ONNX model (or a saved `.tvmc` model) into a `TVMCModel`, constants folded."""
+    from tvmc.driver.model import load_graph
+
     start, times = time.perf_counter(), []
     graph = load_graph(path, shape_dict, model_format, dtype_dict, times)
     return TVMCModel(graph, path, time.perf_counter() - start, times)
@@ -65,6 +67,8 @@ def compile_model(
     tuning_records: str | os.PathLike[str] | None = None,
     force: bool = False,
     progress: CompileProgress | None = None,
+    cross_compiler: str | None = None,
+    cross_compiler_options: str | None = None,
 ) -> TVMCPackage:
     """Compile a model (a TVMCModel or a model file) into a package; None path: a temp file.
 
@@ -73,8 +77,14 @@ def compile_model(
     at `package_path` is replaced only if it is a tvmc package (not the model), or if `force`.
     `progress`: told as stages begin (import, optimize, records, lower, codegen, link) and as
     kernels' code is done (`tvmc compile` draws it on a terminal).
+    `cross_compiler` (and `cross_compiler_options`, one string): the C compiler that links
+    mod.so for a cross target, e.g. "aarch64-linux-gnu-gcc" (TVMC's names).
     """
-    dump_formats(dump_code, target)  # a bad format fails before the model loads
+    from tvmc.driver.package import compile_graph, cross_linker, dump_formats
+    from tvmc.driver.pipeline import CompileProgress
+
+    dump_formats(dump_code, target)  # bad options fail before the model loads
+    cross_linker(target, cross_compiler, cross_compiler_options)
     if isinstance(model, TVMCModel) and (shape_dict or dtype_dict or model_format):
         raise UsageError(
             "shape_dict, dtype_dict and model_format apply to model files; "
@@ -88,6 +98,7 @@ def compile_model(
         model.graph, model.source, target, package_path, opt_level, disabled_passes, dump_code,
         target_llvm_mcpu, target_llvm_mattr, target_llvm_mtriple, tuning_records=tuning_records,
         load_times=model.load_times if loaded else None, force=force, progress=progress,
+        cross_compiler=cross_compiler, cross_compiler_options=cross_compiler_options,
     )  # fmt: skip
     return TVMCPackage._compiled(compiled)
 
@@ -147,6 +158,8 @@ def tune(
     `tuning_records`: appended to, and resumed from when it exists (None: a temporary file).
     `measurer`: measure with this instead (e.g. a `DaskMeasurer` the caller keeps).
     """
+    from tvmc.driver.tune_options import tune_options
+
     chosen = tune_options(options, target=target, trials=trials, **keywords)
     return _model(model, shape_dict, dtype_dict, model_format).tune(
         tuning_records=tuning_records, options=chosen, progress=progress, measurer=measurer
@@ -166,6 +179,8 @@ def extract_tasks(
     model_format: str | None = None,
 ) -> list[Task]:
     """The tunable kernels of a model for a target, deduplicated and heaviest first."""
+    from tvmc.driver.tuning import graph_tasks
+
     graph = _model(model, shape_dict, dtype_dict, model_format).graph
     return graph_tasks(graph, target, target_llvm_mcpu, target_llvm_mattr, opt_level,
                        disabled_passes)  # fmt: skip

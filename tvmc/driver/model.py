@@ -13,16 +13,16 @@ import os
 import tarfile
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tvmc.driver.pipeline import PassTime
-from tvmc.errors import ModelError, UsageError, unknown_choice
-from tvmc.frontend import load_onnx
+from tvmc.errors import ModelError, UnsupportedModelError, UsageError, unknown_choice
 from tvmc.graph import Graph, graph_from_json, graph_to_json
-from tvmc.passes import IMPORT_PIPELINE, run_passes
 from tvmc.version import __version__
+
+if TYPE_CHECKING:
+    from tvmc.driver.pipeline import PassTime
 
 logger = logging.getLogger("tvmc")
 
@@ -30,6 +30,24 @@ MODEL_FORMATS = ("onnx", "tvmc")
 SAVED_MODEL_FORMAT = "tvmc.model"
 SAVED_MODEL_FORMAT_VERSION = 1
 _EXTENSIONS = {".onnx": "onnx", ".tvmc": "tvmc"}
+# Other frameworks' files: which framework, and how to get ONNX from it (_TO_ONNX).
+_FOREIGN = {".tflite": ("TensorFlow Lite", "tflite"), ".pb": ("TensorFlow", "graphdef"),
+            ".h5": ("Keras", "keras"), ".keras": ("Keras", "keras"),
+            ".pt": ("PyTorch", "torch"), ".pth": ("PyTorch", "torch")}  # fmt: skip
+_TO_ONNX = {
+    "tflite": "convert it with tf2onnx: python -m tf2onnx.convert --tflite MODEL.tflite "
+    "--output model.onnx",
+    "graphdef": "convert it with tf2onnx: python -m tf2onnx.convert --saved-model DIR --output "
+    "model.onnx (a SavedModel directory), or --graphdef MODEL.pb --inputs X:0 --outputs Y:0 "
+    "(a frozen graph)",
+    "savedmodel": "convert it with tf2onnx: python -m tf2onnx.convert --saved-model DIR "
+    "--output model.onnx",
+    "keras": "convert it with tf2onnx: tf2onnx.convert.from_keras(model, output_path="
+    "'model.onnx') in Python, after keras.models.load_model(...)",
+    "torch": "export it from PyTorch: torch.onnx.export(model, example_inputs, 'model.onnx') "
+    "with the model's class loaded (a .pt/.pth file holds weights or TorchScript, not a graph "
+    "tvmc can read)",
+}
 
 
 def save_graph(graph: Graph, path: str) -> str:
@@ -125,12 +143,19 @@ def guess_format(path: str, model_format: str | None) -> str:
             raise UsageError(unknown_choice("model format", model_format, MODEL_FORMATS))
         return model_format
     if os.path.isdir(path):
+        if os.path.isfile(os.path.join(path, "saved_model.pb")):
+            raise UnsupportedModelError(f"{path!r} is a TensorFlow SavedModel; tvmc reads ONNX: "
+                                        + _TO_ONNX["savedmodel"])  # fmt: skip
         raise ModelError(f"{path!r} is a directory, not a model file")
     ext = os.path.splitext(path)[1].lower()
     if ext in _EXTENSIONS:
         return _EXTENSIONS[ext]
     if not os.path.exists(path):
         raise ModelError(f"model file {path!r} does not exist")
+    if ext in _FOREIGN:
+        framework, how = _FOREIGN[ext]
+        raise UnsupportedModelError(f"{path!r} is a {framework} model; tvmc reads ONNX: "
+                                    + _TO_ONNX[how])  # fmt: skip
     raise UsageError(
         f"cannot tell the format of {path!r} from its extension {ext or '(none)'!r}; "
         f"name it *.onnx or *.tvmc, or pass --model-format ({', '.join(MODEL_FORMATS)})"
@@ -146,6 +171,11 @@ def load_graph(
 ) -> Graph:
     """The graph of an ONNX model (constants folded) or a saved `.tvmc` model; `times` gets
     one entry per step: "import" (read and convert), then each IMPORT_PIPELINE pass."""
+    # imported here: reading MODEL_FORMATS or a saved model (tvmc run) needs no ONNX frontend
+    from tvmc.driver.pipeline import PassTime
+    from tvmc.frontend import load_onnx
+    from tvmc.passes import IMPORT_PIPELINE, run_passes
+
     fmt = guess_format(path, model_format)
     start = time.perf_counter()
     if fmt == "tvmc":

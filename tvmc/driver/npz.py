@@ -20,8 +20,8 @@ from numpy.lib import format as npy
 
 from tvmc.dtypes import is_narrow
 from tvmc.errors import InputError
-from tvmc.frontend.bounds import human_bytes, memory_limit
 from tvmc.graph import DTYPES, TensorType
+from tvmc.memory import human_bytes, memory_limit
 
 MAX_MEMBERS = 4096  # an inputs file names model inputs: a few, not thousands
 HEADER_LIMIT = 10_000  # bytes of an .npy header (numpy's own default limit)

@@ -4,6 +4,8 @@ The methods that run a step (`model.compile`, `model.tune`, `package.run`) call 
 below (`package.compile_graph`, `tuning.tune_graph`, `runner.execute`), which work on graphs,
 package contents and executors and never import this module: the objects sit above the steps, so
 each step is imported one way. `tvmc.driver.api` (load, compile, run, tune) sits above both.
+`TVMCModel`'s methods import their step when called: running a package (`TVMCPackage`,
+`TVMCResult`) loads neither the ONNX frontend, the compile pipeline nor the tuner.
 """
 
 from __future__ import annotations
@@ -14,20 +16,12 @@ import shutil
 import time
 import weakref
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tvmc.codegen import set_num_threads
-from tvmc.driver.model import SAVED_MODEL_FORMAT, read_saved_graph, save_graph
-from tvmc.driver.outputs import check_output
-from tvmc.driver.package import CompiledPackage, compile_graph
-from tvmc.driver.pipeline import PassTime
-from tvmc.driver.profile import node_rows
+from tvmc.codegen import CPUTarget, set_num_threads
 from tvmc.driver.runner import check_device, check_run_options, execute, make_inputs
-from tvmc.driver.tune_options import TuneOptions, tune_options
-from tvmc.driver.tuning import tune_graph
-from tvmc.driver.tuning_report import TuningProgress
 from tvmc.errors import UsageError, did_you_mean
 from tvmc.graph import Graph, TensorType
 from tvmc.runtime import Executor, ProgramInfo, Timings
@@ -35,17 +29,41 @@ from tvmc.runtime.cuda import CUDAExecutor
 from tvmc.runtime.package import PackageContents, load_cuda, load_module, read_package
 from tvmc.runtime.timing import PERCENTILES
 
+if TYPE_CHECKING:
+    from tvmc.driver.package import CompiledPackage
+    from tvmc.driver.pipeline import PassTime
+    from tvmc.driver.tune_options import TuneOptions
+    from tvmc.driver.tuning_report import TuningProgress
+
 
 class TVMCModel:
-    """A loaded model: the graph IR (static shapes) and its constant params."""
+    """A loaded model: the graph IR (static shapes) and its constant params.
+
+    `TVMCModel(model_path="model.tvmc")` (TVMC's form) loads a saved model, or an ONNX file as
+    `tvmc.load` does; `TVMCModel(graph)` wraps a graph already made."""
 
     def __init__(
         self,
-        graph: Graph,
+        graph: Graph | None = None,
         source: str | None = None,
         load_seconds: float = 0.0,
         load_times: list[PassTime] | None = None,
+        *,
+        model_path: str | os.PathLike[str] | None = None,
     ):
+        if graph is not None and model_path is not None:
+            raise UsageError("TVMCModel takes a graph or model_path=, not both")
+        if graph is None and model_path is None:
+            raise UsageError("TVMCModel needs a graph or model_path= (a saved .tvmc model or an "
+                             "ONNX file)")  # fmt: skip
+        if model_path is not None:
+            from tvmc.driver.model import load_graph  # the frontend only when a file is loaded
+
+            start, load_times = time.perf_counter(), []
+            source = os.fspath(model_path)
+            graph = load_graph(source, times=load_times)
+            load_seconds = time.perf_counter() - start
+        assert graph is not None
         self.graph = graph
         self.source = source
         self.load_seconds = load_seconds
@@ -81,12 +99,17 @@ class TVMCModel:
 
         An existing file is replaced only if it is a saved model other than this one's source,
         or if `force`."""
+        from tvmc.driver.model import SAVED_MODEL_FORMAT, save_graph
+        from tvmc.driver.outputs import check_output
+
         check_output(path, SAVED_MODEL_FORMAT, {"the model": self.source}, force)
         return save_graph(self.graph, path)
 
     @classmethod
     def load(cls, path: str) -> TVMCModel:
         """Read a model written by `save`."""
+        from tvmc.driver.model import read_saved_graph
+
         start = time.perf_counter()
         graph = read_saved_graph(path)
         return cls(graph, source=path, load_seconds=time.perf_counter() - start)
@@ -95,6 +118,8 @@ class TVMCModel:
         self, target: str = "llvm", package_path: str | None = None, **options: Any
     ) -> TVMCPackage:
         """`tvmc.compile(self, target, package_path, **options)`: a TVMCPackage."""
+        from tvmc.driver.package import compile_graph
+
         return TVMCPackage._compiled(
             compile_graph(self.graph, self.source, target, package_path, **options)
         )
@@ -112,6 +137,9 @@ class TVMCModel:
     ) -> str:
         """`tvmc.tune(self, target, tuning_records, trials, options=..., **keywords)`: the
         records path."""
+        from tvmc.driver.tune_options import tune_options
+        from tvmc.driver.tuning import tune_graph
+
         chosen = tune_options(options, target=target, trials=trials, **keywords)
         return tune_graph(self.graph, tuning_records, chosen, progress, measurer, self.source)
 
@@ -249,6 +277,7 @@ class TVMCPackage:
             "naive_bytes": meta["naive_bytes"],
             "param_bytes": meta.get("param_bytes"),
             "shared_library": self._contents.shared_library is not None,
+            "cross": self.device == "cpu" and not CPUTarget(meta["triple"], meta["cpu"]).is_native,
             "compile_seconds": meta.get("compile_seconds", {}),
             "pass_seconds": meta.get("pass_seconds", []),
             "tuning": meta.get("tuning"),
@@ -257,10 +286,6 @@ class TVMCPackage:
 
     def __repr__(self) -> str:
         return f"TVMCPackage({self.package_path!r}, target={self.metadata['target']!r})"
-
-
-def _types(entries: list[dict[str, Any]]) -> dict[str, TensorType]:
-    return {e["name"]: TensorType(tuple(e["shape"]), e["dtype"]) for e in entries}
 
 
 def _types(entries: list[dict[str, Any]]) -> dict[str, TensorType]:
@@ -286,6 +311,8 @@ class TVMCResult:
     @property
     def profile_nodes(self) -> list[dict[str, Any]]:
         """The profile summed per model node (ONNX name, op type, shapes), its kernels listed."""
+        from tvmc.driver.profile import node_rows
+
         return node_rows(self.profile)
 
     def format_times(self) -> str:

@@ -14,7 +14,7 @@ import os
 import tarfile
 from collections.abc import Mapping
 
-from tvmc.autotune import Record
+from tvmc.autotune.records import Record
 from tvmc.errors import UsageError
 
 PEEK_BYTES = 1 << 20  # metadata.json and a records line are far smaller

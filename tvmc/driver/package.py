@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import shutil
 import tempfile
 import time
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tvmc.codegen.cuda_program import CUDAArtifact
+from tvmc.codegen.llvm_cpu import CPUArtifact
 from tvmc.codegen.target import NVPTX_TRIPLE, CPUTarget, CUDATarget, target_kind
 from tvmc.driver.compiler import TARGET_KINDS, BuildResult, CompileOptions, build
 from tvmc.driver.outputs import check_output
@@ -86,6 +88,8 @@ def compile_graph(
     load_times: list[PassTime] | None = None,
     force: bool = False,
     progress: CompileProgress | None = None,
+    cross_compiler: str | None = None,
+    cross_compiler_options: str | None = None,
 ) -> CompiledPackage:
     """Compile a graph (from `source`, a model file) into a package; None path: a temp file.
 
@@ -94,8 +98,12 @@ def compile_graph(
     passes of loading the model, when it was loaded to be compiled (metadata records them).
     The package replaces an existing tvmc package only: not the model, not any other file,
     unless `force`. `progress` hears each stage begin and kernels' code get done.
+    `cross_compiler` (with `cross_compiler_options`, one shell-quoted string, as TVMC): the C
+    compiler that links mod.so for the target, e.g. `aarch64-linux-gnu-gcc`; without it a
+    package for another architecture holds mod.o only (tvmc loads it via LLVM).
     """
     dumps = dump_formats(dump_code, target)
+    linker = cross_linker(target, cross_compiler, cross_compiler_options)
     if package_path is not None:
         inputs = {"the model": source, "the tuning records file": tuning_records}
         check_output(package_path, PACKAGE_FORMAT, inputs, force)
@@ -116,10 +124,7 @@ def compile_graph(
 
     progress.stage("link")
     start = time.perf_counter()
-    library = None
-    # the system linker makes code for this machine's CPU only
-    if isinstance(result.target, CPUTarget) and result.target.is_native:
-        library = link_shared_library(result.artifact.object_code, result.artifact.uses_threads)
+    library = _link(result, linker)
     passes.append(PassTime("link", "link", time.perf_counter() - start))
     seconds = stage_seconds(passes)
 
@@ -141,6 +146,56 @@ def compile_graph(
         raise
     logger.info("wrote %s (%s)", path, ", ".join(f"{k} {v:.2f} s" for k, v in seconds.items()))
     return compiled
+
+
+def cross_linker(
+    target: str, cross_compiler: str | None, options: str | None
+) -> tuple[str, tuple[str, ...]] | None:
+    """(compiler, options) for `--cross-compiler`/`--cross-compiler-options`, checked before
+    compiling: a CPU target, a compiler on PATH, options that split like a shell's."""
+    if cross_compiler is None:
+        if options:
+            raise UsageError("--cross-compiler-options needs --cross-compiler")
+        return None
+    if target_kind(target) != "llvm":
+        raise UsageError(f"--cross-compiler links CPU code; {target!r} packages hold PTX, "
+                         "which the driver compiles when loading")  # fmt: skip
+    if shutil.which(cross_compiler) is None:
+        raise UsageError(f"--cross-compiler {cross_compiler!r} is not a program on PATH; install "
+                         "the target's toolchain (e.g. gcc-aarch64-linux-gnu) or give its "
+                         "path")  # fmt: skip
+    try:
+        return cross_compiler, tuple(shlex.split(options or ""))
+    except ValueError as exc:
+        raise UsageError(f"--cross-compiler-options {options!r}: {exc}") from None
+
+
+def suggested_cross_compiler(triple: str) -> str | None:
+    """A `<triple>-gcc` on PATH that would link mod.so for `triple` (vendor part dropped too)."""
+    parts = triple.split("-")
+    names = [f"{triple}-gcc"]
+    if len(parts) == 4:  # aarch64-unknown-linux-gnu: Debian's compiler is aarch64-linux-gnu-gcc
+        names.append(f"{parts[0]}-{'-'.join(parts[2:])}-gcc")
+    return next((name for name in names if shutil.which(name)), None)
+
+
+def _link(result: BuildResult, linker: tuple[str, tuple[str, ...]] | None) -> bytes | None:
+    """mod.so for a CPU build: by the cross compiler when given, else by this machine's C
+    compiler when the code is for this machine; None otherwise (mod.o only)."""
+    target, artifact = result.target, result.artifact
+    if not isinstance(target, CPUTarget) or not isinstance(artifact, CPUArtifact):
+        return None
+    if linker is None:
+        if target.is_native:
+            return link_shared_library(artifact.object_code, artifact.uses_threads)
+        logger.info("no mod.so for %s without --cross-compiler: the package holds mod.o, which "
+                    "tvmc run loads via LLVM on such a machine", target.triple)  # fmt: skip
+        return None
+    try:
+        return link_shared_library(artifact.object_code, artifact.uses_threads, *linker)
+    except RuntimeError as exc:
+        raise UsageError(f"--cross-compiler {linker[0]} could not link mod.so for "
+                         f"{target.triple}: {exc}") from None  # fmt: skip
 
 
 def _write_dump(path: str, text: str) -> str:
@@ -256,4 +311,12 @@ def _plain(value: Any) -> Any:
     return value
 
 
-__all__ = ["DEFAULT_PACKAGE", "DUMP_FORMATS", "TARGET_KINDS", "CompiledPackage", "compile_graph"]
+__all__ = [
+    "DEFAULT_PACKAGE",
+    "DUMP_FORMATS",
+    "TARGET_KINDS",
+    "CompiledPackage",
+    "compile_graph",
+    "cross_linker",
+    "suggested_cross_compiler",
+]

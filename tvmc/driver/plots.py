@@ -12,12 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tvmc.autotune.task import describe_workload
 from tvmc.driver.outputs import write_text
 from tvmc.driver.profile import chrome_trace, op_totals
-from tvmc.driver.records import load_records
 from tvmc.driver.svg import bar_charts, line_chart
-from tvmc.driver.tuning_report import gflops, task_op, workload_flops
 from tvmc.errors import UsageError
 
 MAX_BARS = 30  # nodes drawn in a profile chart; the rest are summed into one bar
@@ -51,6 +48,11 @@ class Convergence:
 def convergence(path: str | os.PathLike[str]) -> tuple[list[Convergence], list[str]]:
     """Per workload and target in file order, the best GFLOP/s after each trial; and the labels
     of workloads that cannot be drawn (no FLOP count: pools, reductions; or no good record)."""
+    # the tuner's modules only here: `tvmc run --profile-out` loads this file too
+    from tvmc.autotune.task import describe_workload
+    from tvmc.driver.records import load_records
+    from tvmc.driver.tuning_report import gflops, task_op, workload_flops
+
     curves: dict[tuple[str, str, str], Convergence] = {}
     flops: dict[tuple[str, str, str], int | None] = {}
     for record in load_records(path):

@@ -1,25 +1,30 @@
 """Frontend: model files in, a Graph with static shapes out.
 
 In: tvmc.graph, tvmc.ops (shape rules; references to fold constants while converting).
-Out: `load_onnx`, `parse_input_shapes`, `parse_input_dtypes`.
+Out: `load_onnx`, `parse_input_shapes`, `parse_input_dtypes`. Imported on first use
+(`tvmc.lazy`): parsing `--input-shapes` does not load onnx.
 """
 
-from __future__ import annotations
+from typing import TYPE_CHECKING
 
-from collections.abc import Mapping
+from tvmc.lazy import lazy_exports
 
-from tvmc.frontend.onnx_loader import convert_model, read_onnx
-from tvmc.frontend.shapes import parse_input_dtypes, parse_input_shapes
-from tvmc.graph import Graph
+_EXPORTS = {
+    "convert_model": "tvmc.frontend.onnx_loader",
+    "load_onnx": "tvmc.frontend.onnx_loader",
+    "parse_input_dtypes": "tvmc.frontend.shapes",
+    "parse_input_shapes": "tvmc.frontend.shapes",
+    "read_onnx": "tvmc.frontend.onnx_loader",
+}
+__all__ = [
+    "convert_model",
+    "load_onnx",
+    "parse_input_dtypes",
+    "parse_input_shapes",
+    "read_onnx",
+]
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
-
-def load_onnx(
-    path: str,
-    shape_dict: Mapping[str, tuple[int, ...]] | None = None,
-    dtype_dict: Mapping[str, str] | None = None,
-) -> Graph:
-    """Read and convert an ONNX file (external data included)."""
-    return convert_model(read_onnx(path), shape_dict, dtype_dict)
-
-
-__all__ = ["convert_model", "load_onnx", "parse_input_dtypes", "parse_input_shapes", "read_onnx"]
+if TYPE_CHECKING:
+    from tvmc.frontend.onnx_loader import convert_model, load_onnx, read_onnx
+    from tvmc.frontend.shapes import parse_input_dtypes, parse_input_shapes

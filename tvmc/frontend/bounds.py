@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
-import resource
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,6 +23,7 @@ from onnx import helper
 from tvmc.errors import ModelError, UnsupportedModelError
 from tvmc.frontend.context import ConvertContext, OnnxNode
 from tvmc.graph import TensorType
+from tvmc.memory import human_bytes, memory_limit
 from tvmc.ops import get_op
 
 # Inputs ONNX defines as 1-D lists (index: name), by op; converters read them as lists.
@@ -68,25 +67,6 @@ SCALAR_INPUTS = {
 }
 INT64_MAX = 2**63 - 1
 INDEX_LIMIT = 2**31 - 1  # elements a kernel can index with int32
-
-
-def memory_limit() -> int:
-    """Bytes this process may allocate: physical memory, or less under an rlimit."""
-    limit = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    for kind in (resource.RLIMIT_AS, resource.RLIMIT_DATA):
-        soft = resource.getrlimit(kind)[0]
-        if soft != resource.RLIM_INFINITY:
-            limit = min(limit, soft)
-    return limit
-
-
-def human_bytes(count: int) -> str:
-    """`count` bytes in binary units: '512 GiB'."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
-        if count < 1024 or unit == "EiB":
-            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.3g} {unit}"
-        count /= 1024  # type: ignore[assignment]
-    raise AssertionError("unreachable")
 
 
 def check_size(where: str, what: str, shape: Sequence[int], dtype: str) -> None:

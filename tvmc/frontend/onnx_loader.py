@@ -180,3 +180,12 @@ def unique_node_names(graph: Graph) -> None:
             name = f"{node.name or node.op}_{n}"
         node.name = name
         seen.add(name)
+
+
+def load_onnx(
+    path: str,
+    shape_dict: Mapping[str, tuple[int, ...]] | None = None,
+    dtype_dict: Mapping[str, str] | None = None,
+) -> Graph:
+    """Read and convert an ONNX file (external data included)."""
+    return convert_model(read_onnx(path), shape_dict, dtype_dict)

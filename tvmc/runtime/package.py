@@ -35,6 +35,7 @@ from tvmc.codegen.layout import ptx_layout
 from tvmc.codegen.target import CUDA_ARCHS, CUDATarget, host_triple, init_llvm
 from tvmc.dtypes import as_dtype
 from tvmc.errors import PackageError, UsageError
+from tvmc.memory import machine_memory
 from tvmc.runtime.cuda import CUDAExecutor
 from tvmc.runtime.cuda_driver import device as cuda_device
 from tvmc.runtime.executor import ProgramInfo, aligned_empty
@@ -45,7 +46,6 @@ from tvmc.runtime.package_check import (
     check_metadata_json,
     check_plan,
     check_program_json,
-    machine_memory,
     parse_json,
     sha256_of,
 )
@@ -111,13 +111,18 @@ class PackageContents:
         return {METADATA: json.dumps(self.metadata, indent=1).encode(), **members}
 
 
-def link_shared_library(object_code: bytes, uses_threads: bool) -> bytes | None:
-    """`mod.so` linked by the system C compiler, or None when there is none (or it fails)."""
+def link_shared_library(
+    object_code: bytes, uses_threads: bool, cc: str | None = None, options: tuple[str, ...] = ()
+) -> bytes | None:
+    """`mod.so` linked by `cc` with `options` (a cross compiler; RuntimeError when it fails), else
+    by the system C compiler (None when there is none, or it fails: mod.o loads without one)."""
     with tempfile.TemporaryDirectory(prefix="tvmc-link-") as tmp:
         path = os.path.join(tmp, LIBRARY)
         try:
-            link_shared(object_code, path, uses_threads)
+            link_shared(object_code, path, uses_threads, cc, options)
         except RuntimeError as exc:
+            if cc is not None:
+                raise
             logger.warning("no mod.so in the package (the runtime loads mod.o instead): %s", exc)
             return None
         with open(path, "rb") as f:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any
@@ -26,6 +25,7 @@ from tvmc.codegen.llvm_cpu import KernelSignature
 from tvmc.errors import PackageError
 from tvmc.kernel.expr import DTYPES
 from tvmc.kernel.program import STORAGE_KINDS, WORKSPACE_ALIGN
+from tvmc.memory import machine_memory
 
 if TYPE_CHECKING:
     from tvmc.codegen.cuda_program import Launch
@@ -40,14 +40,6 @@ MAX_SOURCE_TEXT = 1024  # characters of a node name or op type
 _STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"')
 _OPEN, _CLOSE = np.frombuffer(b"[{", np.uint8), np.frombuffer(b"]}", np.uint8)
 _HEX = re.compile(r"[0-9a-f]{64}")
-
-
-def machine_memory() -> int:
-    """Bytes of physical memory here: no package may need more (2**48 when unknown)."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 1 << 48
 
 
 def sha256_of(data: bytes | IO[bytes], chunk: int = 1 << 22) -> str:

@@ -141,7 +141,7 @@ def bash_script(root: click.Command) -> str:
             )
     return (
         f"# {HEADER.format(shell='bash')}\n"
-        "# Source it from ~/.bashrc or install it for bash-completion (completions/README.md).\n"
+        "# Source it from ~/.bashrc or install it for bash-completion (docs/completions.md).\n"
         "\n"
         '# Sets subcommands, options and value_options for the command whose words are "$1".\n'
         "__tvmc_spec() {\n"

@@ -157,7 +157,7 @@ def fish_script(root: click.Command) -> str:
         "\n".join(
             [
                 f"# {HEADER.format(shell='fish')}",
-                "# Copy it to ~/.config/fish/completions/tvmc.fish (completions/README.md).",
+                "# Copy it to ~/.config/fish/completions/tvmc.fish (docs/completions.md).",
                 fish_switch("__tvmc_subcommands", "Subcommands of the command $argv.", subcommands),
                 "",
                 fish_switch(

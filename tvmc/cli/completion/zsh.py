@@ -126,7 +126,7 @@ def zsh_script(root: click.Command) -> str:
     functions = [zsh_function(node) for node in walk_commands(root)]
     return (
         f"#compdef tvmc\n# {HEADER.format(shell='zsh')}\n"
-        "# Put it in a directory on $fpath, before compinit runs (completions/README.md).\n\n"
+        "# Put it in a directory on $fpath, before compinit runs (docs/completions.md).\n\n"
         + "\n\n".join(functions)
         + "\n"
         + ZSH_FOOTER

@@ -1,10 +1,10 @@
 # tvmc fish completion, generated from the Click app by `make completions`; do not edit.
-# Copy it to ~/.config/fish/completions/tvmc.fish (completions/README.md).
+# Copy it to ~/.config/fish/completions/tvmc.fish (docs/completions.md).
 # Subcommands of the command $argv.
 function __tvmc_subcommands
     switch "$argv"
         case 'tvmc'
-            printf '%s\n' 'compile' 'load' 'records' 'run' 'tune' 'worker'
+            printf '%s\n' 'compile' 'completion' 'load' 'records' 'run' 'tune' 'worker'
         case 'tvmc records'
             printf '%s\n' 'best' 'plot' 'show'
     end
@@ -16,7 +16,7 @@ function __tvmc_value_options
         case 'tvmc'
             printf '%s\n' '--config'
         case 'tvmc compile'
-            printf '%s\n' '--disabled-pass' '--dump-code' '--format' '--input-dtypes' '--input-shapes' '--model-format' '--opt-level' '--output' '--target' '--target-llvm-mattr' '--target-llvm-mcpu' '--target-llvm-mtriple' '--tuning-records' '-O' '-o'
+            printf '%s\n' '--cross-compiler' '--cross-compiler-options' '--disabled-pass' '--dump-code' '--format' '--input-dtypes' '--input-shapes' '--model-format' '--opt-level' '--output' '--target' '--target-llvm-mattr' '--target-llvm-mcpu' '--target-llvm-mtriple' '--tuning-records' '-O' '-o'
         case 'tvmc load'
             printf '%s\n' '--format' '--input-dtypes' '--input-shapes' '--model-format' '--output' '-o'
         case 'tvmc records best'
@@ -98,6 +98,7 @@ complete -c tvmc -f  # no file names unless a completion below asks for them
 
 # tvmc
 complete -c tvmc -n '__tvmc_argument 0 tvmc' -a 'compile' -d 'Compile MODEL_FILE (ONNX or .tvmc) for a target into a package (.tar) that...'
+complete -c tvmc -n '__tvmc_argument 0 tvmc' -a 'completion' -d 'Print the completion script for bash, zsh or fish (to source or install).'
 complete -c tvmc -n '__tvmc_argument 0 tvmc' -a 'load' -d 'Load MODEL_FILE (ONNX or .tvmc), fold its constants and show its inputs,...'
 complete -c tvmc -n '__tvmc_argument 0 tvmc' -a 'records' -d 'Inspect and reduce tuning records files (AutoTVM v0.2 lines, as `tvmc tune`...'
 complete -c tvmc -n '__tvmc_argument 0 tvmc' -a 'run' -d 'Run PACKAGE_FILE (made by `tvmc compile`) once, and time or profile it when...'
@@ -114,6 +115,8 @@ complete -c tvmc -n '__tvmc_command tvmc compile' -l 'target' -x -a 'cuda llvm' 
 complete -c tvmc -n '__tvmc_command tvmc compile' -l 'target-llvm-mcpu' -x -d 'LLVM CPU name (default: this CPU).'
 complete -c tvmc -n '__tvmc_command tvmc compile' -l 'target-llvm-mattr' -x -d 'LLVM features, e.g. \'+avx2,-avx512f\'.'
 complete -c tvmc -n '__tvmc_command tvmc compile' -l 'target-llvm-mtriple' -x -d 'LLVM target triple (cross-compile).'
+complete -c tvmc -n '__tvmc_command tvmc compile' -l 'cross-compiler' -x -d 'C compiler that links mod.so for a cross target, e.g. aarch64-linux-gnu-gcc (without it such a package holds mod.o only).'
+complete -c tvmc -n '__tvmc_command tvmc compile' -l 'cross-compiler-options' -x -d 'Options for --cross-compiler, one quoted string, e.g. \'--sysroot=/opt/arm64\'.'
 complete -c tvmc -n '__tvmc_command tvmc compile' -l 'input-shapes' -x -d 'Static input shapes, e.g. \'data:[1,3,224,224] mask:[1,128]\' (default: the model\'s).'
 complete -c tvmc -n '__tvmc_command tvmc compile' -l 'input-dtypes' -x -d 'Input dtypes, e.g. \'input_ids:int64 mask:int32\' (default: as in the model).'
 complete -c tvmc -n '__tvmc_command tvmc compile' -l 'model-format' -x -a 'onnx tvmc' -d 'Model format; guessed from the extension (.onnx, .tvmc) when omitted.'
@@ -125,8 +128,14 @@ complete -c tvmc -n '__tvmc_command tvmc compile' -l 'print-pass-times' -d 'Also
 complete -c tvmc -n '__tvmc_command tvmc compile' -l 'force' -d 'Replace the output even if it is not a tvmc package (by default only a package is replaced, never the model or another file).'
 complete -c tvmc -n '__tvmc_command tvmc compile' -l 'format' -x -a 'json text' -d 'Output format: human text, or one JSON document on stdout for pipelines.'
 complete -c tvmc -n '__tvmc_command tvmc compile' -l 'json' -d 'Shorthand for --format json.'
+complete -c tvmc -n '__tvmc_command tvmc compile' -s 'v' -l 'verbose' -d 'More logging (-v info, -vv debug); tracebacks. Same as before the command.'
 complete -c tvmc -n '__tvmc_command tvmc compile' -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c tvmc -n '__tvmc_argument 0 tvmc compile' -a '(__tvmc_files .onnx .tvmc)'
+
+# tvmc completion
+complete -c tvmc -n '__tvmc_command tvmc completion' -s 'v' -l 'verbose' -d 'More logging (-v info, -vv debug); tracebacks. Same as before the command.'
+complete -c tvmc -n '__tvmc_command tvmc completion' -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c tvmc -n '__tvmc_argument 0 tvmc completion' -a 'bash fish zsh'
 
 # tvmc load
 complete -c tvmc -n '__tvmc_command tvmc load' -s 'o' -l 'output' -r -F -d 'Save the loaded model (.tvmc).'
@@ -137,6 +146,7 @@ complete -c tvmc -n '__tvmc_command tvmc load' -l 'input-dtypes' -x -d 'Input dt
 complete -c tvmc -n '__tvmc_command tvmc load' -l 'model-format' -x -a 'onnx tvmc' -d 'Model format; guessed from the extension (.onnx, .tvmc) when omitted.'
 complete -c tvmc -n '__tvmc_command tvmc load' -l 'format' -x -a 'json text' -d 'Output format: human text, or one JSON document on stdout for pipelines.'
 complete -c tvmc -n '__tvmc_command tvmc load' -l 'json' -d 'Shorthand for --format json.'
+complete -c tvmc -n '__tvmc_command tvmc load' -s 'v' -l 'verbose' -d 'More logging (-v info, -vv debug); tracebacks. Same as before the command.'
 complete -c tvmc -n '__tvmc_command tvmc load' -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c tvmc -n '__tvmc_argument 0 tvmc load' -a '(__tvmc_files .onnx .tvmc)'
 
@@ -144,12 +154,14 @@ complete -c tvmc -n '__tvmc_argument 0 tvmc load' -a '(__tvmc_files .onnx .tvmc)
 complete -c tvmc -n '__tvmc_argument 0 tvmc records' -a 'best' -d 'Keep only the best error-free record per workload and target of RECORDS_FILE.'
 complete -c tvmc -n '__tvmc_argument 0 tvmc records' -a 'plot' -d 'Draw best GFLOP/s so far against trials, one line per task of RECORDS_FILE,...'
 complete -c tvmc -n '__tvmc_argument 0 tvmc records' -a 'show' -d 'Per workload of RECORDS_FILE: trials, the best time and GFLOP/s, errors by kind.'
+complete -c tvmc -n '__tvmc_command tvmc records' -s 'v' -l 'verbose' -d 'More logging (-v info, -vv debug); tracebacks. Same as before the command.'
 complete -c tvmc -n '__tvmc_command tvmc records' -s 'h' -l 'help' -d 'Show this message and exit.'
 
 # tvmc records best
 complete -c tvmc -n '__tvmc_command tvmc records best' -s 'o' -l 'output' -x -a '(__tvmc_files .json .log)' -d 'The file to write (replaced; it may be RECORDS_FILE itself).'
 complete -c tvmc -n '__tvmc_command tvmc records best' -l 'format' -x -a 'json text' -d 'Output format: human text, or one JSON document on stdout for pipelines.'
 complete -c tvmc -n '__tvmc_command tvmc records best' -l 'json' -d 'Shorthand for --format json.'
+complete -c tvmc -n '__tvmc_command tvmc records best' -s 'v' -l 'verbose' -d 'More logging (-v info, -vv debug); tracebacks. Same as before the command.'
 complete -c tvmc -n '__tvmc_command tvmc records best' -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c tvmc -n '__tvmc_argument 0 tvmc records best' -a '(__tvmc_files .json .log)'
 
@@ -157,12 +169,14 @@ complete -c tvmc -n '__tvmc_argument 0 tvmc records best' -a '(__tvmc_files .jso
 complete -c tvmc -n '__tvmc_command tvmc records plot' -s 'o' -l 'output' -x -a '(__tvmc_files .svg)' -d 'The SVG file to write (replaces only an SVG).'
 complete -c tvmc -n '__tvmc_command tvmc records plot' -l 'format' -x -a 'json text' -d 'Output format: human text, or one JSON document on stdout for pipelines.'
 complete -c tvmc -n '__tvmc_command tvmc records plot' -l 'json' -d 'Shorthand for --format json.'
+complete -c tvmc -n '__tvmc_command tvmc records plot' -s 'v' -l 'verbose' -d 'More logging (-v info, -vv debug); tracebacks. Same as before the command.'
 complete -c tvmc -n '__tvmc_command tvmc records plot' -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c tvmc -n '__tvmc_argument 0 tvmc records plot' -a '(__tvmc_files .json .log)'
 
 # tvmc records show
 complete -c tvmc -n '__tvmc_command tvmc records show' -l 'format' -x -a 'json text' -d 'Output format: human text, or one JSON document on stdout for pipelines.'
 complete -c tvmc -n '__tvmc_command tvmc records show' -l 'json' -d 'Shorthand for --format json.'
+complete -c tvmc -n '__tvmc_command tvmc records show' -s 'v' -l 'verbose' -d 'More logging (-v info, -vv debug); tracebacks. Same as before the command.'
 complete -c tvmc -n '__tvmc_command tvmc records show' -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c tvmc -n '__tvmc_argument 0 tvmc records show' -a '(__tvmc_files .json .log)'
 
@@ -184,6 +198,7 @@ complete -c tvmc -n '__tvmc_command tvmc run' -l 'end-to-end' -d 'With --device 
 complete -c tvmc -n '__tvmc_command tvmc run' -l 'num-threads' -x -d 'Worker threads (default: $TVMC_NUM_THREADS, else the physical cores).'
 complete -c tvmc -n '__tvmc_command tvmc run' -l 'format' -x -a 'json text' -d 'Output format: human text, or one JSON document on stdout for pipelines.'
 complete -c tvmc -n '__tvmc_command tvmc run' -l 'json' -d 'Shorthand for --format json.'
+complete -c tvmc -n '__tvmc_command tvmc run' -s 'v' -l 'verbose' -d 'More logging (-v info, -vv debug); tracebacks. Same as before the command.'
 complete -c tvmc -n '__tvmc_command tvmc run' -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c tvmc -n '__tvmc_argument 0 tvmc run' -a '(__tvmc_files .tar)'
 
@@ -211,6 +226,7 @@ complete -c tvmc -n '__tvmc_command tvmc tune' -l 'device-key' -x -d 'With --sch
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'priority' -x -d 'With --scheduler: runs of a higher priority go first on shared workers.'
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'format' -x -a 'json text' -d 'Output format: human text, or one JSON document on stdout for pipelines.'
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'json' -d 'Shorthand for --format json.'
+complete -c tvmc -n '__tvmc_command tvmc tune' -s 'v' -l 'verbose' -d 'More logging (-v info, -vv debug); tracebacks. Same as before the command.'
 complete -c tvmc -n '__tvmc_command tvmc tune' -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c tvmc -n '__tvmc_argument 0 tvmc tune' -a '(__tvmc_files .onnx .tvmc)'
 
@@ -221,4 +237,5 @@ complete -c tvmc -n '__tvmc_command tvmc worker' -l 'build' -d 'Be a builder: co
 complete -c tvmc -n '__tvmc_command tvmc worker' -l 'nthreads' -x -d 'With --build: builds at once (default: 1).'
 complete -c tvmc -n '__tvmc_command tvmc worker' -l 'name' -x -d 'Worker name shown by `tvmc tune` (default: address).'
 complete -c tvmc -n '__tvmc_command tvmc worker' -l 'connect-timeout' -x -d 'Seconds to reach the scheduler before giving up.'
+complete -c tvmc -n '__tvmc_command tvmc worker' -s 'v' -l 'verbose' -d 'More logging (-v info, -vv debug); tracebacks. Same as before the command.'
 complete -c tvmc -n '__tvmc_command tvmc worker' -s 'h' -l 'help' -d 'Show this message and exit.'

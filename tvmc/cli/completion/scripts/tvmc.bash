@@ -1,57 +1,62 @@
 # tvmc bash completion, generated from the Click app by `make completions`; do not edit.
-# Source it from ~/.bashrc or install it for bash-completion (completions/README.md).
+# Source it from ~/.bashrc or install it for bash-completion (docs/completions.md).
 
 # Sets subcommands, options and value_options for the command whose words are "$1".
 __tvmc_spec() {
     case "$1" in
         tvmc)
-            subcommands=(compile load records run tune worker)
+            subcommands=(compile completion load records run tune worker)
             options=(--config --help --verbose --version -h -v)
             value_options=(--config)
             ;;
         'tvmc compile')
             subcommands=()
-            options=(--disabled-pass --dump-code --force --format --help --input-dtypes --input-shapes --json --model-format --opt-level --output --print-pass-times --target --target-llvm-mattr --target-llvm-mcpu --target-llvm-mtriple --tuning-records -O -h -o)
-            value_options=(--disabled-pass --dump-code --format --input-dtypes --input-shapes --model-format --opt-level --output --target --target-llvm-mattr --target-llvm-mcpu --target-llvm-mtriple --tuning-records -O -o)
+            options=(--cross-compiler --cross-compiler-options --disabled-pass --dump-code --force --format --help --input-dtypes --input-shapes --json --model-format --opt-level --output --print-pass-times --target --target-llvm-mattr --target-llvm-mcpu --target-llvm-mtriple --tuning-records --verbose -O -h -o -v)
+            value_options=(--cross-compiler --cross-compiler-options --disabled-pass --dump-code --format --input-dtypes --input-shapes --model-format --opt-level --output --target --target-llvm-mattr --target-llvm-mcpu --target-llvm-mtriple --tuning-records -O -o)
+            ;;
+        'tvmc completion')
+            subcommands=()
+            options=(--help --verbose -h -v)
+            value_options=()
             ;;
         'tvmc load')
             subcommands=()
-            options=(--dump --force --format --help --input-dtypes --input-shapes --json --model-format --output -h -o)
+            options=(--dump --force --format --help --input-dtypes --input-shapes --json --model-format --output --verbose -h -o -v)
             value_options=(--format --input-dtypes --input-shapes --model-format --output -o)
             ;;
         'tvmc records')
             subcommands=(best plot show)
-            options=(--help -h)
+            options=(--help --verbose -h -v)
             value_options=()
             ;;
         'tvmc records best')
             subcommands=()
-            options=(--format --help --json --output -h -o)
+            options=(--format --help --json --output --verbose -h -o -v)
             value_options=(--format --output -o)
             ;;
         'tvmc records plot')
             subcommands=()
-            options=(--format --help --json --output -h -o)
+            options=(--format --help --json --output --verbose -h -o -v)
             value_options=(--format --output -o)
             ;;
         'tvmc records show')
             subcommands=()
-            options=(--format --help --json -h)
+            options=(--format --help --json --verbose -h -v)
             value_options=(--format)
             ;;
         'tvmc run')
             subcommands=()
-            options=(--device --duration --end-to-end --fill-mode --format --help --inputs --json --min-repeat-ms --num-threads --number --outputs --print-time --print-top --profile --profile-out --repeat --warmup -h -i -o)
+            options=(--device --duration --end-to-end --fill-mode --format --help --inputs --json --min-repeat-ms --num-threads --number --outputs --print-time --print-top --profile --profile-out --repeat --verbose --warmup -h -i -o -v)
             value_options=(--device --duration --fill-mode --format --inputs --min-repeat-ms --num-threads --number --outputs --print-top --profile-out --repeat --warmup -i -o)
             ;;
         'tvmc tune')
             subcommands=()
-            options=(--device-key --early-stopping --flush-cache --format --help --input-dtypes --input-shapes --json --min-repeat-ms --model-format --number --output --parallel --priority --repeat --scheduler --target --target-llvm-mattr --target-llvm-mcpu --tasks --timeout --trials --tuner --tuning-records -h -o)
+            options=(--device-key --early-stopping --flush-cache --format --help --input-dtypes --input-shapes --json --min-repeat-ms --model-format --number --output --parallel --priority --repeat --scheduler --target --target-llvm-mattr --target-llvm-mcpu --tasks --timeout --trials --tuner --tuning-records --verbose -h -o -v)
             value_options=(--device-key --early-stopping --format --input-dtypes --input-shapes --min-repeat-ms --model-format --number --output --parallel --priority --repeat --scheduler --target --target-llvm-mattr --target-llvm-mcpu --tasks --timeout --trials --tuner --tuning-records -o)
             ;;
         'tvmc worker')
             subcommands=()
-            options=(--build --connect-timeout --device-key --help --name --nthreads --scheduler -h)
+            options=(--build --connect-timeout --device-key --help --name --nthreads --scheduler --verbose -h -v)
             value_options=(--connect-timeout --device-key --name --nthreads --scheduler)
             ;;
     esac
@@ -70,6 +75,7 @@ __tvmc_values() {
         'tvmc compile --dump-code') __tvmc_words "$cur" asm graph kernel ll ptx ;;
         'tvmc compile --format') __tvmc_words "$cur" json text ;;
         'tvmc compile @0') __tvmc_files "$cur" '*.onnx' '*.tvmc' ;;
+        'tvmc completion @0') __tvmc_words "$cur" bash fish zsh ;;
         'tvmc load -o'|'tvmc load --output') __tvmc_files "$cur" ;;
         'tvmc load --model-format') __tvmc_words "$cur" onnx tvmc ;;
         'tvmc load --format') __tvmc_words "$cur" json text ;;
