@@ -8,6 +8,7 @@ from rich.table import Table
 from tvmc.cli.common import err, out, print_json, wants_json
 from tvmc.cli.types import FileWithExt, FiniteFloatRange, SuggestChoice, format_option
 from tvmc.driver import DEVICES, FILL_MODES, TVMCResult, run
+from tvmc.driver.remote import RUN_TIMEOUT
 
 
 @click.command("run")
@@ -79,6 +80,29 @@ from tvmc.driver import DEVICES, FILL_MODES, TVMCResult, run
     metavar="N",
     help="Worker threads (default: $TVMC_NUM_THREADS, else the physical cores).",
 )
+@click.option(
+    "--scheduler",
+    "--rpc-tracker",
+    "scheduler",
+    metavar="ADDRESS",
+    help="Run on a Dask worker of this scheduler (tcp://host:8786; TVMC's --rpc-tracker "
+    "HOST:PORT names it too), one with --device-key; see docs/distributed.md.",
+)
+@click.option(
+    "--device-key",
+    "--rpc-key",
+    "device_key",
+    metavar="KEY",
+    help="With --scheduler: the device key of the worker to run on (`tvmc worker --device-key`).",
+)
+@click.option(
+    "--remote-timeout",
+    type=FiniteFloatRange(min=0, min_open=True),
+    default=RUN_TIMEOUT,
+    show_default=True,
+    metavar="SECONDS",
+    help="With --scheduler: stop the run on the worker past this many seconds.",
+)
 @format_option
 def run_command(
     package_file: str,
@@ -94,6 +118,9 @@ def run_command(
     profile: bool,
     end_to_end: bool,
     num_threads: int | None,
+    scheduler: str | None,
+    device_key: str | None,
+    remote_timeout: float,
     output_format: str,
     json_flag: bool,
 ) -> None:
@@ -110,7 +137,12 @@ def run_command(
         profile=profile,
         num_threads=num_threads,
         end_to_end=end_to_end,
+        scheduler=scheduler,
+        device_key=device_key,
+        remote_timeout=remote_timeout,
     )
+    if result.worker:
+        err.print(f"ran on worker {result.worker}", markup=False)
     if outputs:
         result.save(outputs)
         err.print(f"saved {outputs}", markup=False)

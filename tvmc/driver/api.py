@@ -16,6 +16,7 @@ from tvmc.autotune import Task
 from tvmc.driver.model import load_graph
 from tvmc.driver.objects import TVMCModel, TVMCPackage, TVMCResult
 from tvmc.driver.package import compile_graph, dump_formats
+from tvmc.driver.remote import RUN_TIMEOUT, Remote, check_remote, run_remote
 from tvmc.driver.runner import check_run_options
 from tvmc.driver.tune_options import TuneOptions, tune_options
 from tvmc.driver.tuning import graph_tasks
@@ -98,20 +99,34 @@ def run(
     profile: bool = False,
     num_threads: int | None = None,
     end_to_end: bool = False,
+    *,
+    scheduler: str | None = None,
+    device_key: str | None = None,
+    remote_timeout: float = RUN_TIMEOUT,
 ) -> TVMCResult:
     """Run a compiled package (or its path) once; optionally time it and profile its kernels.
 
     `device` must be the one the package was compiled for ("cuda" for `--target cuda`).
     `end_to_end`: on cuda, timings include copying inputs in and outputs out (by default they
     time the GPU work alone); on the CPU inputs and outputs are not copied, so it changes nothing.
+    `scheduler` and `device_key`: run on a Dask worker of that scheduler advertising that key
+    (`tvmc worker --device-key`), stopped past `remote_timeout` seconds there; the result is
+    the same, its `worker` names where it ran.
     """
     if isinstance(package, TVMCModel):
         raise UsageError("this model is not compiled yet: run tvmc.compile(model) first")
     check_run_options(device, repeat, number, min_repeat_ms, num_threads)  # before reading it
+    check_remote(scheduler, device_key)
     if not isinstance(package, TVMCPackage):
         package = TVMCPackage(package)
-    return package.run(device, inputs, fill_mode, benchmark, repeat, number, min_repeat_ms,
-                       profile, num_threads, end_to_end)  # fmt: skip
+    options = dict(device=device, inputs=inputs, fill_mode=fill_mode, benchmark=benchmark,
+                   repeat=repeat, number=number, min_repeat_ms=min_repeat_ms, profile=profile,
+                   num_threads=num_threads, end_to_end=end_to_end)  # fmt: skip
+    if scheduler is not None and device_key is not None:
+        if not remote_timeout > 0:
+            raise UsageError(f"remote_timeout must be positive, got {remote_timeout}")
+        return run_remote(package, Remote(scheduler, device_key, remote_timeout), **options)
+    return package.run(**options)
 
 
 def tune(

@@ -263,6 +263,7 @@ class TVMCResult:
             self.outputs.setdefault(f"output_{i}", outputs[name])  # TVMC's names
         self.times = times
         self.profile = profile or []
+        self.worker: str | None = None  # the Dask worker a remote run ran on (None: here)
 
     def format_times(self) -> str:
         """TVMC's table: `Execution time summary:`, then mean/median/max/min/std in ms."""
