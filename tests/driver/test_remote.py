@@ -23,6 +23,8 @@ from tests.runtime.forge import flip_byte, rewrite  # noqa: E402
 from tvmc.driver import remote  # noqa: E402
 from tvmc.driver.remote import Remote, run_remote, run_task  # noqa: E402
 from tvmc.errors import InputError, PackageError, RemoteError, UsageError  # noqa: E402
+from tvmc.runtime import cuda_driver  # noqa: E402
+from tvmc.runtime.cuda_driver import CUDAError  # noqa: E402
 
 DEVICE = "cpu0"
 
@@ -204,3 +206,24 @@ def test_a_lost_worker_is_a_clear_error(package):
     assert isinstance(failure[0], RemoteError), failure[0]
     assert "'device' left the cluster during the run" in str(failure[0])
     assert "no worker advertises device key 'cpu0'" in str(failure[0])
+
+
+def test_a_cuda_package_runs_on_the_gpu_of_the_worker(scheduler: str, tmp_path: Path):
+    """On the worker's GPU where it has one (outputs as a local run); else the CUDA error a
+    local run gives, naming the worker."""
+    cuda = tvmc.compile(write_tiny_model(tmp_path), target="cuda", package_path=tmp_path / "g.tar")
+    options = dict(device="cuda", benchmark=True, repeat=3, profile=True, end_to_end=True)
+    cuda_driver.device.cache_clear()
+    try:
+        has_gpu = cuda_driver.present_arch() is not None
+    finally:
+        cuda_driver.device.cache_clear()
+    if not has_gpu:
+        with pytest.raises(CUDAError, match=r"\(on worker device \(tcp://"):
+            tvmc.run(cuda, scheduler=scheduler, device_key=DEVICE, **options)
+        return
+    here = tvmc.run(cuda, **options)
+    there = tvmc.run(cuda, scheduler=scheduler, device_key=DEVICE, **options)
+    for name in here.outputs:
+        np.testing.assert_array_equal(there.outputs[name], here.outputs[name])
+    assert there.times is not None and len(there.times.results) == 3 and there.profile
