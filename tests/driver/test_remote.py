@@ -135,6 +135,8 @@ def test_the_worker_verifies_the_package(package, tmp_path: Path):
     assert status == "error" and error_class is PackageError, message
     assert "'mine/bad.tar'" in message and "mod.o" in message and "on worker" in message
     assert "tvmc-remote-" not in message, "the worker's temporary path is not the user's"
+    status, (error_class, message), _ = run_task(forged, digest, "b.tar", options, 60.0, "0.0.1")
+    assert error_class is UsageError and "this client 0.0.1: install the same version" in message
 
 
 def test_a_hung_run_is_stopped_at_the_timeout(scheduler: str, package):
@@ -227,3 +229,28 @@ def test_a_cuda_package_runs_on_the_gpu_of_the_worker(scheduler: str, tmp_path: 
     for name in here.outputs:
         np.testing.assert_array_equal(there.outputs[name], here.outputs[name])
     assert there.times is not None and len(there.times.results) == 3 and there.profile
+
+
+def test_a_lost_worker_with_another_holding_the_key_costs_a_rerun(package, caplog):
+    with local_cluster(dev1=DEVICE, dev2=DEVICE) as cluster:
+        results: list[tvmc.TVMCResult] = []
+        target = Remote(cluster.scheduler_address, DEVICE, device_wait=1.0)
+        options = dict(device="cpu", benchmark=True, repeat=2, min_repeat_ms=1000)
+        thread = threading.Thread(
+            target=lambda: results.append(run_remote(package, target, **options))
+        )
+        thread.start()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            busy = [w for w in cluster.workers.values() if w.state.executing]
+            if busy:
+                break
+            time.sleep(0.05)
+        assert busy, "the run never started"
+        time.sleep(1.0)  # the client sees where it runs
+        first = busy[0].name
+        cluster.sync(busy[0].close, executor_wait=False)
+        thread.join(60)
+    assert results, "the run did not finish on the other worker"
+    assert results[0].worker is not None and not results[0].worker.startswith(first)
+    assert f"worker '{first}" in caplog.text and "runs it again on another" in caplog.text

@@ -29,6 +29,7 @@ from tvmc.config import REMOTE_MAX_BYTES_ENV, env_int
 from tvmc.driver.objects import TVMCPackage, TVMCResult
 from tvmc.driver.runner import check_device, make_inputs
 from tvmc.errors import RemoteError, TVMCError, UsageError
+from tvmc.version import __version__
 
 logger = logging.getLogger("tvmc")
 
@@ -90,6 +91,7 @@ def run_remote(package: TVMCPackage, remote: Remote, **options: Any) -> TVMCResu
         with dask.config.set({"distributed.admin.large-graph-warning-threshold": 2 * len(payload)}):
             future = client.submit(
                 run_task, payload, digest, package.package_path, options, remote.timeout,
+                __version__,
                 key=f"tvmc-run-{uuid.uuid4().hex[:12]}", resources={remote.device_key: 1},
                 pure=False,
             )  # fmt: skip
@@ -160,6 +162,11 @@ def _await(client: Any, future: Any, remote: Remote) -> tuple[str, Any, str]:
         except TimeoutError:
             pass
         devices = _device_workers(client, remote.device_key)
+        if running_on and devices and running_on not in devices.values():
+            logger.warning("worker %r left the cluster during the run; the scheduler runs it "
+                           "again on another worker with device key %r", running_on,
+                           remote.device_key)  # fmt: skip
+            running_on = ""
         for address, keys in client.processing(list(devices)).items():
             if future.key in keys:
                 running_on = devices[address]
@@ -197,11 +204,20 @@ def _rebuilt(error_class: type, message: str) -> TVMCError:
 
 # ---- on the worker -------------------------------------------------------------------------------
 def run_task(
-    payload: bytes, digest: str, shown_as: str, options: dict[str, Any], timeout: float
+    payload: bytes,
+    digest: str,
+    shown_as: str,
+    options: dict[str, Any],
+    timeout: float,
+    client_version: str = __version__,
 ) -> tuple[str, Any, str]:
     """On a device worker: ("ok", TVMCResult, worker), ("error", (class, message), worker) or
     ("bug", traceback, worker). `shown_as` names the package in messages (the client's path)."""
     worker = _worker_name()
+    if client_version != __version__:  # the options and the result are this version's objects
+        message = (f"worker {worker} runs tvmc {__version__}, this client {client_version}: "
+                   "install the same version on both")  # fmt: skip
+        return "error", (UsageError, message), worker
     size = len(payload) + sum(a.nbytes for a in options["inputs"].values())
     if size > max_bytes():
         message = (f"worker {worker} takes at most {max_bytes():,} bytes of package and inputs "
