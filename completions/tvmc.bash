@@ -36,8 +36,8 @@ __tvmc_spec() {
             ;;
         'tvmc run')
             subcommands=()
-            options=(--device --end-to-end --fill-mode --format --help --inputs --json --min-repeat-ms --num-threads --number --outputs --print-time --print-top --profile --repeat -h -i -o)
-            value_options=(--device --fill-mode --format --inputs --min-repeat-ms --num-threads --number --outputs --print-top --repeat -i -o)
+            options=(--device --device-key --end-to-end --fill-mode --format --help --inputs --json --min-repeat-ms --num-threads --number --outputs --print-time --print-top --profile --remote-timeout --repeat --rpc-key --rpc-tracker --scheduler -h -i -o)
+            value_options=(--device --device-key --fill-mode --format --inputs --min-repeat-ms --num-threads --number --outputs --print-top --remote-timeout --repeat --rpc-key --rpc-tracker --scheduler -i -o)
             ;;
         'tvmc tune')
             subcommands=()

@@ -157,6 +157,7 @@ def _worker_children() -> list[psutil.Process]:
 
 def test_a_crashing_package_costs_the_run_not_the_worker(scheduler: str, package):
     """A child killed by SIGSEGV mid-run, as a crash of the package's code would."""
+    tvmc.run(package, scheduler=scheduler, device_key=DEVICE)  # the child is ready: not importing
     failure: list[BaseException] = []
 
     def run() -> None:

@@ -230,7 +230,10 @@ def run_task(
         with open(path, "wb") as f:
             f.write(payload)
         with isolated("run") as child:
-            child.ensure_ready()  # a fresh child's imports are not run time
+            try:
+                child.ensure_ready()  # a fresh child's imports are not run time
+            except RuntimeError as exc:
+                return "error", (RemoteError, f"on worker {worker}: {exc}"), worker
             with host_turn(exclusive=options["device"] == "cpu"):
                 outcome = child.call((run_in_child, (path, options), ()), timeout)
     if outcome.status == "ok":
@@ -244,8 +247,9 @@ def run_task(
         message = (f"{shown_as!r} did not finish within {timeout:g} s on worker {worker}; "
                    "it was stopped (raise the limit with --remote-timeout)")  # fmt: skip
     elif outcome.status == "crash":
-        message = (f"{shown_as!r} crashed on worker {worker} ({outcome.message}); "
-                   "the worker goes on")  # fmt: skip
+        died = outcome.message.removeprefix("worker died ")  # "(signal SIGSEGV)"
+        message = (f"{shown_as!r} crashed on worker {worker}: the process running it died "
+                   f"{died}; the worker goes on")  # fmt: skip
     else:
         return "bug", outcome.message, worker
     return "error", (RemoteError, message), worker
