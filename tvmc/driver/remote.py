@@ -88,7 +88,8 @@ def run_remote(package: TVMCPackage, remote: Remote, **options: Any) -> TVMCResu
         _wait_for_device(client, remote)
         # In the task, not scattered: a worker that dies then loses the run, not the package,
         # and the scheduler can run it again on another worker with the key.
-        with dask.config.set({"distributed.admin.large-graph-warning-threshold": 2 * len(payload)}):
+        quiet = {"distributed.admin.large-graph-warning-threshold": 2 * max_bytes()}
+        with dask.config.set(quiet):  # large by design, and bounded above
             future = client.submit(
                 run_task, payload, digest, package.package_path, options, remote.timeout,
                 __version__,
@@ -226,7 +227,7 @@ def run_task(
     if hashlib.sha256(payload).hexdigest() != digest:
         return "error", (RemoteError, f"{shown_as!r} arrived damaged on worker {worker}"), worker
     with tempfile.TemporaryDirectory(prefix="tvmc-remote-") as tmp:
-        path = os.path.join(tmp, os.path.basename(shown_as) or "package.tar")
+        path = os.path.join(tmp, "package.tar")  # messages name it `shown_as`
         with open(path, "wb") as f:
             f.write(payload)
         with isolated("run") as child:
