@@ -160,7 +160,7 @@ def _await(client: Any, future: Any, remote: Remote) -> tuple[str, Any, str]:
             with client.as_current():
                 dist.wait([future], timeout=POLL)
             continue
-        except TimeoutError:
+        except (TimeoutError, dist.TimeoutError):  # the same class from Python 3.11 on
             pass
         devices = _device_workers(client, remote.device_key)
         if running_on and devices and running_on not in devices.values():
