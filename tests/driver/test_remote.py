@@ -149,10 +149,17 @@ def test_a_hung_run_is_stopped_at_the_timeout(scheduler: str, package):
     assert again.worker is not None
 
 
-def _worker_children() -> list[psutil.Process]:
-    """This process's measurement children (the in-process workers' isolated runs)."""
-    return [p for p in psutil.Process().children() if "tvmc.autotune.worker" in " ".join(
-        p.cmdline())]  # fmt: skip
+def _busy_children() -> list[psutil.Process]:
+    """This process's worker children (the in-process workers' isolated runs) using a core;
+    others (zombies of earlier tests, processes that just ended) are skipped."""
+    busy = []
+    for child in psutil.Process().children():
+        try:
+            if "tvmc.autotune.worker" in " ".join(child.cmdline()) and child.cpu_percent(0.2) > 20:
+                busy.append(child)
+        except psutil.Error:
+            continue
+    return busy
 
 
 def test_a_crashing_package_costs_the_run_not_the_worker(scheduler: str, package):
@@ -171,7 +178,7 @@ def test_a_crashing_package_costs_the_run_not_the_worker(scheduler: str, package
     thread.start()
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        busy = [p for p in _worker_children() if p.cpu_percent(0.2) > 20]
+        busy = _busy_children()
         if busy:
             for child in busy:
                 child.send_signal(11)
