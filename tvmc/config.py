@@ -35,3 +35,7 @@ os.environ.setdefault(GOMP_SPINCOUNT_ENV, "1000000")
 PEAK_GFLOPS_ENV = "TVMC_PEAK_GFLOPS"
 # Where tvmc caches what it measures about this machine (the peak); default: ~/.cache/tvmc.
 CACHE_DIR_ENV = "TVMC_CACHE_DIR"
+# The most bytes (package and inputs) a remote run sends to, or a device worker accepts from, a
+# client; default: 2 GiB. Read by each side, so a worker can refuse what its memory cannot hold.
+REMOTE_MAX_BYTES_ENV = "TVMC_REMOTE_MAX_BYTES"
+REMOTE_RUN_TIMEOUT = 600.0  # seconds a remote run may take on the worker before it is killed

@@ -50,6 +50,12 @@ class PackageError(TVMCError):
     exit_code = 4
 
 
+class RemoteError(TVMCError):
+    """A remote run that did not finish: its worker died, or the package crashed or hung there."""
+
+    exit_code = 4
+
+
 INTERNAL_ERROR_EXIT_CODE = 70  # sysexits EX_SOFTWARE: a bug in tvmc, not in the user's input
 
 

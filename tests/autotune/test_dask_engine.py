@@ -232,7 +232,7 @@ def test_builds_and_cpu_measurements_on_one_host_take_turns(tmp_path, monkeypatc
     building, measuring_asked = threading.Event(), threading.Event()
 
     def first_build() -> None:
-        with dask_engine._host_turn(exclusive=False):
+        with dask_engine.host_turn(exclusive=False):
             log.append("build 1 starts")
             building.set()
             measuring_asked.wait(10)
@@ -242,7 +242,7 @@ def test_builds_and_cpu_measurements_on_one_host_take_turns(tmp_path, monkeypatc
     def measurement() -> None:
         building.wait(10)
         measuring_asked.set()
-        with dask_engine._host_turn(exclusive=True):
+        with dask_engine.host_turn(exclusive=True):
             log.append("measure starts")
             time.sleep(1.0)  # the second build asks meanwhile
             log.append("measure ends")
@@ -250,7 +250,7 @@ def test_builds_and_cpu_measurements_on_one_host_take_turns(tmp_path, monkeypatc
     def second_build() -> None:
         measuring_asked.wait(10)
         time.sleep(0.5)  # asked while the measurement waits or runs
-        with dask_engine._host_turn(exclusive=False):
+        with dask_engine.host_turn(exclusive=False):
             log.append("build 2 starts")
 
     threads = [threading.Thread(target=f) for f in (first_build, measurement, second_build)]

@@ -69,7 +69,7 @@ _pool_lock = threading.Lock()
 
 
 @contextmanager
-def _isolated(role: str) -> Iterator[Worker]:
+def isolated(role: str) -> Iterator[Worker]:
     """A child process for one call: a build worker runs `nthreads` at once, each with its own."""
     with _pool_lock:
         child = _pools[role].pop() if _pools[role] else Worker(PRELOAD)
@@ -90,7 +90,7 @@ def warm_up(role: str, count: int) -> None:
 
 
 @contextmanager
-def _host_turn(exclusive: bool) -> Iterator[None]:
+def host_turn(exclusive: bool) -> Iterator[None]:
     """Builds and CPU measurements on one host take turns, as local tuning's do: a measurement
     (exclusive) waits for the builds in flight and holds new ones back, so compiles never share
     the cores with a kernel being timed. Builds (shared) run together. A turnstile file keeps a
@@ -121,7 +121,7 @@ def build_task(
 ) -> BuildResult:
     """`fn` (`build`) in a child of this Dask worker: error 6 past `timeout`, 2 when the child
     died."""
-    with _isolated("build") as child, _host_turn(exclusive=False):
+    with isolated("build") as child, host_turn(exclusive=False):
         outcome = child.call((fn, (inp, check, threads), imports), timeout)
     if outcome.status == "ok":
         return outcome.value
@@ -140,9 +140,9 @@ def measure_task(
     run needs the host's cores alone (CPU timing: no compiles beside it)."""
     if built.error_no:
         return failed_result(built.error_no, built.seconds, built.error_msg), None
-    with _isolated("run") as child:
+    with isolated("run") as child:
         child.ensure_ready()  # a fresh child's imports are not run time
-        with _host_turn(exclusive=exclusive):
+        with host_turn(exclusive=exclusive):
             start = time.time()
             ran = child.call((fn, (built, options), ()), options.timeout)
             end = time.time()
@@ -169,6 +169,19 @@ def _num_threads() -> int:
 
 
 # ---- the driver's side ---------------------------------------------------------------------------
+def connect_client(scheduler: Any, connect_timeout: float = CONNECT_TIMEOUT) -> Any:
+    """A Dask client of `scheduler`, or a UsageError within `connect_timeout` seconds."""
+    dist = import_distributed()
+    try:
+        return dist.Client(scheduler, timeout=connect_timeout, set_as_default=False)
+    except Exception as exc:  # OSError, TimeoutError, ValueError for a malformed address
+        raise UsageError(
+            f"cannot reach the Dask scheduler at {scheduler!r} within "
+            f"{connect_timeout:g} s ({type(exc).__name__}: {exc}); is `dask scheduler` "
+            "running there and the port open?"
+        ) from None
+
+
 class DaskMeasurer:
     """A Measurer whose builds and runs are tasks on a Dask scheduler's workers."""
 
@@ -192,14 +205,7 @@ class DaskMeasurer:
         self.target, self.device_key, self.priority = target, device_key, priority
         self.device_wait = device_wait
         self.spans: list[Span] = []  # every run, as reported by the device workers
-        try:
-            self.client = dist.Client(scheduler, timeout=connect_timeout, set_as_default=False)
-        except Exception as exc:  # OSError, TimeoutError, ValueError for a malformed address
-            raise UsageError(
-                f"cannot reach the Dask scheduler at {scheduler!r} within "
-                f"{connect_timeout:g} s ({type(exc).__name__}: {exc}); is `dask scheduler` "
-                "running there and the port open?"
-            ) from None
+        self.client = connect_client(scheduler, connect_timeout)
         self.scheduler = self.client.scheduler.address
         self._dist = dist
         try:

@@ -43,9 +43,9 @@ LAZY_COMMANDS = {
              "Tune the kernels of MODEL_FILE (ONNX or .tvmc), appending records for `tvmc "
              "compile`."),
     "worker": ("tvmc.cli.worker", "worker_command",
-               "Serve a Dask scheduler for `tvmc tune --scheduler` until Ctrl-C: one per device, "
-               "builders anywhere with the devices' CPU (needs tvmc[dist]; see "
-               "docs/distributed.md)."),
+               "Serve a Dask scheduler for `tvmc tune --scheduler` and `tvmc run --scheduler` "
+               "until Ctrl-C: one per device, builders anywhere with the devices' CPU (needs "
+               "tvmc[dist]; see docs/distributed.md)."),
 }  # fmt: skip
 
 

@@ -8,6 +8,7 @@ from rich.text import Text
 
 from tvmc.cli.common import err, out, print_json, wants_json
 from tvmc.cli.types import FileWithExt, FiniteFloatRange, SuggestChoice, format_option
+from tvmc.config import REMOTE_RUN_TIMEOUT
 from tvmc.driver import DEVICES, FILL_MODES, TVMCResult, run
 from tvmc.driver.plots import PROFILE_FORMATS, check_extension, write_profile
 
@@ -110,6 +111,29 @@ from tvmc.driver.plots import PROFILE_FORMATS, check_extension, write_profile
     metavar="N",
     help="Worker threads (default: $TVMC_NUM_THREADS, else the physical cores).",
 )
+@click.option(
+    "--scheduler",
+    "--rpc-tracker",
+    "scheduler",
+    metavar="ADDRESS",
+    help="Run on a Dask worker of this scheduler (tcp://host:8786; TVMC's --rpc-tracker "
+    "HOST:PORT names it too), one with --device-key; see docs/distributed.md.",
+)
+@click.option(
+    "--device-key",
+    "--rpc-key",
+    "device_key",
+    metavar="KEY",
+    help="With --scheduler: the device key of the worker to run on (`tvmc worker --device-key`).",
+)
+@click.option(
+    "--remote-timeout",
+    type=FiniteFloatRange(min=0, min_open=True),
+    default=REMOTE_RUN_TIMEOUT,
+    show_default=True,
+    metavar="SECONDS",
+    help="With --scheduler: stop the run on the worker past this many seconds.",
+)
 @format_option
 def run_command(
     package_file: str,
@@ -128,6 +152,9 @@ def run_command(
     profile_out: tuple[str, ...],
     end_to_end: bool,
     num_threads: int | None,
+    scheduler: str | None,
+    device_key: str | None,
+    remote_timeout: float,
     output_format: str,
     json_flag: bool,
 ) -> None:
@@ -154,7 +181,12 @@ def run_command(
         end_to_end=end_to_end,
         warmup=warmup,
         duration=duration,
+        scheduler=scheduler,
+        device_key=device_key,
+        remote_timeout=remote_timeout,
     )
+    if result.worker:
+        err.print(f"ran on worker {result.worker}", markup=False)
     if outputs:
         result.save(outputs)
         err.print(f"saved {outputs}", markup=False)

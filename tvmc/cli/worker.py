@@ -36,7 +36,11 @@ from tvmc.errors import UsageError
     metavar="N",
     help="With --build: builds at once (default: 1).",
 )
-@click.option("--name", metavar="NAME", help="Worker name shown by `tvmc tune` (default: address).")
+@click.option(
+    "--name",
+    metavar="NAME",
+    help="Worker name shown by `tvmc tune` and `tvmc run` (default: address).",
+)
 @click.option(
     "--connect-timeout",
     type=FiniteFloatRange(min=0, min_open=True),
@@ -54,8 +58,9 @@ def worker_command(
     name: str | None,
     connect_timeout: float,
 ) -> None:
-    """Serve a Dask scheduler for `tvmc tune --scheduler` until Ctrl-C: one per device, builders
-    anywhere with the devices' CPU (needs tvmc[dist]; see docs/distributed.md)."""
+    """Serve a Dask scheduler for `tvmc tune --scheduler` and `tvmc run --scheduler` until
+    Ctrl-C: one per device, builders anywhere with the devices' CPU (needs tvmc[dist]; see
+    docs/distributed.md)."""
     if builder == (device_key is not None):
         raise UsageError("tvmc worker needs exactly one of --device-key KEY or --build")
     if nthreads is not None and not builder:

@@ -5,9 +5,9 @@ In: every layer below. Out: `load`, `tune` (or `extract_tasks` -> `tune_tasks`),
 
 Inside, imports go one way: the step modules (`model` loads, `package` compiles, `runner` runs,
 `tuning` tunes; with `compiler`, `records`, `tune_options`, `tuning_report`) work on graphs and
-files; `objects` wraps them in the objects and their methods; `api` takes objects or paths.
-The names below are imported on first use (`tvmc.lazy`), so running a package loads neither the
-ONNX frontend nor the tuner.
+files; `objects` wraps them in the objects and their methods; `remote` runs a package on a Dask
+device worker; `api` takes objects or paths. The names below are imported on first use
+(`tvmc.lazy`), so running a package loads neither the ONNX frontend nor the tuner.
 """
 
 from typing import TYPE_CHECKING

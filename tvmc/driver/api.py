@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from tvmc.config import REMOTE_RUN_TIMEOUT
 from tvmc.driver.objects import TVMCModel, TVMCPackage, TVMCResult
 from tvmc.driver.runner import check_run_options
 from tvmc.errors import UsageError
@@ -118,6 +119,9 @@ def run(
     *,
     warmup: int = 1,
     duration: float = 0.0,
+    scheduler: str | None = None,
+    device_key: str | None = None,
+    remote_timeout: float = REMOTE_RUN_TIMEOUT,
 ) -> TVMCResult:
     """Run a compiled package (or its path) once; optionally time it and profile its kernels.
 
@@ -126,15 +130,29 @@ def run(
     time the GPU work alone); on the CPU inputs and outputs are not copied, so it changes nothing.
     `warmup`: untimed runs before the measurements; `duration` > 0: measure until that many
     seconds have passed, and at least `repeat` times.
+    `scheduler` and `device_key`: run on a Dask worker of that scheduler advertising that key
+    (`tvmc worker --device-key`), stopped past `remote_timeout` seconds there; the result is
+    the same, its `worker` names where it ran.
     """
     if isinstance(package, TVMCModel):
         raise UsageError("this model is not compiled yet: run tvmc.compile(model) first")
     check_run_options(device, repeat, number, min_repeat_ms, num_threads, warmup, duration)
+    remote = scheduler is not None or device_key is not None
+    if remote:  # Dask and the tuner's worker code only for a remote run
+        from tvmc.driver.remote import Remote, check_remote, run_remote
+
+        check_remote(scheduler, device_key)
     if not isinstance(package, TVMCPackage):
         package = TVMCPackage(package)
-    return package.run(device, inputs, fill_mode, benchmark, repeat, number, min_repeat_ms,
-                       profile, num_threads, end_to_end, warmup=warmup,
-                       duration=duration)  # fmt: skip
+    options = dict(device=device, inputs=inputs, fill_mode=fill_mode, benchmark=benchmark,
+                   repeat=repeat, number=number, min_repeat_ms=min_repeat_ms, profile=profile,
+                   num_threads=num_threads, end_to_end=end_to_end, warmup=warmup,
+                   duration=duration)  # fmt: skip
+    if remote and scheduler is not None and device_key is not None:
+        if not remote_timeout > 0:
+            raise UsageError(f"remote_timeout must be positive, got {remote_timeout}")
+        return run_remote(package, Remote(scheduler, device_key, remote_timeout), **options)
+    return package.run(**options)
 
 
 def tune(

@@ -307,6 +307,7 @@ class TVMCResult:
             self.outputs.setdefault(f"output_{i}", outputs[name])  # TVMC's names
         self.times = times
         self.profile = profile or []  # one row per kernel call, in run order
+        self.worker: str | None = None  # the Dask worker a remote run ran on (None: here)
 
     @property
     def profile_nodes(self) -> list[dict[str, Any]]:

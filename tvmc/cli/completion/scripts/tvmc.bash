@@ -46,8 +46,8 @@ __tvmc_spec() {
             ;;
         'tvmc run')
             subcommands=()
-            options=(--device --duration --end-to-end --fill-mode --format --help --inputs --json --min-repeat-ms --num-threads --number --outputs --print-time --print-top --profile --profile-out --repeat --verbose --warmup -h -i -o -v)
-            value_options=(--device --duration --fill-mode --format --inputs --min-repeat-ms --num-threads --number --outputs --print-top --profile-out --repeat --warmup -i -o)
+            options=(--device --device-key --duration --end-to-end --fill-mode --format --help --inputs --json --min-repeat-ms --num-threads --number --outputs --print-time --print-top --profile --profile-out --remote-timeout --repeat --rpc-key --rpc-tracker --scheduler --verbose --warmup -h -i -o -v)
+            value_options=(--device --device-key --duration --fill-mode --format --inputs --min-repeat-ms --num-threads --number --outputs --print-top --profile-out --remote-timeout --repeat --rpc-key --rpc-tracker --scheduler --warmup -i -o)
             ;;
         'tvmc tune')
             subcommands=()
