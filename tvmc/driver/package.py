@@ -116,7 +116,7 @@ def compile_graph(
     library = None
     # the system linker makes code for this machine's CPU only
     if isinstance(result.target, CPUTarget) and result.target.is_native:
-        library = link_shared_library(result.artifact.object_code, result.artifact.uses_threads)
+        library = link_shared_library(result.artifact.object_code)
     passes.append(PassTime("link", "link", time.perf_counter() - start))
     seconds = stage_seconds(passes)
 

@@ -53,7 +53,7 @@ from tvmc.runtime.package_check import (
 logger = logging.getLogger("tvmc")
 
 PACKAGE_FORMAT = "tvmc.package"
-PACKAGE_FORMAT_VERSION = 2  # 2: member digests in metadata.json, the layout digest in the code
+PACKAGE_FORMAT_VERSION = 3  # 2: member digests, layout digest; 3: tvmc_parallel_for, no libgomp
 METADATA, PROGRAM, PARAMS, OBJECT, LIBRARY, PTX = (
     "metadata.json",
     "mod.json",
@@ -111,12 +111,12 @@ class PackageContents:
         return {METADATA: json.dumps(self.metadata, indent=1).encode(), **members}
 
 
-def link_shared_library(object_code: bytes, uses_threads: bool) -> bytes | None:
+def link_shared_library(object_code: bytes) -> bytes | None:
     """`mod.so` linked by the system C compiler, or None when there is none (or it fails)."""
     with tempfile.TemporaryDirectory(prefix="tvmc-link-") as tmp:
         path = os.path.join(tmp, LIBRARY)
         try:
-            link_shared(object_code, path, uses_threads)
+            link_shared(object_code, path)
         except RuntimeError as exc:
             logger.warning("no mod.so in the package (the runtime loads mod.o instead): %s", exc)
             return None
