@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 DEMO := demo-out
 
-.PHONY: help setup demo test wheel-check test-fast fuzz bench bench-tune gpu-check completions docs docs-check conformance lint check clean
+.PHONY: help setup demo test wheel-check test-fast fuzz bench bench-noisy bench-tune gpu-check completions docs docs-check conformance lint check clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -36,8 +36,11 @@ test-fast: $(STAMP)  ## the test suite without slow model-level tests
 fuzz: $(STAMP)  ## a long fuzz campaign of tvmc commands; summary and findings in fuzz-out/
 	$(BIN)/python -m tests.fuzz.campaign
 
-bench: $(STAMP)  ## tvmc beside onnxruntime on the light models: latency, ratio, compile time
+bench: $(STAMP)  ## tvmc beside onnxruntime and OpenVINO on the light models: latency, ratio, compile time
 	$(BIN)/python benchmarks/models.py
+
+bench-noisy: $(STAMP)  ## slowdowns beside busy neighbours (one core, all cores, mixed load); ~10 min
+	$(BIN)/python benchmarks/noisy.py $(NOISY_ARGS)
 
 bench-tune: $(STAMP)  ## best GFLOP/s after 64/128/256 trials on resnet50's heaviest convs
 	$(BIN)/python benchmarks/tune.py

@@ -1,11 +1,13 @@
-"""`make bench`: tvmc beside onnxruntime on the ONNX light models (randomized weights).
+"""`make bench`: tvmc beside onnxruntime and OpenVINO on the ONNX light models (random weights).
 
 One process, same inputs, same thread count (2 by default, TVMC_NUM_THREADS to change), timed in
 alternating blocks. Per model: tvmc load time, compile time, median latency of tvmc (default
-schedules, no tuning) and onnxruntime, the ratio, GFLOP/s reached and its share of the measured
+schedules, no tuning), onnxruntime and OpenVINO (fp32, latency hint; left out when not
+installed), the ratio to the faster of the two, GFLOP/s reached and its share of the measured
 peak (tvmc.runtime.peak), and workspace bytes against the naive sum. With `--tuned DIR` (records
 from benchmarks/tune_models.py, DIR/<model>.json) tvmc also runs compiled with those records, in
-the same alternation: the tuned latency, its ratio to onnxruntime and its speedup over untuned.
+the same alternation: the tuned latency, its ratio to the faster baseline and its speedup over
+untuned.
 Medians of `--repeat` timed runs after warm-up; the machine is shared, so compare ratios, not
 lone times.
 """
@@ -22,6 +24,7 @@ import time
 
 import numpy as np
 import onnx
+from baselines import onnxruntime_session, openvino_session, openvino_version
 
 import tvmc
 from tvmc.codegen import load_shared, num_threads
@@ -57,8 +60,6 @@ def compiled_executor(graph, options: CompileOptions, inputs: list[np.ndarray]):
 
 
 def bench_model(name: str, tmp: str, repeat: int, threads: int, tuned: str | None) -> dict:
-    import onnxruntime as ort
-
     path = f"{tmp}/{name}.onnx"
     onnx_model = randomized_light_model(name)
     onnx.save(onnx_model, path)
@@ -82,26 +83,29 @@ def bench_model(name: str, tmp: str, repeat: int, threads: int, tuned: str | Non
         tuned_out = tuned_executor.run()[0]
         runs.append(tuned_executor.call)
 
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-    theirs = session.run(None, inputs)[0]
+    baselines = [onnxruntime_session(path, inputs, threads)]
+    openvino = openvino_session(path, inputs, threads)
+    if openvino is not None:
+        baselines.append(openvino)
+    theirs = baselines[0]()[0]
     scale = np.abs(theirs).max()
-    error = float(np.abs(ours.reshape(theirs.shape) - theirs).max() / scale)
-    if tuned is not None:
-        error = max(error, float(np.abs(tuned_out.reshape(theirs.shape) - theirs).max() / scale))
+    outputs = [ours] + ([tuned_out] if tuned is not None else []) + [b()[0] for b in baselines[1:]]
+    error = max(float(np.abs(o.reshape(theirs.shape) - theirs).max() / scale) for o in outputs)
 
-    *tvmc_ms, ort_ms = blocked_median_ms(*runs, lambda: session.run(None, inputs), repeat=repeat)
-    session = None  # free its thread pool before the next model runs
+    times = blocked_median_ms(*runs, *baselines, repeat=repeat)
+    tvmc_ms, ort_ms = times[: len(runs)], times[len(runs)]
+    ov_ms = times[len(runs) + 1] if openvino is not None else None
+    baselines = openvino = None  # free their thread pools before the next model runs
+    best = min(ort_ms, ov_ms or ort_ms)
     flops = sum(c.flops for c in p.calls)
     row = {
         "model": name, "load_s": load_s, "compile_s": compile_s, "tvmc_ms": tvmc_ms[0],
-        "ort_ms": ort_ms, "ratio": tvmc_ms[0] / ort_ms, "gflops": flops / tvmc_ms[0] / 1e6,
-        "workspace_mb": p.workspace_bytes / 1e6, "naive_mb": p.naive_bytes / 1e6, "error": error,
+        "ort_ms": ort_ms, "ov_ms": ov_ms, "ratio": tvmc_ms[0] / best,
+        "gflops": flops / tvmc_ms[0] / 1e6, "workspace_mb": p.workspace_bytes / 1e6,
+        "naive_mb": p.naive_bytes / 1e6, "error": error,
     }  # fmt: skip
     if tuned is not None:
-        row.update(tuned_ms=tvmc_ms[1], tuned_ratio=tvmc_ms[1] / ort_ms,
+        row.update(tuned_ms=tvmc_ms[1], tuned_ratio=tvmc_ms[1] / best,
                    speedup=tvmc_ms[0] / tvmc_ms[1])  # fmt: skip
     return row
 
@@ -118,10 +122,12 @@ def main() -> None:
     args = parser.parse_args()
     threads = num_threads()
     peak, source = peak_gflops(threads)
+    ov = openvino_version()
     print(f"threads: {threads}; times are medians of {args.repeat} runs; "
-          f"peak {peak:.0f} GFLOP/s ({source})")  # fmt: skip
+          f"peak {peak:.0f} GFLOP/s ({source}); OpenVINO {ov or 'not installed'}; "
+          "ratio: tvmc / the faster of onnxruntime and OpenVINO")  # fmt: skip
     header = (
-        f"{'model':20} {'load s':>7} {'compile s':>9} {'tvmc ms':>8} {'ort ms':>8} "
+        f"{'model':20} {'load s':>7} {'compile s':>9} {'tvmc ms':>8} {'ort ms':>8} {'ov ms':>8} "
         f"{'ratio':>6} {'GFLOP/s':>8} {'peak':>5} {'ws MB':>6} {'naive MB':>8} {'max err':>8}"
     )
     if args.tuned:
@@ -133,7 +139,8 @@ def main() -> None:
             r = bench_model(name, tmp, args.repeat, threads, args.tuned)
             rows.append(r)
             line = (f"{r['model']:20} {r['load_s']:7.2f} {r['compile_s']:9.2f} "
-                    f"{r['tvmc_ms']:8.2f} {r['ort_ms']:8.2f} {r['ratio']:6.2f} {r['gflops']:8.1f} "
+                    f"{r['tvmc_ms']:8.2f} {r['ort_ms']:8.2f} {r['ov_ms'] or math.nan:8.2f} "
+                    f"{r['ratio']:6.2f} {r['gflops']:8.1f} "
                     f"{r['gflops'] / peak:5.0%} {r['workspace_mb']:6.1f} {r['naive_mb']:8.1f} "
                     f"{r['error']:8.1e}")  # fmt: skip
             if args.tuned:
@@ -141,11 +148,12 @@ def main() -> None:
             print(line)
             sys.stdout.flush()
     ratios = [r["ratio"] for r in rows]
-    print(f"geometric-mean ratio tvmc/onnxruntime: {geomean(ratios):.2f} (max {max(ratios):.2f})")
+    print(f"geometric-mean ratio tvmc / faster baseline: {geomean(ratios):.2f} "
+          f"(max {max(ratios):.2f})")  # fmt: skip
     if args.tuned:
         tuned = [r["tuned_ratio"] for r in rows]
         speedups = [r["speedup"] for r in rows]
-        print(f"tuned: geometric-mean ratio tvmc/onnxruntime {geomean(tuned):.2f} "
+        print(f"tuned: geometric-mean ratio tvmc / faster baseline {geomean(tuned):.2f} "
               f"(max {max(tuned):.2f}); speedup over untuned {geomean(speedups):.2f}x")  # fmt: skip
 
 

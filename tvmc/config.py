@@ -19,14 +19,23 @@ def env_int(name: str) -> int | None:
     return int(value) if value else None
 
 
+# Which threads run parallel loops: unset, tvmc's own pool (tvmc/codegen/pool.c: the caller works
+# too, chunks claimed dynamically, so a late worker holds nobody up on a busy machine); `gomp`,
+# libgomp's static split and full join (the old behaviour; it collapses under oversubscription).
+THREAD_POOL_ENV = "TVMC_THREAD_POOL"
+# Microseconds an idle pool worker (or a caller waiting for a claimed chunk) spins before it
+# sleeps on a futex; default 100: back-to-back loops of one inference find workers awake.
+POOL_SPIN_US_ENV = "TVMC_POOL_SPIN_US"
+
 # libgomp's idle worker threads spin unless told otherwise, which steals cores from the rest of
-# the process between inferences. Set before libgomp loads (xgboost may load it too).
+# the process between inferences. Set before libgomp loads (xgboost and TVMC_THREAD_POOL=gomp).
 OMP_WAIT_POLICY_ENV = "OMP_WAIT_POLICY"
 os.environ.setdefault(OMP_WAIT_POLICY_ENV, "PASSIVE")
 
 # After a parallel loop, libgomp workers spin this many iterations (about a millisecond here)
-# before sleeping. Fully passive waiting costs ~1 ms per wake-up in a VM, which cancels the
-# second thread on kernels under ~5 ms; a bounded spin keeps that gain and still sleeps when idle.
+# before sleeping (xgboost's, and TVMC_THREAD_POOL=gomp's). Fully passive waiting costs ~1 ms per
+# wake-up in a VM, which cancels the second thread on kernels under ~5 ms; a bounded spin keeps
+# that gain and still sleeps when idle.
 GOMP_SPINCOUNT_ENV = "GOMP_SPINCOUNT"
 os.environ.setdefault(GOMP_SPINCOUNT_ENV, "1000000")
 

@@ -1,4 +1,4 @@
-"""Parallel loops on libgomp: same results for any thread count, and GOMP really used."""
+"""Parallel loops on the thread pool: same results for any thread count, the pool really used."""
 
 from __future__ import annotations
 
@@ -25,8 +25,6 @@ from tvmc.codegen import threads as threads_mod
 from tvmc.config import CODEGEN_JOBS_ENV, NUM_THREADS_ENV
 from tvmc.kernel import Buffer, Kernel, nest
 
-needs_gomp = pytest.mark.skipif(threads_mod.find_libgomp() is None, reason="no libgomp")
-
 
 @pytest.fixture(autouse=True)
 def _reset_threads():
@@ -34,12 +32,11 @@ def _reset_threads():
     set_num_threads(None)
 
 
-@needs_gomp
 @pytest.mark.parametrize("loader", [load_shared, load_jit], ids=["shared", "jit"])
 def test_one_and_two_threads_agree(loader):
     for ex in (parallel_rows(), matmul_tiled(m=16, n=64, kk=32)):
         artifact = emit_cpu([ex.kernel])
-        assert "call void @GOMP_parallel" in artifact.llvm_ir
+        assert "call void @tvmc_parallel_for" in artifact.llvm_ir
         mod = loader(artifact)
         results = []
         for n in (1, 2):
@@ -67,10 +64,9 @@ print(json.dumps(counts))
 """
 
 
-@needs_gomp
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux /proc")
-def test_two_threads_start_a_libgomp_worker():
-    # A fresh process, so no earlier test has started libgomp's pool: one thread runs inline,
+def test_two_threads_start_one_pool_worker():
+    # A fresh process, so no earlier test has started the pool: one thread runs inline,
     # two start exactly one persistent worker.
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = {**os.environ, "PYTHONPATH": root}
@@ -87,10 +83,10 @@ def test_two_threads_start_a_libgomp_worker():
     assert one == before and two == before + 1
 
 
-def test_serial_fallback_emits_no_gomp():
+def test_serial_option_emits_no_pool_calls():
     ex = parallel_rows()
     artifact = emit_cpu([ex.kernel], options=CodegenOptions(parallel=False))
-    assert "GOMP_parallel" not in artifact.llvm_ir
+    assert "tvmc_parallel_for" not in artifact.llvm_ir
     arrays = ex.inputs(np.random.default_rng(0))
     load_jit(artifact).run(ex.kernel.name, *arrays)
     np.testing.assert_allclose(arrays[-1], ex.reference(*arrays)[0], rtol=1e-6)
@@ -98,7 +94,7 @@ def test_serial_fallback_emits_no_gomp():
 
 def test_nested_parallel_loops_run_the_inner_one_serially():
     y = Buffer("Y", (4, 4))
-    # int64 loop variables: the thread entry widens omp's int thread numbers.
+    # int64 loop variables: the chunk entry takes them as they are (int32 ones are truncated).
     axes = [("i", 4, "parallel"), ("j", 4, "parallel")]
 
     def point(i, j):
@@ -106,7 +102,7 @@ def test_nested_parallel_loops_run_the_inner_one_serially():
 
     k = Kernel("nest", (y,), nest(axes, point, dtype="int64"))
     artifact = emit_cpu([k])
-    assert artifact.llvm_ir.count("call void @GOMP_parallel") == 1
+    assert artifact.llvm_ir.count("call void @tvmc_parallel_for") == 1
     out = np.zeros((4, 4), np.float32)
     load_jit(artifact).run("nest", out)
     np.testing.assert_array_equal(out, np.arange(16, dtype=np.float32).reshape(4, 4))
@@ -123,17 +119,6 @@ def test_thread_count_setting_and_environment(monkeypatch):
     assert num_threads() == physical_cores()
     with pytest.raises(ValueError, match="positive"):
         set_num_threads(0)
-
-
-def test_missing_libgomp_falls_back_to_serial_with_a_warning(monkeypatch):
-    monkeypatch.setattr(threads_mod, "find_libgomp", lambda: None)
-    threads_mod.load_libgomp.cache_clear()
-    try:
-        with pytest.warns(UserWarning, match="libgomp not found"):
-            artifact = emit_cpu([parallel_rows().kernel])
-    finally:
-        threads_mod.load_libgomp.cache_clear()
-    assert "GOMP_parallel" not in artifact.llvm_ir
 
 
 ORPHAN_SCRIPT = """

@@ -100,7 +100,7 @@ def test_package_round_trip(package: tvmc.TVMCPackage, rng):
 
 def test_metadata(package: tvmc.TVMCPackage):
     meta = package.metadata
-    assert meta["format"] == "tvmc.package" and meta["format_version"] == 2
+    assert meta["format"] == "tvmc.package" and meta["format_version"] == 3
     assert meta["tvmc_version"] == tvmc.__version__
     assert meta["target"] == "llvm" and meta["triple"] and meta["cpu"]
     assert [e["name"] for e in meta["inputs"]] == ["x", "y"]

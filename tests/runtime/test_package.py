@@ -134,7 +134,7 @@ def test_missing_member(built: tvmc.TVMCPackage, tmp_path: Path, member: str):
 @pytest.mark.parametrize(
     ("change", "pattern"),
     [
-        (with_metadata(format_version=99), r"format version 99; this tvmc reads 2"),
+        (with_metadata(format_version=99), r"format version 99; this tvmc reads 3"),
         (with_metadata(format="tvmc.model"), r"not a tvmc package"),
         (with_metadata(inputs="x"), r"'inputs' is \"x\", not a list"),
         (with_metadata(inputs=[{"name": "x", "buffer": "nope"}, {}]), r"inputs\[0\] 'shape'"),

@@ -2,9 +2,9 @@
 
 In: `tvmc.kernel.Kernel`s (imports tvmc.kernel, tvmc.config, tvmc.errors, llvmlite, numpy).
 Out: `emit_cpu` / `CPUModule` -> `CPUArtifact` (LLVM IR, asm, object bytes); `load_shared` /
-`load_jit` -> `LoadedModule` (ctypes functions, libgomp threads); `emit_ptx` -> `PTXArtifact`
-(PTX text and launch dimensions per kernel); `emit_cuda_program` -> `CUDAArtifact` (a whole
-Program's PTX and its launch list) for a `CUDATarget` (`cuda -arch=sm_XX`).
+`load_jit` -> `LoadedModule` (ctypes functions; parallel loops on pool.py's thread pool);
+`emit_ptx` -> `PTXArtifact` (PTX text and launch dimensions per kernel); `emit_cuda_program` ->
+`CUDAArtifact` (a whole Program's PTX and its launch list) for a `CUDATarget` (`cuda -arch=sm_XX`).
 """
 
 from tvmc.codegen.cuda_program import CUDAArtifact, Launch, emit_cuda_program

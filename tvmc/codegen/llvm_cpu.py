@@ -1,11 +1,12 @@
 """Kernels -> one LLVM module for a CPU -> optimised LLVM IR, assembly and an object file.
 
 Each kernel becomes `void name(ptr p0, ptr p1, ...)` over raw, contiguous buffers. A parallel
-loop is outlined into `void body(ptr closure)`: the closure struct carries the buffers and
-values the body uses, each thread takes one contiguous chunk of iterations, and the kernel
-calls `GOMP_parallel(body, &closure, __tvmc_num_threads, 0)` (the global is set by the
-loader). Other code (e.g. a whole-graph entry function) may add functions to `CPUModule.module`
-before `build()`.
+loop is outlined into `void chunk(ptr closure, i64 begin, i64 end)`: the closure struct carries
+the buffers and values the body uses, and the kernel calls
+`tvmc_parallel_for(chunk, &closure, extent, __tvmc_num_threads)` (the runtime's thread pool,
+tvmc/codegen/pool.c, which cuts [0, extent) into chunks; the global is set by the loader).
+Other code (e.g. a whole-graph entry function) may add functions to `CPUModule.module` before
+`build()`.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from dataclasses import dataclass, field
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from tvmc.codegen.llvm_util import I32, PTR, VOID, declare, ir_type
+from tvmc.codegen.llvm_util import I8, I32, I64, PTR, VOID, declare, ir_type
 from tvmc.codegen.lower_stmt import Lowering, ModuleState
+from tvmc.codegen.pool import PARALLEL_FOR, load_pool
 from tvmc.codegen.target import CPUTarget, optimize
-from tvmc.codegen.threads import load_libgomp
 from tvmc.kernel import Buffer, For, Kernel, KernelIRError, Var, kernel_str, validate
 from tvmc.kernel.legalize import legalize
 from tvmc.kernel.transform import free_buffers, free_vars
@@ -54,13 +55,13 @@ class CodegenOptions:
     """Choices that change the generated code (not the target)."""
 
     aligned_params: bool = False  # the caller promises 64-byte aligned buffers: `align 64`
-    parallel: bool | None = None  # None: libgomp threads when available (always when cross)
+    parallel: bool | None = None  # None: the thread pool when it builds (always when cross)
     opt_level: int = 3
     stack_limit: int = 256 * 1024  # local scratch above this many bytes comes from the heap
 
 
 class CPULowering(Lowering):
-    """Lowering with parallel loops outlined onto libgomp's thread pool."""
+    """Lowering with parallel loops outlined onto the runtime's thread pool."""
 
     def __init__(
         self, state: ModuleState, fn: ir.Function, kernel: Kernel, threads: bool, aligned: bool
@@ -71,18 +72,18 @@ class CPULowering(Lowering):
         self.aligned = aligned  # params are 64-byte aligned (CodegenOptions.aligned_params)
 
     def parallel_loop(self, s: For) -> None:
-        """Outlines `s` and runs it on libgomp's pool (serially when nested)."""
+        """Outlines `s` and runs it on the thread pool (serially when nested)."""
         if not self.threads:
             return super().parallel_loop(s)
         vars_, bufs = free_vars(s), free_buffers(s.body)
         extent = self.expr(s.extent)
-        values = [self.bufs[b] for b in bufs] + [self.vars[v] for v in vars_] + [extent]
-        closure_t = ir.LiteralStructType([v.type for v in values])
+        values = [self.bufs[b] for b in bufs] + [self.vars[v] for v in vars_]
+        closure_t = ir.LiteralStructType([v.type for v in values] or [I8])
         impl = self.outline_body(s, bufs, vars_, [v.type for v in values])
 
-        # The thread entry: unpack the closure, take this thread's chunk, run the body on it.
+        # The chunk entry the pool calls: unpack the closure, run the body on [begin, end).
         name = self.state.unique(f"{self.kernel_name}_par")
-        entry = ir.Function(self.module, ir.FunctionType(VOID, [PTR]), name)
+        entry = ir.Function(self.module, ir.FunctionType(VOID, [PTR, I64, I64]), name)
         entry.linkage = "internal"
         entry.attributes.add("nounwind")
         b = ir.IRBuilder(entry.append_basic_block("entry"))
@@ -90,17 +91,22 @@ class CPULowering(Lowering):
             b.load(b.gep(entry.args[0], [_i32(0), _i32(k)], source_etype=closure_t), typ=v.type)
             for k, v in enumerate(values)
         ]
-        begin, end = self.chunk(b, fields[-1], s.var.dtype)
-        b.call(impl, [*fields[:-1], begin, end])
+        t = ir_type(s.var.dtype)
+        begin, end = entry.args[1], entry.args[2]
+        if t != I64:  # the loop counts in a narrower type; the extent fits it
+            begin, end = b.trunc(begin, t), b.trunc(end, t)
+        b.call(impl, [*fields, begin, end])
         b.ret_void()
 
         slot = self.alloca_b.alloca(closure_t, name="closure")
         slot.type = PTR  # llvmlite types allocas; opaque keeps gep/store type checks happy
         for k, v in enumerate(values):
             self.b.store(v, self.b.gep(slot, [_i32(0), _i32(k)], source_etype=closure_t))
-        gomp = declare(self.module, "GOMP_parallel", VOID, [PTR, PTR, I32, I32])
+        run = declare(self.module, PARALLEL_FOR, VOID, [PTR, PTR, I64, I32])
         nthreads = self.b.load(num_threads_global(self.module), typ=I32)
-        self.b.call(gomp, [entry, slot, nthreads, _i32(0)])
+        if extent.type != I64:
+            extent = self.b.sext(extent, I64)
+        self.b.call(run, [entry, slot, extent, nthreads])
 
     def outline_body(
         self, s: For, bufs: list[Buffer], vars_: list[Var], types: list[ir.Type]
@@ -111,7 +117,7 @@ class CPULowering(Lowering):
         when LLVM inlines it into the thread entry); pointers loaded from a struct carry none.
         """
         t = ir_type(s.var.dtype)
-        fnty = ir.FunctionType(VOID, [*types[:-1], t, t])
+        fnty = ir.FunctionType(VOID, [*types, t, t])
         impl = ir.Function(self.module, fnty, self.state.unique(f"{self.kernel_name}_body"))
         impl.linkage = "internal"
         impl.attributes.add("nounwind")
@@ -127,25 +133,13 @@ class CPULowering(Lowering):
         child.serial_loop(s.var, impl.args[-2], impl.args[-1], s.body)
         return child.finish()
 
-    def chunk(self, b: ir.IRBuilder, extent: ir.Value, dtype: str) -> tuple[ir.Value, ir.Value]:
-        """[begin, end) of this thread's contiguous share of `extent` iterations."""
-        tid = b.call(declare(self.module, "omp_get_thread_num", I32, []), [])
-        nt = b.call(declare(self.module, "omp_get_num_threads", I32, []), [])
-        t = extent.type
-        if t != I32:
-            tid, nt = b.sext(tid, t), b.sext(nt, t)
-        chunk = b.sdiv(b.sub(b.add(extent, nt), ir.Constant(t, 1)), nt)
-        begin = b.mul(tid, chunk)
-        end = b.add(begin, chunk)
-        return begin, b.select(b.icmp_signed("<", end, extent), end, extent)
-
 
 def _i32(v: int) -> ir.Constant:
     return ir.Constant(I32, v)
 
 
 def num_threads_global(module: ir.Module) -> ir.GlobalVariable:
-    """The module's `i32 __tvmc_num_threads` (0 lets libgomp choose), defined once."""
+    """The module's `i32 __tvmc_num_threads` (set by the loader), defined once."""
     existing = module.globals.get(NUM_THREADS_SYMBOL)
     if existing is not None:
         return existing
@@ -172,7 +166,7 @@ class CPUModule:
         self.kernels: list[Kernel] = []
         parallel = self.options.parallel
         if parallel is None:
-            parallel = load_libgomp() if self.target.is_native else True
+            parallel = load_pool() if self.target.is_native else True
         self.parallel = parallel
 
     def add_kernel(self, kernel: Kernel) -> ir.Function:

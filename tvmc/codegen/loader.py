@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import llvmlite.binding as llvm
 import numpy as np
 
-from tvmc.codegen import threads
+from tvmc.codegen import pool, threads
 from tvmc.codegen.layout import LAYOUT_BYTES, LAYOUT_SYMBOL
 from tvmc.codegen.llvm_cpu import NUM_THREADS_SYMBOL, CPUArtifact, KernelSignature
 from tvmc.codegen.target import init_llvm
@@ -49,7 +49,7 @@ class LoadedModule:
         return self.functions[name]
 
     def write_num_threads(self, n: int) -> None:
-        """Sets the thread count this module's parallel loops ask libgomp for."""
+        """Sets the thread count this module's parallel loops ask the pool for."""
         if self._threads is not None:
             self._threads.value = n
 
@@ -68,14 +68,11 @@ class LoadedModule:
 
 
 def link_shared(
-    object_code: bytes,
-    path: str,
-    uses_threads: bool = True,
-    cc: str | None = None,
-    options: Sequence[str] = (),
+    object_code: bytes, path: str, cc: str | None = None, options: Sequence[str] = ()
 ) -> None:
-    """Links object bytes into a shared library at `path`: with `cc` (a cross compiler: the code
-    is for its target, so libgomp is that target's) and `options`, else the system C compiler."""
+    """Links object bytes into a shared library at `path`: with `cc` (a cross compiler for the
+    code's target) and `options`, else the system C compiler. tvmc_parallel_for stays undefined:
+    it resolves against the thread pool tvmc loads at run time, on whichever machine runs it."""
     compiler = shutil.which(cc) if cc else shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         raise RuntimeError(f"no C compiler {cc or 'cc'} to link with" + ("" if cc else
@@ -84,8 +81,7 @@ def link_shared(
         obj = os.path.join(tmp, "mod.o")
         with open(obj, "wb") as f:
             f.write(object_code)
-        gomp = uses_threads and (cc is not None or threads.find_libgomp() is not None)
-        cmd = [compiler, "-shared", "-o", path, obj, *options, *(["-lgomp"] if gomp else []), "-lm"]
+        cmd = [compiler, "-shared", "-o", path, obj, *options, "-lm"]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"linking failed ({' '.join(cmd)}):\n{done.stderr.strip()}")
@@ -93,7 +89,7 @@ def link_shared(
 
 def load_library(path: str, kernels: Sequence[KernelSignature]) -> LoadedModule:
     """Loads a shared library built by link_shared."""
-    threads.load_libgomp()  # first, so OMP_WAIT_POLICY is set before libgomp initialises
+    pool.load_pool()  # first: the library's tvmc_parallel_for resolves against it
     lib = ctypes.CDLL(os.path.abspath(path))
     addresses = {k.name: ctypes.cast(getattr(lib, k.name), ctypes.c_void_p).value for k in kernels}
     try:
@@ -112,14 +108,14 @@ def load_shared(artifact: CPUArtifact) -> LoadedModule:
     _check_native(artifact)
     with tempfile.TemporaryDirectory(prefix="tvmc-so-") as tmp:
         path = os.path.join(tmp, "mod.so")
-        link_shared(artifact.object_code, path, artifact.uses_threads)
+        link_shared(artifact.object_code, path)
         return load_library(path, artifact.kernels)  # dlopen keeps the mapping after unlink
 
 
 def load_object(object_code: bytes, kernels: Sequence[KernelSignature]) -> LoadedModule:
     """Loads object bytes without a linker, into a fresh MCJIT engine."""
     init_llvm()
-    threads.load_libgomp()  # its symbols must resolve from the process
+    pool.load_pool()  # its symbols must resolve from the process
     tm = llvm.Target.from_default_triple().create_target_machine(jit=True)
     owner = llvm.parse_assembly("")
     owner.triple = tm.triple

@@ -1,6 +1,6 @@
 """Kernel IR statements -> the body of one LLVM function (loops, branches, scratch memory).
 
-`Lowering` is target-neutral; the CPU generator adds parallel loops (libgomp) and the NVPTX
+`Lowering` is target-neutral; the CPU generator adds parallel loops (the thread pool) and the NVPTX
 generator adds GPU-bound loops, shared memory and barriers by overriding the hooks
 `parallel_loop`, `gpu_loop`, `allocate` and `barrier`.
 """

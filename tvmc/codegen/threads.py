@@ -1,11 +1,9 @@
-"""The thread pool generated code runs on (libgomp, found and loaded into this process), and the
-worker processes that compile or measure it (tied to their parent's life).
+"""How many threads generated code runs on (the pool itself: pool.py), and the worker processes
+that compile or measure it (tied to their parent's life).
 
-Parallel loops call `GOMP_parallel` directly, so no Python runs on the hot path. libgomp reads
-OMP_WAIT_POLICY when it loads, so it is set to PASSIVE first (idle workers sleep instead of
-spinning on the other cores), unless the user set it. The thread count is one setting:
-`set_num_threads(n)`, else $TVMC_NUM_THREADS, else the number of physical cores we may use.
-Code generation runs in $TVMC_CODEGEN_JOBS processes (default: the physical cores).
+The thread count is one setting: `set_num_threads(n)`, else $TVMC_NUM_THREADS, else the number
+of physical cores we may use; every loaded module's `__tvmc_num_threads` follows it. Code
+generation runs in $TVMC_CODEGEN_JOBS processes (default: the physical cores).
 """
 
 from __future__ import annotations
@@ -15,14 +13,10 @@ import ctypes.util
 import functools
 import os
 import signal
-import subprocess
 import threading
 import time
-import warnings
 import weakref
 from typing import Protocol
-
-import llvmlite.binding as llvm
 
 from tvmc.config import CODEGEN_JOBS_ENV, NUM_THREADS_ENV, env_int
 
@@ -39,41 +33,6 @@ class ThreadCountSink(Protocol):
 
 
 _SINKS: weakref.WeakSet[ThreadCountSink] = weakref.WeakSet()
-
-
-@functools.cache
-def find_libgomp() -> str | None:
-    """Path (or soname) of libgomp, or None when this machine has none."""
-    name = ctypes.util.find_library("gomp")
-    if name:
-        return name
-    for cc in ("cc", "gcc"):
-        try:
-            out = subprocess.run(
-                [cc, "-print-file-name=libgomp.so"], capture_output=True, text=True, timeout=10
-            ).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            continue
-        if os.path.isabs(out) and os.path.exists(out):
-            return out
-    return None
-
-
-@functools.cache
-def load_libgomp() -> bool:
-    """Loads libgomp globally (for ctypes-loaded .so files and MCJIT alike); False if absent."""
-    path = find_libgomp()
-    if path is None:
-        warnings.warn("libgomp not found: parallel loops will run serially", stacklevel=2)
-        return False
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    try:
-        ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
-        llvm.load_library_permanently(path)
-    except OSError as err:
-        warnings.warn(f"libgomp failed to load ({err}): parallel loops run serially", stacklevel=2)
-        return False
-    return True
 
 
 @functools.cache

@@ -187,12 +187,12 @@ def _link(result: BuildResult, linker: tuple[str, tuple[str, ...]] | None) -> by
         return None
     if linker is None:
         if target.is_native:
-            return link_shared_library(artifact.object_code, artifact.uses_threads)
+            return link_shared_library(artifact.object_code)
         logger.info("no mod.so for %s without --cross-compiler: the package holds mod.o, which "
                     "tvmc run loads via LLVM on such a machine", target.triple)  # fmt: skip
         return None
     try:
-        return link_shared_library(artifact.object_code, artifact.uses_threads, *linker)
+        return link_shared_library(artifact.object_code, *linker)
     except RuntimeError as exc:
         raise UsageError(f"--cross-compiler {linker[0]} could not link mod.so for "
                          f"{target.triple}: {exc}") from None  # fmt: skip

@@ -53,7 +53,7 @@ from tvmc.runtime.package_check import (
 logger = logging.getLogger("tvmc")
 
 PACKAGE_FORMAT = "tvmc.package"
-PACKAGE_FORMAT_VERSION = 2  # 2: member digests in metadata.json, the layout digest in the code
+PACKAGE_FORMAT_VERSION = 3  # 2: member digests, layout digest; 3: tvmc_parallel_for, no libgomp
 METADATA, PROGRAM, PARAMS, OBJECT, LIBRARY, PTX = (
     "metadata.json",
     "mod.json",
@@ -112,14 +112,14 @@ class PackageContents:
 
 
 def link_shared_library(
-    object_code: bytes, uses_threads: bool, cc: str | None = None, options: tuple[str, ...] = ()
+    object_code: bytes, cc: str | None = None, options: tuple[str, ...] = ()
 ) -> bytes | None:
     """`mod.so` linked by `cc` with `options` (a cross compiler; RuntimeError when it fails), else
     by the system C compiler (None when there is none, or it fails: mod.o loads without one)."""
     with tempfile.TemporaryDirectory(prefix="tvmc-link-") as tmp:
         path = os.path.join(tmp, LIBRARY)
         try:
-            link_shared(object_code, path, uses_threads, cc, options)
+            link_shared(object_code, path, cc, options)
         except RuntimeError as exc:
             if cc is not None:
                 raise

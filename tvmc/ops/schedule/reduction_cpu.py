@@ -328,7 +328,7 @@ def cpu_reduction_kernel(
     kept = [a for a in live if a not in axes]
     plan = _Reduction(ctx, shape, reduced, kept, last, list(stages), result, element)
     # a pass streams at ~20 elements/ns: one pass over 1 << 17 is ~5 us, about what a fork/join
-    # of sleeping (passive) libgomp workers costs
+    # of sleeping pool workers costs
     work = math.prod(shape) * (len(stages) + (element is not None))
     threshold = REDUCTION_PARALLEL_MIN
     if last in reduced:

@@ -1,0 +1,114 @@
+"""`make bench-noisy`: each light model alone and beside noisy neighbours (benchmarks/load.py):
+one busy core, every core busy, and the mixed load that made libgomp-based tvmc collapse.
+
+Per model and neighbour, in alternating blocks in one process: tvmc on 2 threads and on 1 thread
+(the same package), onnxruntime and OpenVINO on 2 threads (benchmarks/baselines.py). Printed:
+median milliseconds and the slowdown against the same runtime alone. A summary checks what the
+thread pool promises: tvmc slows down no more than onnxruntime, and 2 threads never take longer
+than 1. `TVMC_THREAD_POOL=gomp` measures libgomp instead of tvmc's pool.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import tempfile
+
+import onnx
+from baselines import onnxruntime_session, openvino_session
+from load import PRESETS, Load
+from models import blocked_median_ms, compiled_executor, geomean
+
+import tvmc
+from tvmc.codegen import set_num_threads
+from tvmc.driver.compiler import CompileOptions
+from tvmc.models import LIGHT_MODELS, light_model_inputs, randomized_light_model
+
+NEIGHBOURS = ("alone", "one-core", "all-cores", "mixed")
+DEFAULT_MODELS = ("light_squeezenet", "light_shufflenet", "light_inception_v1", "light_resnet50")
+
+
+def runners(name: str, tmp: str, threads: int) -> dict:
+    """name -> a callable running one inference: tvmc at `threads` and 1, ort, OpenVINO."""
+    path = f"{tmp}/{name}.onnx"
+    onnx_model = randomized_light_model(name)
+    onnx.save(onnx_model, path)
+    inputs = light_model_inputs(onnx_model)
+    model = tvmc.load(path)
+    executor, _ = compiled_executor(
+        model.graph, CompileOptions(), [inputs[n] for n in model.graph.inputs]
+    )
+
+    def on(n: int):
+        def run() -> None:
+            set_num_threads(n)
+            executor.call()
+
+        return run
+
+    out = {f"tvmc {threads}t": on(threads), "tvmc 1t": on(1)}
+    out["onnxruntime"] = onnxruntime_session(path, inputs, threads)
+    openvino = openvino_session(path, inputs, threads)
+    if openvino is not None:
+        out["openvino"] = openvino
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    models = f"default: {' '.join(DEFAULT_MODELS)}; any of {' '.join(LIGHT_MODELS)}"
+    parser.add_argument("models", nargs="*", default=list(DEFAULT_MODELS), help=models)
+    parser.add_argument("--repeat", type=int, default=12, help="timed runs per runtime and load")
+    parser.add_argument("--neighbours", default=",".join(NEIGHBOURS),
+                        help=f"comma-separated, of {', '.join(PRESETS)}")  # fmt: skip
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    neighbours = args.neighbours.split(",")
+    pool = os.environ.get("TVMC_THREAD_POOL") or "tvmc pool"
+    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} before; tvmc on {pool}")
+    for n in neighbours:
+        print(f"  {n}: {PRESETS[n].describe()}")
+    slowdowns: dict[str, dict[str, list[float]]] = {n: {} for n in neighbours}
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.models:
+            fns = runners(name, tmp, args.threads)
+            keys = list(fns)
+            print(f"\n{name}: median ms (slowdown against alone)")
+            print(f"{'neighbours':10} {'load avg':>8} " + " ".join(f"{k:>18}" for k in keys))
+            alone: dict[str, float] = {}
+            for n in neighbours:
+                with Load(PRESETS[n]):
+                    times = blocked_median_ms(*fns.values(), repeat=args.repeat)
+                    load_average = os.getloadavg()[0]
+                ms = dict(zip(keys, times))
+                if not alone:
+                    alone = ms
+                cells = []
+                for k in keys:
+                    factor = ms[k] / alone[k]
+                    slowdowns[n].setdefault(k, []).append(factor)
+                    cells.append(f"{ms[k]:9.2f} (x{factor:5.2f})")
+                print(f"{n:10} {load_average:8.1f} " + " ".join(f"{c:>18}" for c in cells))
+                sys.stdout.flush()
+                ours, theirs = slowdowns[n][keys[0]][-1], slowdowns[n]["onnxruntime"][-1]
+                if ours > theirs * 1.1:
+                    failures.append(f"{name} {n}: tvmc slowed x{ours:.2f}, ort x{theirs:.2f}")
+                if ms[keys[0]] > ms["tvmc 1t"] * 1.1:
+                    failures.append(f"{name} {n}: {keys[0]} {ms[keys[0]]:.1f} ms > 1 thread "
+                                    f"{ms['tvmc 1t']:.1f} ms")  # fmt: skip
+            set_num_threads(None)
+            fns = None  # free the baselines' thread pools
+    print("\ngeometric-mean slowdown against alone, per neighbour")
+    keys = list(next(iter(slowdowns.values())))
+    print(f"{'neighbours':10} " + " ".join(f"{k:>12}" for k in keys))
+    for n, per in slowdowns.items():
+        print(f"{n:10} " + " ".join(f"{geomean(per.get(k, [math.nan])):12.2f}" for k in keys))
+    verdict = "tvmc slowed no more than onnxruntime, and 2 threads took no longer than 1"
+    print("\n" + ("\n".join(f"above 1.1x: {f}" for f in failures) or f"{verdict} (within 10%)"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,175 @@
+"""The thread pool (tvmc/codegen/pool.c): late workers, chunk accounting, fork, the libgomp
+switch, the build cache and the no-compiler fallback (two executors at once: tests/runtime)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from tests.kernel.examples import matmul_tiled, parallel_rows
+from tvmc.codegen import emit_cpu, load_jit, load_shared, pool, set_num_threads
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+needs_pool = pytest.mark.skipif(pool.library_path() is None, reason="no C compiler")
+
+
+@pytest.fixture(autouse=True)
+def _reset():
+    yield
+    set_num_threads(None)
+    pool.set_worker_delay(0)
+
+
+def run_script(script: str, **env: str) -> str:
+    """Runs `script` in a fresh Python (no pool started yet); its stdout."""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": ROOT, **env}, cwd=ROOT,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@needs_pool
+def test_a_late_worker_holds_nobody():
+    # The only worker sleeps 400 ms before claiming chunks; the caller runs them all meanwhile.
+    ex = parallel_rows(rows=64)
+    mod = load_shared(emit_cpu([ex.kernel]))
+    set_num_threads(2)
+    mod.run(ex.kernel.name, *ex.inputs(np.random.default_rng(0)))  # the worker exists now
+    time.sleep(0.01)
+    pool.set_worker_delay(400_000)
+    before = pool.stats()
+    arrays = ex.inputs(np.random.default_rng(1))
+    start = time.perf_counter()
+    mod.run(ex.kernel.name, *arrays)
+    elapsed = time.perf_counter() - start
+    after = pool.stats()
+    np.testing.assert_allclose(arrays[-1], ex.reference(*arrays)[0], rtol=1e-6)
+    assert elapsed < 0.2, f"the caller waited {elapsed:.3f} s for a sleeping worker"
+    assert after.loops == before.loops + 1
+    assert after.caller_chunks - before.caller_chunks == 8  # all of 2 threads x 4 chunks
+
+
+@needs_pool
+def test_workers_share_the_chunks():
+    ex = parallel_rows(rows=64)
+    mod = load_shared(emit_cpu([ex.kernel]))
+    set_num_threads(2)
+    before = pool.stats()
+    for seed in range(50):
+        arrays = ex.inputs(np.random.default_rng(seed))
+        mod.run(ex.kernel.name, *arrays)
+        np.testing.assert_allclose(arrays[-1], ex.reference(*arrays)[0], rtol=1e-6)
+    after = pool.stats()
+    assert after.workers >= 1 and after.loops - before.loops == 50
+    chunks = after.caller_chunks + after.worker_chunks - before.caller_chunks - before.worker_chunks
+    assert chunks == 50 * 8  # 2 threads x 4 chunks per loop, each run exactly once
+
+
+@needs_pool
+def test_uneven_loops_match_the_reference():
+    set_num_threads(2)
+    for m in (1, 3, 17):  # fewer rows than chunks, and an uneven split
+        ex = matmul_tiled(m=m * 4, n=64, kk=32)
+        mod = load_shared(emit_cpu([ex.kernel]))
+        arrays = ex.inputs(np.random.default_rng(m))
+        mod.run(ex.kernel.name, *arrays)
+        np.testing.assert_allclose(arrays[-1], ex.reference(*arrays)[0], rtol=1e-4, atol=1e-4)
+
+
+_FORK = """
+import os, numpy as np
+from tests.kernel.examples import parallel_rows
+from tvmc.codegen import emit_cpu, load_shared, set_num_threads
+ex = parallel_rows()
+mod = load_shared(emit_cpu([ex.kernel]))
+set_num_threads(2)
+mod.run(ex.kernel.name, *ex.inputs(np.random.default_rng(0)))  # workers running
+pid = os.fork()
+if pid == 0:  # the child has no workers: the pool starts new ones (or the caller does it all)
+    arrays = ex.inputs(np.random.default_rng(1))
+    mod.run(ex.kernel.name, *arrays)
+    os._exit(0 if np.allclose(arrays[-1], ex.reference(*arrays)[0]) else 3)
+print(os.waitpid(pid, 0)[1])
+"""
+
+
+@needs_pool
+def test_a_forked_child_runs_parallel_loops():
+    assert run_script(_FORK).strip() == "0"
+
+
+_GOMP = """
+import numpy as np
+from tests.kernel.examples import parallel_rows
+from tvmc.codegen import emit_cpu, load_shared, pool, set_num_threads
+ex = parallel_rows()
+mod = load_shared(emit_cpu([ex.kernel]))
+set_num_threads(2)
+arrays = ex.inputs(np.random.default_rng(0))
+mod.run(ex.kernel.name, *arrays)
+assert np.allclose(arrays[-1], ex.reference(*arrays)[0])
+print(pool.uses_gomp(), pool.stats().loops)
+"""
+
+
+@needs_pool
+def test_the_libgomp_switch():
+    assert run_script(_GOMP, TVMC_THREAD_POOL="gomp").split() == ["True", "0"]
+    assert run_script(_GOMP).split() == ["False", "1"]
+
+
+_CACHE = """
+from tvmc.codegen import pool
+print(pool.library_path())
+"""
+
+
+@needs_pool
+def test_the_library_is_built_once_into_the_cache(tmp_path):
+    first = run_script(_CACHE, TVMC_CACHE_DIR=str(tmp_path)).strip()
+    assert os.path.dirname(first) == str(tmp_path) and os.path.exists(first)
+    stamp = os.stat(first).st_mtime_ns
+    assert run_script(_CACHE, TVMC_CACHE_DIR=str(tmp_path)).strip() == first
+    assert os.stat(first).st_mtime_ns == stamp
+    assert [p for p in os.listdir(tmp_path) if p.startswith(".pool-")] == []  # no leftovers
+
+
+_NO_COMPILER = """
+import warnings, numpy as np
+from tests.kernel.examples import parallel_rows
+from tvmc.codegen import CodegenOptions, emit_cpu, load_jit, set_num_threads
+ex = parallel_rows()
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    serial = emit_cpu([ex.kernel])
+assert "tvmc_parallel_for" not in serial.llvm_ir
+assert any("no C compiler" in str(w.message) for w in caught), caught
+# code compiled elsewhere with parallel loops still runs, serially
+mod = load_jit(emit_cpu([ex.kernel], options=CodegenOptions(parallel=True)))
+set_num_threads(2)
+arrays = ex.inputs(np.random.default_rng(0))
+mod.run(ex.kernel.name, *arrays)
+print(np.allclose(arrays[-1], ex.reference(*arrays)[0]))
+"""
+
+
+def test_without_a_compiler_loops_run_serially(tmp_path):
+    assert run_script(_NO_COMPILER, PATH="", TVMC_CACHE_DIR=str(tmp_path)).strip() == "True"
+
+
+@needs_pool
+def test_jit_code_uses_the_pool():
+    ex = parallel_rows()
+    mod = load_jit(emit_cpu([ex.kernel]))
+    set_num_threads(2)
+    before = pool.stats().loops
+    arrays = ex.inputs(np.random.default_rng(0))
+    mod.run(ex.kernel.name, *arrays)
+    np.testing.assert_allclose(arrays[-1], ex.reference(*arrays)[0], rtol=1e-6)
+    assert pool.stats().loops == before + 1

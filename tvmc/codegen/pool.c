@@ -1,0 +1,248 @@
+/* The thread pool generated code runs its parallel loops on (built by tvmc/codegen/pool.py).
+ *
+ * tvmc_parallel_for(body, closure, extent, nthreads) runs body(closure, begin, end) over chunks
+ * covering [0, extent). Built for a machine shared with other work:
+ * - the calling thread works too, and starts at once instead of waiting for workers to wake;
+ * - chunks are claimed dynamically from one atomic ticket, so a worker that wakes late finds
+ *   nothing left instead of holding everyone: the caller waits only for chunks already claimed;
+ * - idle workers spin for a short, bounded time (back-to-back loops of one inference reuse
+ *   them hot), then sleep on a futex;
+ * - one loop at a time uses the workers: a second caller (another executor on another Python
+ *   thread, or a nested loop) runs its loop on its own thread instead of queueing.
+ * A job's fields are written while the ticket is closed and read by workers seqlock-style: a
+ * claim (a compare-and-swap on the ticket) succeeds only if the ticket is still the one whose
+ * fields were read, so a late worker can never run a chunk of a job it did not read.
+ * $TVMC_THREAD_POOL=gomp runs loops on libgomp instead (when built with -fopenmp).
+ */
+#define _GNU_SOURCE
+#include <linux/futex.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+typedef void (*tvmc_body)(void *closure, int64_t begin, int64_t end);
+
+enum { MAX_WORKERS = 255, CHUNKS_PER_THREAD = 4, MAX_CHUNKS = 0xffff };
+
+/* ticket bits: generation << 32 | chunk count << 16 | next chunk; next >= count: closed */
+static _Atomic uint64_t ticket;
+static _Atomic(tvmc_body) job_body;
+static _Atomic(void *) job_closure;
+static _Atomic int64_t job_extent, job_chunk;
+static _Atomic int32_t job_workers;     /* workers 0..job_workers-1 may take part */
+static _Atomic uint32_t job_done;       /* chunks finished (a futex word) */
+static _Atomic uint32_t caller_asleep;  /* the caller sleeps on job_done */
+static _Atomic uint32_t wake_word;      /* bumped for each job (a futex word) */
+static _Atomic int busy;                /* a caller owns the workers */
+
+static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
+static int started;                     /* workers started (under grow_lock) */
+static _Atomic int sleepers;            /* workers in futex_wait on wake_word */
+static int64_t spin_ns = 100000;        /* $TVMC_POOL_SPIN_US */
+static int use_gomp;                    /* $TVMC_THREAD_POOL=gomp */
+
+/* statistics and a test hook (tvmc_pool_stats, tvmc_pool_set_worker_delay) */
+static _Atomic int64_t stat_loops, stat_caller_chunks, stat_worker_chunks, stat_join_ns,
+    stat_serial_loops;
+static _Atomic int64_t worker_delay_us;
+
+static void futex_wait(_Atomic uint32_t *word, uint32_t expected) {
+  syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+}
+
+static void futex_wake(_Atomic uint32_t *word, int count) {
+  syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, count, NULL, NULL, 0);
+}
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ volatile("yield");
+#endif
+}
+
+/* Claims and runs chunks of the open job until none is left; returns how many it ran. */
+static int64_t run_chunks(void) {
+  int64_t ran = 0;
+  for (;;) {
+    uint64_t t = atomic_load(&ticket);
+    uint32_t count = (t >> 16) & 0xffff, next = t & 0xffff;
+    if (next >= count) return ran;
+    tvmc_body body = atomic_load_explicit(&job_body, memory_order_relaxed);
+    void *closure = atomic_load_explicit(&job_closure, memory_order_relaxed);
+    int64_t extent = atomic_load_explicit(&job_extent, memory_order_relaxed);
+    int64_t chunk = atomic_load_explicit(&job_chunk, memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire);  /* the field reads happen before the claim */
+    if (!atomic_compare_exchange_weak(&ticket, &t, t + 1)) continue;
+    int64_t begin = (int64_t)next * chunk, end = begin + chunk < extent ? begin + chunk : extent;
+    body(closure, begin, end);
+    ran++;
+    if (atomic_fetch_add(&job_done, 1) + 1 == count && atomic_load(&caller_asleep))
+      futex_wake(&job_done, 1);
+  }
+}
+
+static void *worker_main(void *arg) {
+  int32_t id = (int32_t)(intptr_t)arg;
+  uint32_t seen = atomic_load(&wake_word);
+  for (;;) {
+    int64_t until = now_ns() + spin_ns;
+    uint32_t w;
+    while ((w = atomic_load(&wake_word)) == seen) {
+      if (now_ns() < until) {
+        for (int i = 0; i < 64; i++) cpu_relax();
+        continue;
+      }
+      atomic_fetch_add(&sleepers, 1);
+      futex_wait(&wake_word, seen);
+      atomic_fetch_sub(&sleepers, 1);
+    }
+    seen = w;
+    if (id >= atomic_load(&job_workers)) continue;
+    int64_t delay = atomic_load(&worker_delay_us);
+    if (delay) usleep((useconds_t)delay);
+    int64_t ran = run_chunks();
+    if (ran) atomic_fetch_add_explicit(&stat_worker_chunks, ran, memory_order_relaxed);
+  }
+  return NULL;
+}
+
+/* Starts workers up to `wanted`; fewer if the system refuses threads (the caller copes). */
+static int ensure_workers(int wanted) {
+  if (wanted > MAX_WORKERS) wanted = MAX_WORKERS;
+  pthread_mutex_lock(&grow_lock);
+  while (started < wanted) {
+    pthread_t th;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int failed = pthread_create(&th, &attr, worker_main, (void *)(intptr_t)started);
+    pthread_attr_destroy(&attr);
+    if (failed) break;
+    pthread_setname_np(th, "tvmc-pool");
+    started++;
+  }
+  int have = started;
+  pthread_mutex_unlock(&grow_lock);
+  return have;
+}
+
+static void after_fork_in_child(void) {
+  started = 0;  /* the workers did not survive the fork */
+  atomic_store(&sleepers, 0);
+  atomic_store(&busy, 0);
+  pthread_mutex_init(&grow_lock, NULL);
+}
+
+__attribute__((constructor)) static void pool_init(void) {
+  const char *spin = getenv("TVMC_POOL_SPIN_US");
+  if (spin && *spin) spin_ns = atoll(spin) * 1000;
+  const char *kind = getenv("TVMC_THREAD_POOL");
+#ifdef _OPENMP
+  use_gomp = kind && strcmp(kind, "gomp") == 0;
+#else
+  (void)kind;
+#endif
+  pthread_atfork(NULL, NULL, after_fork_in_child);
+}
+
+#ifdef _OPENMP
+static void gomp_parallel_for(tvmc_body body, void *closure, int64_t extent, int32_t nthreads) {
+#pragma omp parallel num_threads(nthreads)
+  {
+    int64_t nt = omp_get_num_threads(), tid = omp_get_thread_num();
+    int64_t chunk = (extent + nt - 1) / nt, begin = tid * chunk;
+    int64_t end = begin + chunk < extent ? begin + chunk : extent;
+    if (begin < end) body(closure, begin, end);
+  }
+}
+#endif
+
+void tvmc_parallel_for(tvmc_body body, void *closure, int64_t extent, int32_t nthreads) {
+  if (extent <= 0) return;
+#ifdef _OPENMP
+  if (use_gomp) {
+    gomp_parallel_for(body, closure, extent, nthreads > 0 ? nthreads : omp_get_max_threads());
+    return;
+  }
+#endif
+  int expected = 0;
+  if (nthreads <= 1 || extent == 1 || !atomic_compare_exchange_strong(&busy, &expected, 1)) {
+    atomic_fetch_add_explicit(&stat_serial_loops, 1, memory_order_relaxed);
+    body(closure, 0, extent);  /* one thread wanted, or the workers serve another loop */
+    return;
+  }
+  int have = ensure_workers(nthreads - 1), workers = have;
+  int64_t chunks = (int64_t)nthreads * CHUNKS_PER_THREAD;
+  if (chunks > extent) chunks = extent;
+  if (chunks > MAX_CHUNKS) chunks = MAX_CHUNKS;
+  int64_t chunk = (extent + chunks - 1) / chunks;
+  chunks = (extent + chunk - 1) / chunk;
+  if (workers > chunks - 1) workers = (int)(chunks - 1);
+
+  /* publish: close the ticket (new generation), write the fields, open it */
+  uint64_t gen = (atomic_load(&ticket) >> 32) + 1;
+  atomic_store(&ticket, gen << 32);
+  atomic_thread_fence(memory_order_release);
+  atomic_store_explicit(&job_body, body, memory_order_relaxed);
+  atomic_store_explicit(&job_closure, closure, memory_order_relaxed);
+  atomic_store_explicit(&job_extent, extent, memory_order_relaxed);
+  atomic_store_explicit(&job_chunk, chunk, memory_order_relaxed);
+  atomic_store_explicit(&job_workers, workers, memory_order_relaxed);
+  atomic_store(&job_done, 0);
+  atomic_store(&ticket, gen << 32 | (uint64_t)chunks << 16);
+  atomic_fetch_add(&wake_word, 1);
+  /* sleepers beyond job_workers may take the wake-ups, so then wake them all */
+  if (atomic_load(&sleepers) > 0) futex_wake(&wake_word, workers == have ? workers : INT32_MAX);
+
+  int64_t mine = run_chunks();
+  int64_t start = now_ns(), until = start + spin_ns;
+  uint32_t done;
+  while ((done = atomic_load(&job_done)) < (uint32_t)chunks) {
+    if (now_ns() < until) {
+      cpu_relax();
+      continue;
+    }
+    atomic_store(&caller_asleep, 1);
+    if ((done = atomic_load(&job_done)) < (uint32_t)chunks) futex_wait(&job_done, done);
+    atomic_store(&caller_asleep, 0);
+  }
+  atomic_fetch_add_explicit(&stat_join_ns, now_ns() - start, memory_order_relaxed);
+  atomic_fetch_add_explicit(&stat_caller_chunks, mine, memory_order_relaxed);
+  atomic_fetch_add_explicit(&stat_loops, 1, memory_order_relaxed);
+  atomic_store(&busy, 0);
+}
+
+/* out: parallel loops, chunks run by callers, chunks run by workers, ns callers waited at the
+ * join, loops run serially (one thread or workers busy), workers started */
+void tvmc_pool_stats(int64_t out[6]) {
+  out[0] = atomic_load(&stat_loops);
+  out[1] = atomic_load(&stat_caller_chunks);
+  out[2] = atomic_load(&stat_worker_chunks);
+  out[3] = atomic_load(&stat_join_ns);
+  out[4] = atomic_load(&stat_serial_loops);
+  pthread_mutex_lock(&grow_lock);
+  out[5] = started;
+  pthread_mutex_unlock(&grow_lock);
+}
+
+/* Test hook: every worker sleeps `us` microseconds before claiming chunks (a late worker). */
+void tvmc_pool_set_worker_delay(int64_t us) { atomic_store(&worker_delay_us, us); }
+
+/* 1 when loops run on libgomp ($TVMC_THREAD_POOL=gomp and built with OpenMP). */
+int tvmc_pool_uses_gomp(void) { return use_gomp; }

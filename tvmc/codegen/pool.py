@@ -1,0 +1,163 @@
+"""The runtime's thread pool (pool.c): built once per machine with the system C compiler, cached,
+and loaded into this process so that generated code's `tvmc_parallel_for` calls resolve to it.
+
+Why C and not libgomp: libgomp splits a loop statically and joins on every team thread, so on a
+busy machine each parallel loop waits for a descheduled worker (docs/performance.md measures
+it). Why C and not LLVM IR: the pool is a few hundred lines of atomics, futexes and pthreads
+that a C compiler checks and every fresh machine with tvmc can build (the linker is already
+needed). The library is cached under $TVMC_CACHE_DIR (default ~/.cache/tvmc), keyed by a hash
+of the source and the compiler, written atomically so concurrent first uses are safe. Without
+a C compiler parallel loops run serially (a tiny fallback compiled by LLVM, MCJIT code only).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import warnings
+from dataclasses import dataclass
+
+import llvmlite.binding as llvm
+
+from tvmc.codegen.target import init_llvm
+from tvmc.config import CACHE_DIR_ENV
+
+PARALLEL_FOR = "tvmc_parallel_for"  # void (void (*)(ptr, i64, i64), ptr, i64 extent, i32 threads)
+SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pool.c")
+FLAGS = ["-O2", "-fPIC", "-shared", "-pthread"]
+
+
+@dataclass(frozen=True)
+class PoolStats:
+    """Counters since the process started (tvmc_pool_stats)."""
+
+    loops: int  # parallel loops run on the pool
+    caller_chunks: int  # chunks the calling threads ran themselves
+    worker_chunks: int  # chunks workers ran
+    join_ns: int  # time callers waited at the joins for chunks workers had claimed
+    serial_loops: int  # loops run on the calling thread alone (one thread, or pool in use)
+    workers: int  # worker threads started
+
+
+def cache_dir() -> str:
+    """Where tvmc keeps what it builds or measures for this machine."""
+    return os.environ.get(CACHE_DIR_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "tvmc")
+
+
+def _compiler() -> str | None:
+    return shutil.which("cc") or shutil.which("gcc")
+
+
+def _compile(cc: str, out: str) -> str | None:
+    """Builds pool.c into `out` (with OpenMP for the libgomp switch when the compiler has it);
+    returns the compiler's complaint on failure."""
+    errors = ""
+    for extra in (["-fopenmp"], []):
+        done = subprocess.run([cc, *FLAGS, *extra, "-o", out, SOURCE], capture_output=True,
+                              text=True)  # fmt: skip
+        if done.returncode == 0:
+            return None
+        errors = done.stderr
+    return errors
+
+
+@functools.cache
+def library_path() -> str | None:
+    """The built pool library (building it on first use), or None without a C compiler."""
+    cc = _compiler()
+    if cc is None:
+        return None
+    with open(SOURCE, "rb") as f:
+        source = f.read()
+    version = subprocess.run([cc, "--version"], capture_output=True).stdout
+    key = hashlib.sha256(source + version + " ".join(FLAGS).encode()).hexdigest()[:16]
+    for root in (cache_dir(), tempfile.gettempdir()):
+        path = os.path.join(root, f"pool-{key}.so")
+        if os.path.exists(path):
+            return path
+        try:
+            os.makedirs(root, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".pool-", suffix=".so", dir=root)
+        except OSError:
+            continue  # unwritable cache: try the temporary directory
+        os.close(fd)
+        error = _compile(cc, tmp)
+        if error is not None:
+            os.unlink(tmp)
+            warnings.warn(f"the thread pool failed to build: {error}", stacklevel=2)
+            return None
+        os.replace(tmp, path)  # atomic: a concurrent first use sees all of it or nothing
+        return path
+    return None
+
+
+@functools.cache
+def _library() -> ctypes.CDLL | None:
+    path = library_path()
+    if path is None:
+        return None
+    lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)  # generated .so files resolve against it
+    llvm.load_library_permanently(path)  # and MCJIT code
+    lib.tvmc_pool_stats.argtypes = [ctypes.POINTER(ctypes.c_int64)]
+    lib.tvmc_pool_set_worker_delay.argtypes = [ctypes.c_int64]
+    return lib
+
+
+@functools.cache
+def load_pool() -> bool:
+    """Makes `tvmc_parallel_for` resolvable in this process; False: loops run serially."""
+    if _library() is not None:
+        return True
+    warnings.warn("no C compiler to build the thread pool: parallel loops run serially",
+                  stacklevel=2)  # fmt: skip
+    _serial_fallback()
+    return False
+
+
+def stats() -> PoolStats:
+    """The pool's counters (all zero when the pool is not loaded)."""
+    lib = _library()
+    out = (ctypes.c_int64 * 6)()
+    if lib is not None:
+        lib.tvmc_pool_stats(out)
+    return PoolStats(*out)
+
+
+def set_worker_delay(microseconds: int) -> None:
+    """Test hook: workers sleep this long before claiming chunks (0: off)."""
+    lib = _library()
+    if lib is not None:
+        lib.tvmc_pool_set_worker_delay(microseconds)
+
+
+def uses_gomp() -> bool:
+    """Whether loops run on libgomp ($TVMC_THREAD_POOL=gomp with an OpenMP-built pool)."""
+    lib = _library()
+    return bool(lib is not None and lib.tvmc_pool_uses_gomp())
+
+
+_FALLBACK_ENGINE: list[llvm.ExecutionEngine] = []  # keeps the serial fallback's code alive
+
+
+def _serial_fallback() -> None:
+    """A serial `tvmc_parallel_for`, compiled by LLVM and made visible to MCJIT code."""
+    init_llvm()
+    mod = llvm.parse_assembly(_SERIAL_IR)
+    tm = llvm.Target.from_default_triple().create_target_machine(jit=True)
+    engine = llvm.create_mcjit_compiler(mod, tm)
+    engine.finalize_object()
+    llvm.add_symbol(PARALLEL_FOR, engine.get_function_address(PARALLEL_FOR))
+    _FALLBACK_ENGINE.append(engine)
+
+
+_SERIAL_IR = f"""
+define void @{PARALLEL_FOR}(ptr %body, ptr %closure, i64 %extent, i32 %threads) {{
+  call void %body(ptr %closure, i64 0, i64 %extent)
+  ret void
+}}
+"""
