@@ -40,7 +40,9 @@ def _commands() -> dict[tuple[str, ...], click.Command]:
 
     def walk(command: click.Command, path: tuple[str, ...]) -> None:
         if isinstance(command, click.Group):
-            for name, sub in command.commands.items():
+            # the root group imports its subcommands on first use: all of them, here
+            subs = command.all_commands() if hasattr(command, "all_commands") else command.commands
+            for name, sub in subs.items():
                 walk(sub, (*path, name))
         elif path != ("worker",):
             found[path] = command

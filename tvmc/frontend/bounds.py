@@ -27,6 +27,8 @@ from tvmc.memory import human_bytes, memory_limit
 from tvmc.ops import get_op
 
 # Inputs ONNX defines as 1-D lists (index: name), by op; converters read them as lists.
+# A scalar stands for a one-value list here, as onnxruntime reads it (exporters write these).
+SCALAR_LISTS_ACCEPTED = {("Squeeze", 1), ("Unsqueeze", 1), ("TopK", 1)}
 VECTOR_INPUTS = {
     "Slice": {1: "starts", 2: "ends", 3: "axes", 4: "steps"},
     "Reshape": {1: "shape"},
@@ -123,7 +125,7 @@ def check_inputs(inputs: dict[str, TensorType]) -> None:
 @functools.cache
 def _schema(op_type: str, opset: int) -> onnx.defs.OpSchema | None:
     try:
-        return onnx.defs.get_schema(op_type, opset, "")
+        return onnx.defs.get_schema(op_type, min(opset, onnx.defs.onnx_opset_version()), "")
     except onnx.defs.SchemaError:
         return None
 
@@ -169,7 +171,8 @@ def check_node(ctx: ConvertContext, node: OnnxNode) -> None:
     """Before a converter runs: list inputs are 1-D; the sizes it would compute from constants
     itself are bounded."""
     for index, what in VECTOR_INPUTS.get(node.op_type, {}).items():
-        if node.input(index) and ctx.type(node.input(index)).ndim != 1:
+        rank = ctx.type(node.input(index)).ndim if node.input(index) else 1
+        if rank != 1 and not (rank == 0 and (node.op_type, index) in SCALAR_LISTS_ACCEPTED):
             shape = list(ctx.type(node.input(index)).shape)
             raise ModelError(f"{node.describe()}: input {index} ({what}) must be a 1-D list of "
                              f"values, got a tensor of shape {shape}")  # fmt: skip

@@ -152,6 +152,13 @@ def check_model(model: onnx.ModelProto) -> None:
             made[output] = f"{node.op_type} node {node.name!r}"
 
 
+# onnx checker findings the converters decide on, as onnxruntime does: an op tvmc knows but
+# onnx does not at this opset, an op deprecated at its opset (GroupNormalization 18 still
+# runs), an omitted leading output (TopK's values when only the indices are used)
+TOLERATED_CHECKS = ("No Op registered", "is deprecated in domain_version",
+                    "is marked single but has an empty string")  # fmt: skip
+
+
 def check_nodes(model: onnx.ModelProto, opset: int) -> None:
     """Each node of the default domain, those of subgraphs included: onnx's node checker, then
     attribute values."""
@@ -166,7 +173,7 @@ def check_nodes(model: onnx.ModelProto, opset: int) -> None:
             checker.check_node(_without_bodies(node), context, checker.C.LexicalScopeContext())
         except checker.ValidationError as exc:
             message = str(exc).strip().splitlines()[0]
-            if not message.startswith("No Op registered"):  # the converter's rules apply
+            if not any(tolerated in message for tolerated in TOLERATED_CHECKS):
                 raise ModelError(f"{where}: {message}") from None
         for attr in node.attribute:
             check_attribute(node.op_type, attr, where)
