@@ -416,8 +416,8 @@ def test_xor(rng):
     "op,inputs,attrs,message",
     [("BitShift", {"x": np.zeros(3, np.uint8), "y": np.ones(3, np.uint8)}, {"direction": "UP"},
       "direction must be LEFT or RIGHT"),
-     ("BitwiseAnd", {"x": np.zeros(3, F32), "y": np.ones(3, F32)}, {}, "integer tensors"),
-     ("Xor", {"x": np.zeros(3, np.int32), "y": np.ones(3, np.int32)}, {}, "bool tensors")],
+     ("BitwiseAnd", {"x": np.zeros(3, F32), "y": np.ones(3, F32)}, {}, "one of uint8, uint16"),
+     ("Xor", {"x": np.zeros(3, np.int32), "y": np.ones(3, np.int32)}, {}, "one of bool")],
 )  # fmt: skip
 def test_wrong_attributes_and_types_are_model_errors(op, inputs, attrs, message):
     model = single_node_model(op, inputs, attrs, opset=18)
