@@ -21,9 +21,11 @@ from tvmc.ops import run_reference
 TVMC_HEADER = " mean (ms)   median (ms)    max (ms)     min (ms)     std (ms)  "
 
 
-def tiny_model() -> onnx.ModelProto:
-    """Two inputs, two outputs, a param: elementwise ops, Transpose, Reshape and Concat."""
-    b = np.linspace(-1, 1, 4, dtype=np.float32)
+def tiny_model(shape: tuple[int, int, int] = (2, 3, 4), name: str = "tiny") -> onnx.ModelProto:
+    """Two inputs, two outputs, a param: elementwise ops, Transpose, Reshape and Concat
+    (x, y -> s = sigmoid(relu(x + b)), cat = concat(flatten(transpose(s * y)), flatten(x)))."""
+    n, c, w = shape
+    b = np.linspace(-1, 1, w, dtype=np.float32)
     nodes = [
         helper.make_node("Add", ["x", "b"], ["a"]),
         helper.make_node("Relu", ["a"], ["r"]),
@@ -36,10 +38,10 @@ def tiny_model() -> onnx.ModelProto:
     ]
     graph = helper.make_graph(
         nodes,
-        "tiny",
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 3, 4]) for n in ("x", "y")],
-        [helper.make_empty_tensor_value_info(n) for n in ("cat", "s")],
-        [numpy_helper.from_array(b, "b"), numpy_helper.from_array(np.array([2, 12]), "shape")],
+        name,
+        [helper.make_tensor_value_info(v, TensorProto.FLOAT, [n, c, w]) for v in ("x", "y")],
+        [helper.make_empty_tensor_value_info(v) for v in ("cat", "s")],
+        [numpy_helper.from_array(b, "b"), numpy_helper.from_array(np.array([n, c * w]), "shape")],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = min(model.ir_version, 10)

@@ -21,9 +21,9 @@ from typing import NamedTuple
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 
 import tvmc
+from tests.driver.test_compile_run import tiny_model
 from tests.runtime.forge import (
     Change,
     both,
@@ -43,28 +43,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def wide_model() -> onnx.ModelProto:
-    """x, y -> s = sigmoid(relu(x + b)), cat = concat(flatten(transpose(s * y)), flatten(x))."""
-    b = np.linspace(-1, 1, W, dtype=np.float32)
-    nodes = [
-        helper.make_node("Add", ["x", "b"], ["a"]),
-        helper.make_node("Relu", ["a"], ["r"]),
-        helper.make_node("Sigmoid", ["r"], ["s"]),
-        helper.make_node("Mul", ["s", "y"], ["m"]),
-        helper.make_node("Transpose", ["m"], ["t"], perm=[0, 2, 1]),
-        helper.make_node("Reshape", ["t", "shape"], ["flat"]),
-        helper.make_node("Reshape", ["x", "shape"], ["x_flat"]),
-        helper.make_node("Concat", ["flat", "x_flat"], ["cat"], axis=1),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "wide",
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [N, C, W]) for n in ("x", "y")],
-        [helper.make_empty_tensor_value_info(n) for n in ("cat", "s")],
-        [numpy_helper.from_array(b, "b"), numpy_helper.from_array(np.array([N, C * W]), "shape")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = min(model.ir_version, 10)
-    return model
+    """tests/driver's tiny model at N x C x W: big enough that a forged plan would write far."""
+    return tiny_model((N, C, W), "wide")
 
 
 # ---- the forgeries -------------------------------------------------------------------------------
