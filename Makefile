@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 DEMO := demo-out
 
-.PHONY: help setup demo test wheel-check test-fast fuzz bench bench-noisy bench-tune gpu-check completions docs docs-check conformance lint check clean
+.PHONY: help setup demo test wheel-check test-fast fuzz bench bench-tuned bench-noisy bench-tune gpu-check completions docs docs-check conformance lint check clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -36,8 +36,17 @@ test-fast: $(STAMP)  ## the test suite without slow model-level tests
 fuzz: $(STAMP)  ## a long fuzz campaign of tvmc commands; summary and findings in fuzz-out/
 	$(BIN)/python -m tests.fuzz.campaign
 
-bench: $(STAMP)  ## tvmc beside onnxruntime and OpenVINO on the light models: latency, ratio, compile time
-	$(BIN)/python benchmarks/models.py
+# BENCH_ARGS: e.g. "--models light", "--repeat 60", or model names.
+bench: $(STAMP)  ## tvmc beside onnxruntime and OpenVINO on the light and zoo models: ratios, targets
+	$(BIN)/python benchmarks/models.py $(BENCH_ARGS)
+
+# TUNED: the records folder (kept: a second run resumes and adds TUNE_TRIALS per task).
+TUNED ?= bench-records
+TUNE_MODELS ?= light_squeezenet light_shufflenet light_inception_v1
+TUNE_TRIALS ?= 16
+bench-tuned: $(STAMP)  ## tune TUNE_MODELS briefly into TUNED, then tuned vs untuned vs the baselines
+	$(BIN)/python benchmarks/tune_models.py $(TUNED) $(TUNE_MODELS) --trials-per-task $(TUNE_TRIALS)
+	$(BIN)/python benchmarks/models.py --tuned $(TUNED) $(TUNE_MODELS)
 
 bench-noisy: $(STAMP)  ## slowdowns beside busy neighbours (one core, all cores, mixed load); ~10 min
 	$(BIN)/python benchmarks/noisy.py $(NOISY_ARGS)
@@ -73,4 +82,4 @@ lint: $(STAMP)  ## ruff check and format check
 check: lint docs-check test-fast  ## the fast dev loop
 
 clean:
-	rm -rf $(VENV) $(DEMO) fuzz-out .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(DEMO) bench-records fuzz-out .pytest_cache .ruff_cache

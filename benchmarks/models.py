@@ -1,13 +1,20 @@
-"""`make bench`: tvmc beside onnxruntime and OpenVINO on the ONNX light models (random weights).
+"""`make bench`: tvmc beside onnxruntime and OpenVINO on the ONNX light models (random weights)
+and the model zoo (tests/models/zoo, its stored inputs).
+
+    .venv/bin/python benchmarks/models.py [--models light|zoo|all] [--repeat 30] [--tuned DIR]
+        [model ...]
 
 One process, same inputs, same thread count (2 by default, TVMC_NUM_THREADS to change), timed in
-alternating blocks. Per model: tvmc load time, compile time, median latency of tvmc (default
-schedules, no tuning), onnxruntime and OpenVINO (fp32, latency hint; left out when not
-installed), the ratio to the faster of the two, GFLOP/s reached and its share of the measured
-peak (tvmc.runtime.peak), and workspace bytes against the naive sum. With `--tuned DIR` (records
-from benchmarks/tune_models.py, DIR/<model>.json) tvmc also runs compiled with those records, in
-the same alternation: the tuned latency, its ratio to the faster baseline and its speedup over
-untuned.
+alternating blocks. Per model: its family, tvmc load time, compile time, median latency of tvmc
+(default schedules, no tuning), onnxruntime and OpenVINO (fp32, latency hint; its column empty
+when not installed), the ratio to the faster of the two, GFLOP/s reached and its share of the
+measured peak (tvmc.runtime.peak), and workspace bytes against the naive sum. A model that
+onnxruntime or OpenVINO cannot run is left out, with the reason. At the end: the geometric mean
+of the ratios over all models and per family, the worst model, and the issue's targets.
+With `--tuned DIR` (records from benchmarks/tune_models.py, DIR/<model>.json) tvmc also runs
+compiled with those records, in the same alternation: the tuned latency, its ratio to the
+faster baseline, its speedup over untuned, and a flag where tuned is slower than untuned by more
+than the noise (the larger spread of the two's per-round medians).
 Medians of `--repeat` timed runs after warm-up; the machine is shared, so compare ratios, not
 lone times.
 """
@@ -23,29 +30,43 @@ import tempfile
 import time
 
 import numpy as np
-import onnx
 from baselines import onnxruntime_session, openvino_session, openvino_version
+from suite import SUITES, BenchModel, by_names, suite
 
 import tvmc
 from tvmc.codegen import load_shared, num_threads
 from tvmc.driver.compiler import CompileOptions, build
-from tvmc.models import LIGHT_MODELS, light_model_inputs, randomized_light_model
 from tvmc.runtime import Executor, ProgramInfo
 from tvmc.runtime.peak import peak_gflops
 
 
-def blocked_median_ms(*fns, repeat: int, rounds: int = 3) -> list[float]:
-    """Median milliseconds of each: alternating blocks of runs (one runtime's thread pool never
-    spins while the other one runs) so that slow drifts of the machine hit all alike."""
-    times: list[list[float]] = [[] for _ in fns]
+def blocked_times(*fns, repeat: int, rounds: int = 3) -> list[list[list[float]]]:
+    """Seconds of each run, per function and round: alternating blocks of runs (one runtime's
+    thread pool never spins while the other one runs), so that slow drifts of the machine hit
+    all alike."""
+    times: list[list[list[float]]] = [[] for _ in fns]
     for _ in range(rounds):
-        for fn, bucket in zip(fns, times):
+        for fn, per_round in zip(fns, times):
             fn()  # warm-up after the other runtime had the cores
+            block = []
             for _ in range(max(repeat // rounds, 1)):
                 start = time.perf_counter()
                 fn()
-                bucket.append(time.perf_counter() - start)
-    return [statistics.median(t) * 1e3 for t in times]
+                block.append(time.perf_counter() - start)
+            per_round.append(block)
+    return times
+
+
+def blocked_median_ms(*fns, repeat: int, rounds: int = 3) -> list[float]:
+    """Median milliseconds of each, timed in alternating blocks (`blocked_times`)."""
+    times = blocked_times(*fns, repeat=repeat, rounds=rounds)
+    return [statistics.median(t for block in f for t in block) * 1e3 for f in times]
+
+
+def round_spread(per_round: list[list[float]]) -> float:
+    """The noise of one function's timing: the spread of its rounds' medians over their median."""
+    medians = [statistics.median(block) for block in per_round]
+    return (max(medians) - min(medians)) / statistics.median(medians)
 
 
 def compiled_executor(graph, options: CompileOptions, inputs: list[np.ndarray]):
@@ -59,54 +80,85 @@ def compiled_executor(graph, options: CompileOptions, inputs: list[np.ndarray]):
     return executor, result
 
 
-def bench_model(name: str, tmp: str, repeat: int, threads: int, tuned: str | None) -> dict:
-    path = f"{tmp}/{name}.onnx"
-    onnx_model = randomized_light_model(name)
-    onnx.save(onnx_model, path)
-    inputs = light_model_inputs(onnx_model)
+class LeftOut(Exception):
+    """A model a baseline cannot run (or tvmc fails on): the bench leaves it out, saying why."""
+
+
+def baseline_sessions(path: str, inputs: dict[str, np.ndarray], threads: int) -> list:
+    """onnxruntime's and (when installed) OpenVINO's sessions, each run once; LeftOut when one
+    cannot load or run the model."""
+    sessions = []
+    for name, make in (("onnxruntime", onnxruntime_session), ("OpenVINO", openvino_session)):
+        try:
+            session = make(path, inputs, threads)
+            if session is not None:
+                session()
+                sessions.append(session)
+        except Exception as exc:  # each runtime raises its own types
+            first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ""
+            raise LeftOut(f"{name} cannot run it: {type(exc).__name__}: {first}") from exc
+    return sessions
+
+
+def relative_error(ours: list[np.ndarray], theirs: list[np.ndarray]) -> float:
+    """The largest difference over all outputs, relative to each output's largest magnitude."""
+    worst = 0.0
+    for a, b in zip(ours, theirs):
+        b = np.asarray(b)
+        if b.size == 0 or b.dtype.kind not in "fc":
+            continue
+        scale = max(float(np.abs(b).max()), 1e-30)
+        diff = np.abs(np.asarray(a).reshape(b.shape).astype(np.float64) - b)
+        worst = max(worst, float(diff.max()) / scale)
+    return worst
+
+
+def bench_model(model: BenchModel, tmp: str, repeat: int, threads: int, tuned: str | None) -> dict:
+    """One model's row: load and compile times, medians of tvmc (and tuned), the baselines."""
+    path = model.onnx_path(tmp)
+    inputs = model.inputs(path)
+    baselines = baseline_sessions(path, inputs, threads)
 
     start = time.perf_counter()
-    model = tvmc.load(path)
-    load_s = time.perf_counter() - start
-    bound = [inputs[n] for n in model.graph.inputs]
-    start = time.perf_counter()
-    executor, result = compiled_executor(model.graph, CompileOptions(), bound)
-    compile_s = time.perf_counter() - start
+    try:
+        loaded = tvmc.load(path)
+        load_s = time.perf_counter() - start
+        bound = [inputs[n] for n in loaded.graph.inputs]
+        start = time.perf_counter()
+        executor, result = compiled_executor(loaded.graph, CompileOptions(), bound)
+        compile_s = time.perf_counter() - start
+        runs, outputs = [executor.call], [executor.run()]
+        records = os.path.join(tuned, f"{model.name}.json") if tuned else None
+        if records is not None and os.path.exists(records):
+            tuned_executor, _ = compiled_executor(
+                loaded.graph, CompileOptions(tuning_records=records), bound
+            )
+            runs.append(tuned_executor.call)
+            outputs.append(tuned_executor.run())
+    except Exception as exc:  # tvmc's own failure: a bug to report, not a baseline's gap
+        raise LeftOut(f"tvmc fails on it (a bug): {type(exc).__name__}: {exc}"[:200]) from exc
     p = result.lowered.program
-    ours = executor.run()[0]
-    runs = [executor.call]
-    if tuned is not None:
-        records = os.path.join(tuned, f"{name}.json")
-        tuned_executor, _ = compiled_executor(
-            model.graph, CompileOptions(tuning_records=records), bound
-        )
-        tuned_out = tuned_executor.run()[0]
-        runs.append(tuned_executor.call)
+    theirs = baselines[0]()
+    error = max(relative_error(o, b()) for o in outputs for b in baselines)
 
-    baselines = [onnxruntime_session(path, inputs, threads)]
-    openvino = openvino_session(path, inputs, threads)
-    if openvino is not None:
-        baselines.append(openvino)
-    theirs = baselines[0]()[0]
-    scale = np.abs(theirs).max()
-    outputs = [ours] + ([tuned_out] if tuned is not None else []) + [b()[0] for b in baselines[1:]]
-    error = max(float(np.abs(o.reshape(theirs.shape) - theirs).max() / scale) for o in outputs)
-
-    times = blocked_median_ms(*runs, *baselines, repeat=repeat)
-    tvmc_ms, ort_ms = times[: len(runs)], times[len(runs)]
-    ov_ms = times[len(runs) + 1] if openvino is not None else None
-    baselines = openvino = None  # free their thread pools before the next model runs
-    best = min(ort_ms, ov_ms or ort_ms)
+    times = blocked_times(*runs, *baselines, repeat=repeat)
+    medians = [statistics.median(t for block in f for t in block) * 1e3 for f in times]
+    tvmc_ms, base_ms = medians[: len(runs)], medians[len(runs) :]
+    del theirs, baselines  # free their thread pools before the next model runs
+    best = min(base_ms)
     flops = sum(c.flops for c in p.calls)
     row = {
-        "model": name, "load_s": load_s, "compile_s": compile_s, "tvmc_ms": tvmc_ms[0],
-        "ort_ms": ort_ms, "ov_ms": ov_ms, "ratio": tvmc_ms[0] / best,
+        "model": model.name, "family": model.family, "load_s": load_s, "compile_s": compile_s,
+        "tvmc_ms": tvmc_ms[0], "ort_ms": base_ms[0],
+        "ov_ms": base_ms[1] if len(base_ms) > 1 else None, "ratio": tvmc_ms[0] / best,
         "gflops": flops / tvmc_ms[0] / 1e6, "workspace_mb": p.workspace_bytes / 1e6,
-        "naive_mb": p.naive_bytes / 1e6, "error": error,
+        "naive_mb": p.naive_bytes / 1e6, "error": error, "tuned_ms": None,
     }  # fmt: skip
-    if tuned is not None:
+    if len(runs) > 1:
+        noise = max(round_spread(times[0]), round_spread(times[1]))
         row.update(tuned_ms=tvmc_ms[1], tuned_ratio=tvmc_ms[1] / best,
-                   speedup=tvmc_ms[0] / tvmc_ms[1])  # fmt: skip
+                   speedup=tvmc_ms[0] / tvmc_ms[1], noise=noise,
+                   slower=tvmc_ms[1] / tvmc_ms[0] - 1 > noise)  # fmt: skip
     return row
 
 
@@ -114,47 +166,106 @@ def geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
+# The issue's targets: ratios to the faster baseline (lower is better)
+UNTUNED_GEOMEAN, UNTUNED_WORST, TUNED_GEOMEAN = 0.9, 1.1, 0.8
+
+
+def summary(rows: list[dict], left_out: list[tuple[str, str]]) -> list[str]:
+    """Geometric means over all models and per family, the worst model, the targets."""
+    lines = []
+    ratios = [r["ratio"] for r in rows]
+    worst = max(rows, key=lambda r: r["ratio"])
+    lines.append(f"untuned: geometric-mean ratio {geomean(ratios):.2f} over {len(rows)} models; "
+                 f"worst {worst['model']} {worst['ratio']:.2f}")  # fmt: skip
+    families = sorted(
+        {r["family"] for r in rows}, key=lambda f: [r["family"] for r in rows].index(f)
+    )
+    for family in families:
+        mine = [r for r in rows if r["family"] == family]
+        w = max(mine, key=lambda r: r["ratio"])
+        lines.append(f"  {family:20} {geomean([r['ratio'] for r in mine]):5.2f} "
+                     f"({len(mine)} models; worst {w['model']} {w['ratio']:.2f})")  # fmt: skip
+    met = geomean(ratios) <= UNTUNED_GEOMEAN
+    lines.append(f"target untuned geometric mean <= {UNTUNED_GEOMEAN}: "
+                 f"{'met' if met else 'MISSED'} ({geomean(ratios):.2f})")  # fmt: skip
+    above = [f"{r['model']} {r['ratio']:.2f}" for r in rows if r["ratio"] > UNTUNED_WORST]
+    lines.append(
+        f"target no model above {UNTUNED_WORST}: "
+        + ("met" if not above else f"MISSED by {len(above)}: {', '.join(above)}")
+    )
+    tuned = [r for r in rows if r["tuned_ms"] is not None]
+    if tuned:
+        g = geomean([r["tuned_ratio"] for r in tuned])
+        lines.append(f"tuned: geometric-mean ratio {g:.2f} over {len(tuned)} models with records "
+                     f"(untuned {geomean([r['ratio'] for r in tuned]):.2f} on the same models); "
+                     f"speedup {geomean([r['speedup'] for r in tuned]):.2f}x")  # fmt: skip
+        lines.append(f"target tuned geometric mean <= {TUNED_GEOMEAN}: "
+                     f"{'met' if g <= TUNED_GEOMEAN else 'MISSED'} ({g:.2f})")  # fmt: skip
+        slower = [f"{r['model']} {1 / r['speedup']:.2f}x (noise {r['noise']:.0%})"
+                  for r in tuned if r["slower"]]  # fmt: skip
+        lines.append(
+            "tuned slower than untuned beyond the noise: "
+            + (", ".join(slower) if slower else "none")
+        )
+    for name, why in left_out:
+        lines.append(f"left out {name}: {why}")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("models", nargs="*", default=list(LIGHT_MODELS))
-    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument(
+        "names", nargs="*", metavar="model", help="models by name (default: --models)"
+    )
+    parser.add_argument("--models", choices=SUITES, default="all",
+                        help="light: the ONNX light models; zoo: tests/models/zoo")  # fmt: skip
+    parser.add_argument("--repeat", type=int, default=30, help="timed runs per runtime")
     parser.add_argument("--tuned", metavar="DIR", help="records DIR/<model>.json to compare")
     args = parser.parse_args()
+    models = by_names(args.names) if args.names else suite(args.models)
     threads = num_threads()
     peak, source = peak_gflops(threads)
     ov = openvino_version()
     print(f"threads: {threads}; times are medians of {args.repeat} runs; "
           f"peak {peak:.0f} GFLOP/s ({source}); OpenVINO {ov or 'not installed'}; "
+          f"load average {os.getloadavg()[0]:.1f}; "
           "ratio: tvmc / the faster of onnxruntime and OpenVINO")  # fmt: skip
     header = (
-        f"{'model':20} {'load s':>7} {'compile s':>9} {'tvmc ms':>8} {'ort ms':>8} {'ov ms':>8} "
-        f"{'ratio':>6} {'GFLOP/s':>8} {'peak':>5} {'ws MB':>6} {'naive MB':>8} {'max err':>8}"
+        f"{'model':20} {'family':18} {'load s':>6} {'comp s':>6} {'tvmc ms':>8} {'ort ms':>8} "
+        f"{'ov ms':>8} {'ratio':>6} {'GFLOP/s':>8} {'peak':>5} {'ws MB':>6} {'naive MB':>8} "
+        f"{'max err':>8}"
     )
     if args.tuned:
         header += f" {'tuned ms':>8} {'t.ratio':>7} {'speedup':>7}"
     print(header)
-    rows = []
+    rows, left_out = [], []
     with tempfile.TemporaryDirectory() as tmp:
-        for name in args.models:
-            r = bench_model(name, tmp, args.repeat, threads, args.tuned)
+        for model in models:
+            try:
+                r = bench_model(model, tmp, args.repeat, threads, args.tuned)
+            except LeftOut as why:
+                left_out.append((model.name, str(why)))
+                print(f"{model.name:20} left out: {why}")
+                continue
             rows.append(r)
-            line = (f"{r['model']:20} {r['load_s']:7.2f} {r['compile_s']:9.2f} "
-                    f"{r['tvmc_ms']:8.2f} {r['ort_ms']:8.2f} {r['ov_ms'] or math.nan:8.2f} "
-                    f"{r['ratio']:6.2f} {r['gflops']:8.1f} "
+            line = (f"{r['model']:20} {r['family'][:18]:18} {r['load_s']:6.2f} "
+                    f"{r['compile_s']:6.2f} {r['tvmc_ms']:8.3f} {r['ort_ms']:8.3f} "
+                    f"{r['ov_ms'] or math.nan:8.3f} {r['ratio']:6.2f} {r['gflops']:8.1f} "
                     f"{r['gflops'] / peak:5.0%} {r['workspace_mb']:6.1f} {r['naive_mb']:8.1f} "
                     f"{r['error']:8.1e}")  # fmt: skip
             if args.tuned:
-                line += f" {r['tuned_ms']:8.2f} {r['tuned_ratio']:7.2f} {r['speedup']:6.2f}x"
+                if r["tuned_ms"] is None:
+                    line += "  (no records)"
+                else:
+                    flag = "  SLOWER" if r["slower"] else ""
+                    line += (
+                        f" {r['tuned_ms']:8.3f} {r['tuned_ratio']:7.2f} {r['speedup']:6.2f}x{flag}"
+                    )
             print(line)
             sys.stdout.flush()
-    ratios = [r["ratio"] for r in rows]
-    print(f"geometric-mean ratio tvmc / faster baseline: {geomean(ratios):.2f} "
-          f"(max {max(ratios):.2f})")  # fmt: skip
-    if args.tuned:
-        tuned = [r["tuned_ratio"] for r in rows]
-        speedups = [r["speedup"] for r in rows]
-        print(f"tuned: geometric-mean ratio tvmc / faster baseline {geomean(tuned):.2f} "
-              f"(max {max(tuned):.2f}); speedup over untuned {geomean(speedups):.2f}x")  # fmt: skip
+    if rows:
+        print("\n".join(summary(rows, left_out)))
+    print(f"load average at the end {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

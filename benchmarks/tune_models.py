@@ -1,4 +1,5 @@
-"""Tune the light models (randomized weights) for `make bench --tuned DIR`: one records file per
+"""Tune models of the bench suite (benchmarks/suite.py: the light models with randomized weights,
+the zoo) for `benchmarks/models.py --tuned DIR` (`make bench-tuned`): one records file per
 model, DIR/<model>.json, resumed when it exists.
 
     .venv/bin/python benchmarks/tune_models.py DIR [--trials-per-task 24] [models...]
@@ -16,27 +17,25 @@ import sys
 import tempfile
 import time
 
-import onnx
+from suite import by_names, suite
 
 import tvmc
 from tvmc.autotune.records import read_records
-from tvmc.models import LIGHT_MODELS, randomized_light_model
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("directory")
-    parser.add_argument("models", nargs="*", default=list(LIGHT_MODELS))
+    parser.add_argument("models", nargs="*", help="by name (default: the light models)")
     parser.add_argument("--trials-per-task", type=int, default=24)
     parser.add_argument("--tuner", default="xgb")
     args = parser.parse_args()
     os.makedirs(args.directory, exist_ok=True)
     print(f"{'model':20} {'tasks':>5} {'trials':>6} {'minutes':>7} {'cfg/min':>7} {'errors':>6}")
     with tempfile.TemporaryDirectory() as tmp:
-        for name in args.models:
-            path = f"{tmp}/{name}.onnx"
-            onnx.save(randomized_light_model(name), path)
-            model = tvmc.load(path)
+        for bench_model in by_names(args.models) if args.models else suite("light"):
+            name = bench_model.name
+            model = tvmc.load(bench_model.onnx_path(tmp))
             tasks = tvmc.extract_tasks(model, "llvm")
             records = os.path.join(args.directory, f"{name}.json")
             before = len(list(read_records(records, must_exist=False)))

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+from tvmc.autotune import measure_cpu
 from tvmc.autotune.local import LocalMeasurer
 from tvmc.autotune.measure import (
     BuildResult,
@@ -17,6 +18,7 @@ from tvmc.autotune.measure import (
     MeasureOptions,
     measure_default,
     output_mismatch,
+    stable_costs,
 )
 from tvmc.autotune.measure_cpu import build, run
 from tvmc.autotune.records import FAILED_COST
@@ -166,6 +168,52 @@ def test_build_and_run_are_plain_functions():
     assert result.error_no == 0 and len(result.costs) == 2
     rejected = build(probe(probe_task(), "raise"))
     assert rejected.error_no == 1 and not rejected.object_code
+
+
+def fake_timer(times: list[float]):
+    """A measurement that returns `times` one by one and counts its calls."""
+    queue = iter(times)
+
+    def measure_once() -> float:
+        measure_once.calls += 1  # type: ignore[attr-defined]
+        return next(queue)
+
+    measure_once.calls = 0  # type: ignore[attr-defined]
+    return measure_once
+
+
+STABLE = MeasureOptions(repeat=3, max_repeat=8, stable_spread=0.05)
+
+
+@pytest.mark.parametrize(
+    "times, calls, kept",
+    [
+        # agreeing at once: `repeat` measurements and no more
+        ([1.00, 1.02, 1.01], 3, [1.00, 1.02, 1.01]),
+        # a burst hits the second: measured until three agree; the slow one is dropped
+        ([1.00, 1.90, 1.03, 1.04], 4, [1.00, 1.03, 1.04]),
+        # a lucky first run decides nothing alone: three that agree do
+        ([0.50, 1.00, 1.01, 1.02], 4, [1.00, 1.01, 1.02]),
+        # never agreeing: stops at max_repeat with the fastest three, in the order taken
+        ([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 0.1], 8, [1.0, 2.0, 3.0]),
+    ],
+)
+def test_measurements_repeat_until_the_fastest_agree(times, calls, kept):
+    measure_once = fake_timer(times)
+    assert stable_costs(measure_once, STABLE) == kept
+    assert measure_once.calls == calls
+
+
+def test_a_config_measures_until_stable(monkeypatch):
+    """`run` takes its costs from the stability rule: a noisy timer measures more often."""
+    times = [2e-3, 9e-3, 2.01e-3, 7e-3, 2.02e-3]
+    measure_once = fake_timer(times)
+    monkeypatch.setattr(measure_cpu, "mean_seconds", lambda *args: measure_once())
+    task = conv_task()
+    built = build(MeasureInput(task, task.space.get(0)))
+    result = run(built, STABLE)
+    assert result.error_no == 0 and measure_once.calls == 5
+    assert result.costs == [2e-3, 2.01e-3, 2.02e-3]
 
 
 def test_inputs_are_the_same_for_every_config():

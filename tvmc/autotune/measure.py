@@ -66,7 +66,9 @@ class MeasureOptions:
     """How to measure (TVMC's defaults): runs, repeats, timeouts, parallel builds."""
 
     number: int = 1  # runs per repeat (grown until min_repeat_ms)
-    repeat: int = 3  # results per config
+    repeat: int = 3  # results per config: the fastest `repeat` of the measurements taken
+    max_repeat: int = 12  # measurements per config at most while the fastest `repeat` disagree
+    stable_spread: float = 0.03  # they agree when (slowest - fastest) / fastest is at most this
     min_repeat_ms: float = 0.0
     timeout: float = 10.0  # seconds for one config's run (load, check, warm-up, timing)
     build_timeout: float = 10.0  # seconds for one config's build
@@ -117,6 +119,25 @@ class MeasureBackend:
     options: Callable[[MeasureOptions], MeasureOptions] = same_options  # the kind's defaults
     device_problem: Callable[[], str | None] | None = None  # in the runner: why no device
     exclusive_runs: bool = True  # a run needs the host's cores alone (no builds beside it)
+
+
+def stable_costs(measure_once: Callable[[], float], options: MeasureOptions) -> list[float]:
+    """`repeat` measurements that agree, in the order taken: measure until some `repeat` of
+    them lie within `stable_spread` of each other (the fastest such group), or `max_repeat`
+    were taken (then the fastest `repeat`). A measurement hit by a neighbour's burst is taken
+    again instead of deciding between configs, and one lucky run decides nothing alone."""
+    keep = max(options.repeat, 1)
+    costs: list[float] = []
+    while True:
+        costs.append(measure_once())
+        order = sorted(range(len(costs)), key=costs.__getitem__)
+        for first in range(len(costs) - keep + 1):
+            group = order[first : first + keep]
+            low, high = costs[group[0]], costs[group[-1]]
+            if high - low <= options.stable_spread * low:
+                return [costs[i] for i in sorted(group)]
+        if len(costs) >= max(options.max_repeat, keep):
+            return [costs[i] for i in sorted(order[:keep])]
 
 
 # ---- what every backend builds and checks against ------------------------------------------------

@@ -1,6 +1,7 @@
 """Measuring configs on this machine's CPU: `build` compiles a config to an object file (no
 linker), `run` loads it, checks the outputs against the reference and times it as TVM's
-time_evaluator does (a warm-up, then `repeat` means of `number`+ runs)."""
+time_evaluator does (a warm-up, then means of `number`+ runs), repeated until the fastest
+`repeat` of them agree (`measure.stable_costs`)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from tvmc.autotune.measure import (
     TaskOp,
     output_mismatch,
     random_inputs,
+    stable_costs,
 )
 from tvmc.autotune.records import FAILED_COST
 from tvmc.codegen import CPUTarget, emit_cpu, load_object, num_threads, set_num_threads
@@ -75,7 +77,8 @@ _flush_buffer: np.ndarray | None = None
 
 
 def run(built: BuildResult, options: MeasureOptions) -> MeasureResult:
-    """Load, check and time one build: a warm-up, then `repeat` means of `number`+ runs."""
+    """Load, check and time one build: a warm-up, then means of `number`+ runs until the
+    fastest `repeat` agree (`stable_costs`)."""
     start = time.perf_counter()
     if built.num_threads:
         set_num_threads(built.num_threads)
@@ -93,11 +96,13 @@ def run(built: BuildResult, options: MeasureOptions) -> MeasureResult:
         wrong = output_mismatch(built, arrays)
         if wrong:
             return MeasureResult([FAILED_COST], 5, time.perf_counter() - start, time.time(), wrong)
-    costs = []
-    for _ in range(options.repeat):
+
+    def measure_once() -> float:
         if options.flush_cache:
             _flush()
-        costs.append(mean_seconds(once, options.number, options.min_repeat_ms))
+        return mean_seconds(once, options.number, options.min_repeat_ms)
+
+    costs = stable_costs(measure_once, options)
     return MeasureResult(costs, 0, time.perf_counter() - start, time.time())
 
 

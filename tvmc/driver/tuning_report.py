@@ -313,7 +313,11 @@ class TuningPlan:
                 else "off",
             ),
             ("number", f"{o.number} run(s) per measurement"),
-            ("repeat", f"{o.repeat} measurement(s) per config"),
+            (
+                "repeat",
+                f"{o.repeat} measurement(s) per config that agree within {o.stable_spread:.0%} "
+                f"(at most {max(o.max_repeat, o.repeat)} taken)",
+            ),
             ("min_repeat_ms", f"{o.min_repeat_ms:g} ms"),
             ("timeout", f"{o.timeout:g} s to run, {o.build_timeout:g} s to build"),
             ("parallel builds", f"{builds}" + ("" if o.n_parallel else " (physical cores)")),
@@ -352,6 +356,8 @@ class TuningPlan:
             "early_stopping": self.early_stopping,
             "number": o.number,
             "repeat": o.repeat,
+            "max_repeat": o.max_repeat,
+            "stable_spread": o.stable_spread,
             "min_repeat_ms": o.min_repeat_ms,
             "timeout": o.timeout,
             "build_timeout": o.build_timeout,
