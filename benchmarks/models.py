@@ -236,7 +236,7 @@ def main() -> None:
         f"{'max err':>8}"
     )
     if args.tuned:
-        header += f" {'tuned ms':>8} {'t.ratio':>7} {'speedup':>7}"
+        header += f" {'tuned ms':>8} {'t.ratio':>7} {'speedup':>7} {'noise':>5}"
     print(header)
     rows, left_out = [], []
     with tempfile.TemporaryDirectory() as tmp:

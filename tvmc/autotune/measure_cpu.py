@@ -83,7 +83,7 @@ def run(built: BuildResult, options: MeasureOptions) -> MeasureResult:
     if built.num_threads:
         set_num_threads(built.num_threads)
     module = load_object(built.object_code, built.kernels)
-    arrays = _allocate(built)
+    arrays = allocate_buffers(built)
     calls = [(module[k.name], [ctypes.c_void_p(arrays[p[0]].ctypes.data) for p in k.params])
              for k in built.kernels]  # fmt: skip
 
@@ -106,7 +106,7 @@ def run(built: BuildResult, options: MeasureOptions) -> MeasureResult:
     return MeasureResult(costs, 0, time.perf_counter() - start, time.time())
 
 
-def _allocate(built: BuildResult) -> dict[str, np.ndarray]:
+def allocate_buffers(built: BuildResult) -> dict[str, np.ndarray]:
     """Every buffer the kernels take, by name: inputs, NaN-poisoned outputs and scratch, params."""
     inputs = random_inputs([TensorType(s, d) for s, d in built.inputs])
     arrays: dict[str, np.ndarray] = {}

@@ -20,7 +20,7 @@ from tvmc.cli.types import (
     model_options,
 )
 from tvmc.driver import TARGET_KINDS, TuneOptions, extract_tasks, load, tune
-from tvmc.driver.tune_options import TUNER_NAMES, select_tasks
+from tvmc.driver.tune_options import MEASURE_DEFAULTS, TUNER_NAMES, select_tasks
 from tvmc.driver.tuning_report import (
     TaskStats,
     TuningInterrupted,
@@ -294,7 +294,9 @@ def print_task_list(rows: list[dict[str, Any]], model_file: str) -> None:
     type=click.IntRange(min=1),
     default=DEFAULTS.repeat,
     show_default=True,
-    help="Measurements per config.",
+    help="Measurements per config that must agree: taken until this many lie within "
+    f"{MEASURE_DEFAULTS.stable_spread:.0%} of each other (at most {MEASURE_DEFAULTS.max_repeat}), "
+    "those kept.",
 )
 @click.option(
     "--min-repeat-ms",

@@ -20,7 +20,7 @@ from tvmc.errors import UsageError, did_you_mean, unknown_choice
 
 DEFAULT_TRIALS = 1000  # in total over the tasks, as TVMC's --trials
 TUNER_NAMES = tuple(TUNERS)  # xgb, the default, first
-_MEASURE = MeasureOptions()  # the measurement defaults (TVMC's)
+MEASURE_DEFAULTS = MeasureOptions()  # the measurement defaults (TVMC's)
 
 
 @dataclass(frozen=True)
@@ -33,12 +33,12 @@ class TuneOptions:
     trials: int = DEFAULT_TRIALS  # configs measured in total, shared by weight x FLOPs
     tuner: str | Callable[..., Any] = "xgb"  # a name in TUNERS, or a factory of Tuners
     early_stopping: int | None = None  # stop a task after this many trials without progress
-    number: int = _MEASURE.number  # runs per measurement
-    repeat: int = _MEASURE.repeat  # measurements per config
-    min_repeat_ms: float = _MEASURE.min_repeat_ms  # raise number until a measurement lasts this
-    timeout: float = _MEASURE.timeout  # seconds one config may run
+    number: int = MEASURE_DEFAULTS.number  # runs per measurement
+    repeat: int = MEASURE_DEFAULTS.repeat  # measurements per config
+    min_repeat_ms: float = MEASURE_DEFAULTS.min_repeat_ms  # raise number until a measurement lasts this
+    timeout: float = MEASURE_DEFAULTS.timeout  # seconds one config may run
     parallel: int | None = None  # builds at once (None: the physical cores)
-    flush_cache: bool = _MEASURE.flush_cache
+    flush_cache: bool = MEASURE_DEFAULTS.flush_cache
     tasks: str | tuple[int, ...] | None = None  # TVMC's --tasks grammar or task numbers: all
     seed: int | None = None  # the tuners' random seed
     scheduler: str | None = None  # a Dask scheduler to measure on (with device_key)
@@ -78,7 +78,7 @@ class TuneOptions:
     def measure_options(self) -> MeasureOptions:
         """How each config is measured."""
         return dataclasses.replace(
-            _MEASURE, number=self.number, repeat=self.repeat, min_repeat_ms=self.min_repeat_ms,
+            MEASURE_DEFAULTS, number=self.number, repeat=self.repeat, min_repeat_ms=self.min_repeat_ms,
             timeout=self.timeout, n_parallel=self.parallel, flush_cache=self.flush_cache,
         )  # fmt: skip
 

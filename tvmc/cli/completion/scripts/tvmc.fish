@@ -218,7 +218,7 @@ complete -c tvmc -n '__tvmc_command tvmc tune' -l 'trials' -x -d 'Configs to mea
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'tuner' -x -a 'ga gridsearch random xgb' -d 'Search: xgb (a cost model), ga (genetic), random, gridsearch.'
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'early-stopping' -x -d 'Stop a task after N trials without a better config (default: off).'
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'number' -x -d 'Runs per measurement (their mean is one cost).'
-complete -c tvmc -n '__tvmc_command tvmc tune' -l 'repeat' -x -d 'Measurements per config.'
+complete -c tvmc -n '__tvmc_command tvmc tune' -l 'repeat' -x -d 'Measurements per config that must agree: taken until this many lie within 3% of each other (at most 12), those kept.'
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'min-repeat-ms' -x -d 'Raise --number until one measurement lasts this long.'
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'timeout' -x -d 'Seconds one config may run before it counts as a run timeout.'
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'parallel' -x -d 'Builds at once (default: the physical cores); runs are one at a time.'
