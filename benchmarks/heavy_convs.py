@@ -13,17 +13,20 @@ The issue's target: every heavy conv at 90% of the peak or more.
 On a busy machine 2-thread wall times measure the neighbours as much as the code; `--cpu-time`
 measures what the schedule does with one core: one thread, each run timed by the thread's CPU
 time (time off the core does not count, as tvmc.runtime.peak measures the peak), the best of
-`--rounds` x 5 runs against one core's peak.
+`--rounds` x 5 runs against one core's peak. `--orders` (with `--cpu-time`) also times the
+default plan with its other tile-loop order (pixels_outer / channels_outer), in alternation.
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import math
 import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 from suite import by_names
 
@@ -39,7 +42,7 @@ from tvmc.autotune.measure import (
 )
 from tvmc.autotune.measure_cpu import allocate_buffers, build
 from tvmc.codegen import CPUTarget, load_object, num_threads, set_num_threads
-from tvmc.ops.conv.cpu import geometry_of, plan
+from tvmc.ops.conv.cpu import ORDERS, geometry_of, plan
 from tvmc.runtime.peak import peak_gflops
 
 TARGET_SHARE = 0.9
@@ -54,20 +57,48 @@ def default_plan(task, lanes: int) -> str:
     return f"{chosen.schedule} {t.mr}x{t.nv} {chosen.order}"
 
 
-def cpu_seconds(task, runs: int) -> float:
-    """The fastest of `runs` runs of the default config on this thread, by its CPU time."""
-    built = build(MeasureInput(task, default_entity()), check_correctness=False, threads=1)
+def cpu_timed(task, config) -> Callable[[], float]:
+    """A function running `config` once on this thread (1 thread), returning its CPU seconds."""
+    built = build(MeasureInput(task, config), check_correctness=False, threads=1)
     module = load_object(built.object_code, built.kernels)
     arrays = allocate_buffers(built)
     calls = [(module[k.name], [ctypes.c_void_p(arrays[p[0]].ctypes.data) for p in k.params])
              for k in built.kernels]  # fmt: skip
-    best = float("inf")
-    for _ in range(runs + 1):  # the first warms up
+
+    def once() -> float:
         start = time.thread_time()
         for fn, pointers in calls:
             fn(*pointers)
-        best = min(best, time.thread_time() - start)
+        return time.thread_time() - start
+
+    once.keep_alive = (module, arrays)  # type: ignore[attr-defined]  # what `calls` points into
+    return once
+
+
+def cpu_seconds(runs: list[Callable[[], float]], rounds: int) -> list[float]:
+    """The fastest CPU seconds of each, over `rounds` alternating blocks of 5 runs."""
+    best = [math.inf] * len(runs)
+    for run in runs:
+        run()  # warm-up
+    for _ in range(rounds):
+        for i, run in enumerate(runs):
+            best[i] = min(best[i], *(run() for _ in range(5)))
     return best
+
+
+def other_order(task):
+    """The default config with the other tile-loop order, or None where the space has none."""
+    default = task.space.get(task.space.default_index)
+    plan_ = tuple(default.values.get("plan", ()))
+    if len(plan_) < 4:
+        return None
+    flipped = (*plan_[:3], ORDERS[1 - ORDERS.index(plan_[3])])
+    for i in range(len(task.space)):
+        config = task.space.get(i)
+        same_taps = config.values.get("unroll_taps") == default.values.get("unroll_taps")
+        if tuple(config.values.get("plan", ())) == flipped and same_taps:
+            return config
+    return None
 
 
 def wall_gflops(tasks: list, rounds: int) -> list[float]:
@@ -89,6 +120,7 @@ def main() -> None:
     parser.add_argument("--min-mflops", type=float, default=100.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cpu-time", action="store_true", help="1 thread, timed by CPU time")
+    parser.add_argument("--orders", action="store_true", help="also the other tile-loop order")
     args = parser.parse_args()
     if args.cpu_time:
         set_num_threads(1)
@@ -102,18 +134,30 @@ def main() -> None:
             for task in tvmc.extract_tasks(tvmc.load(model.onnx_path(tmp)), "llvm"):
                 if task.op == "Conv" and task.flops >= args.min_mflops * 1e6:
                     tasks.append((model.name, task))
+    flipped: list[float | None] = [None] * len(tasks)
     if args.cpu_time:
-        best = [t.flops / cpu_seconds(t, 5 * args.rounds) / 1e9 for _, t in tasks]
+        best = []
+        for i, (_, t) in enumerate(tasks):
+            runs = [cpu_timed(t, default_entity())]
+            other = other_order(t) if args.orders else None
+            if other is not None:
+                runs.append(cpu_timed(t, other))
+            seconds = cpu_seconds(runs, args.rounds)
+            best.append(t.flops / seconds[0] / 1e9)
+            if other is not None:
+                flipped[i] = t.flops / seconds[1] / 1e9
     else:
         best = wall_gflops([t for _, t in tasks], args.rounds)
     lanes = CPUTarget.parse("llvm").vector_bits // 32  # float32 lanes of this host
-    print(f"{'model':16} {'task':44} {'MFLOP':>7} {'GFLOP/s':>8} {'peak':>5}  default plan")
+    print(f"{'model':16} {'task':44} {'MFLOP':>7} {'GFLOP/s':>8} {'peak':>5}  default plan"
+          + ("  (GFLOP/s with the other order)" if args.orders else ""))  # fmt: skip
     below = 0
-    for (name, task), gflops in zip(tasks, best):
+    for (name, task), gflops, other in zip(tasks, best, flipped):
         share = gflops / peak
         below += share < TARGET_SHARE
         print(f"{name:16} {task.label[:44]:44} {task.flops / 1e6:7.0f} {gflops:8.1f} "
-              f"{share:5.0%}  {default_plan(task, lanes)}")  # fmt: skip
+              f"{share:5.0%}  {default_plan(task, lanes)}"
+              + (f"  ({other:.1f})" if other is not None else ""))  # fmt: skip
         sys.stdout.flush()
     flops = sum(t.flops * t.weight for _, t in tasks)
     seconds = sum(t.flops * t.weight / (g * 1e9) for (_, t), g in zip(tasks, best) if g)

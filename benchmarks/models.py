@@ -13,8 +13,9 @@ onnxruntime or OpenVINO cannot run is left out, with the reason. At the end: the
 of the ratios over all models and per family, the worst model, and the issue's targets.
 With `--tuned DIR` (records from benchmarks/tune_models.py, DIR/<model>.json) tvmc also runs
 compiled with those records, in the same alternation: the tuned latency, its ratio to the
-faster baseline, its speedup over untuned, and a flag where tuned is slower than untuned by more
-than the noise (the larger spread of the two's per-round medians).
+faster baseline, its speedup over untuned, the noise (the spread of the per-round ratios of tuned
+to untuned, each pair timed back to back) and a flag where tuned is slower than untuned in every
+round, i.e. beyond that noise.
 Medians of `--repeat` timed runs after warm-up; the machine is shared, so compare ratios, not
 lone times.
 """
@@ -63,12 +64,6 @@ def blocked_median_ms(*fns, repeat: int, rounds: int = 3) -> list[float]:
     return [statistics.median(t for block in f for t in block) * 1e3 for f in times]
 
 
-def round_spread(per_round: list[list[float]]) -> float:
-    """The noise of one function's timing: the spread of its rounds' medians over their median."""
-    medians = [statistics.median(block) for block in per_round]
-    return (max(medians) - min(medians)) / statistics.median(medians)
-
-
 def compiled_executor(graph, options: CompileOptions, inputs: list[np.ndarray]):
     """The model built with `options`, loaded, with `inputs` bound: (executor, result)."""
     result = build(graph, options)
@@ -84,6 +79,15 @@ class LeftOut(Exception):
     """A model a baseline cannot run (or tvmc fails on): the bench leaves it out, saying why."""
 
 
+def gist(exc: Exception) -> str:
+    """An error's first and last lines of substance (OpenVINO's name source files first)."""
+    lines = [line.strip() for line in str(exc).splitlines()]
+    lines = [line for line in lines if line and not line.startswith(("Exception from", "Check "))]
+    if not lines:
+        return ""
+    return (lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}")[:240]
+
+
 def baseline_sessions(path: str, inputs: dict[str, np.ndarray], threads: int) -> list:
     """onnxruntime's and (when installed) OpenVINO's sessions, each run once; LeftOut when one
     cannot load or run the model."""
@@ -95,8 +99,7 @@ def baseline_sessions(path: str, inputs: dict[str, np.ndarray], threads: int) ->
                 session()
                 sessions.append(session)
         except Exception as exc:  # each runtime raises its own types
-            first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ""
-            raise LeftOut(f"{name} cannot run it: {type(exc).__name__}: {first}") from exc
+            raise LeftOut(f"{name} cannot run it: {type(exc).__name__}: {gist(exc)}") from exc
     return sessions
 
 
@@ -155,10 +158,11 @@ def bench_model(model: BenchModel, tmp: str, repeat: int, threads: int, tuned: s
         "naive_mb": p.naive_bytes / 1e6, "error": error, "tuned_ms": None,
     }  # fmt: skip
     if len(runs) > 1:
-        noise = max(round_spread(times[0]), round_spread(times[1]))
+        # tuned / untuned per round: each pair ran back to back, so drifts of the machine cancel
+        paired = [statistics.median(t) / statistics.median(u) for t, u in zip(times[1], times[0])]
         row.update(tuned_ms=tvmc_ms[1], tuned_ratio=tvmc_ms[1] / best,
-                   speedup=tvmc_ms[0] / tvmc_ms[1], noise=noise,
-                   slower=tvmc_ms[1] / tvmc_ms[0] - 1 > noise)  # fmt: skip
+                   speedup=tvmc_ms[0] / tvmc_ms[1], noise=max(paired) - min(paired),
+                   slower=min(paired) > 1.0)  # fmt: skip
     return row
 
 
@@ -201,10 +205,10 @@ def summary(rows: list[dict], left_out: list[tuple[str, str]]) -> list[str]:
                      f"speedup {geomean([r['speedup'] for r in tuned]):.2f}x")  # fmt: skip
         lines.append(f"target tuned geometric mean <= {TUNED_GEOMEAN}: "
                      f"{'met' if g <= TUNED_GEOMEAN else 'MISSED'} ({g:.2f})")  # fmt: skip
-        slower = [f"{r['model']} {1 / r['speedup']:.2f}x (noise {r['noise']:.0%})"
+        slower = [f"{r['model']} {1 / r['speedup']:.2f}x (per-round spread {r['noise']:.0%})"
                   for r in tuned if r["slower"]]  # fmt: skip
         lines.append(
-            "tuned slower than untuned beyond the noise: "
+            "tuned slower than untuned in every round (beyond the noise): "
             + (", ".join(slower) if slower else "none")
         )
     for name, why in left_out:
@@ -258,9 +262,8 @@ def main() -> None:
                     line += "  (no records)"
                 else:
                     flag = "  SLOWER" if r["slower"] else ""
-                    line += (
-                        f" {r['tuned_ms']:8.3f} {r['tuned_ratio']:7.2f} {r['speedup']:6.2f}x{flag}"
-                    )
+                    line += (f" {r['tuned_ms']:8.3f} {r['tuned_ratio']:7.2f} {r['speedup']:6.2f}x "
+                             f"{r['noise']:5.0%}{flag}")  # fmt: skip
             print(line)
             sys.stdout.flush()
     if rows:

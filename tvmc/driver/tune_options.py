@@ -35,7 +35,7 @@ class TuneOptions:
     early_stopping: int | None = None  # stop a task after this many trials without progress
     number: int = MEASURE_DEFAULTS.number  # runs per measurement
     repeat: int = MEASURE_DEFAULTS.repeat  # measurements per config
-    min_repeat_ms: float = MEASURE_DEFAULTS.min_repeat_ms  # raise number until a measurement lasts this
+    min_repeat_ms: float = MEASURE_DEFAULTS.min_repeat_ms  # raise number until a run lasts this
     timeout: float = MEASURE_DEFAULTS.timeout  # seconds one config may run
     parallel: int | None = None  # builds at once (None: the physical cores)
     flush_cache: bool = MEASURE_DEFAULTS.flush_cache
@@ -78,8 +78,9 @@ class TuneOptions:
     def measure_options(self) -> MeasureOptions:
         """How each config is measured."""
         return dataclasses.replace(
-            MEASURE_DEFAULTS, number=self.number, repeat=self.repeat, min_repeat_ms=self.min_repeat_ms,
-            timeout=self.timeout, n_parallel=self.parallel, flush_cache=self.flush_cache,
+            MEASURE_DEFAULTS, number=self.number, repeat=self.repeat,
+            min_repeat_ms=self.min_repeat_ms, timeout=self.timeout, n_parallel=self.parallel,
+            flush_cache=self.flush_cache,
         )  # fmt: skip
 
 
