@@ -38,7 +38,7 @@ from tvmc.kernel import (
     seq,
 )
 from tvmc.ops.conv.geometry import ConvGeometry
-from tvmc.ops.lowering import Epilogue, TensorRef
+from tvmc.ops.lowering import Epilogue, LowerContext, TensorRef
 from tvmc.ops.schedule.injective import make_kernel
 from tvmc.ops.schedule.microkernel import accumulator_dtype, ceil_div, finalize, let_all, unflatten
 
@@ -74,7 +74,7 @@ def columns_weights(geo: ConvGeometry) -> Callable[[np.ndarray], np.ndarray]:
 
 
 def columns_lowering(
-    lowering: Lowering, ctx, geo: ConvGeometry, x: TensorRef, w: TensorRef,
+    lowering: Lowering, ctx: LowerContext, geo: ConvGeometry, x: TensorRef, w: TensorRef,
     bias: TensorRef | None, out: Buffer, epilogue: Epilogue | None,
 ) -> list[Kernel]:  # fmt: skip
     """The columns conv (through `lowering`, cpu.conv_lowering), then the gather into `out`."""
@@ -99,7 +99,12 @@ def _inside(q: Expr, offset: int, size: int, count: int) -> Expr | None:
     tests = ([q + offset >= 0] if offset < 0 else []) + (
         [q + offset < size] if count - 1 + offset >= size else []
     )
-    return tests[0] & tests[1] if len(tests) == 2 else (tests[0] if tests else None)
+    return _both(*tests, *(None,) * (2 - len(tests)))
+
+
+def _both(a: Expr | None, b: Expr | None) -> Expr | None:
+    """a & b, where None is a test that always holds."""
+    return b if a is None else (a if b is None else a & b)
 
 
 def _gather(
@@ -121,7 +126,7 @@ def _gather(
             test, rows, flat = None, [], 0
             for a, (offset, k) in enumerate(combo):
                 t = _inside(qs[a], offset, geo.in_shape[a], lead_counts[a])
-                test = t if test is None else (test if t is None else test & t)
+                test = _both(test, t)
                 hi = geo.in_shape[a] - 1
                 at = qs[a] + offset
                 rows.append(at if t is None else minimum(maximum(at, 0), hi))
@@ -130,24 +135,24 @@ def _gather(
         o_lead = tuple(q * st + r for q, st, r in zip(qs, geo.strides, rs))
 
         def column(q: Expr, r: int, checked: bool) -> Stmt:
-            value: Expr = zero
+            value: Expr | None = None  # a phase no tap lands on holds the bias alone
             for flat, rows, test in lead:
                 for offset, k in _phase_taps(geo, d - 1, r):
-                    t = (flat * geo.kernel[-1] + k) if d > 1 else k
+                    t = flat * geo.kernel[-1] + k
                     at, col_test = q + offset, _inside(q, offset, iw, ceil_div(ow, s))
                     col_test = col_test if checked else None
                     if col_test is not None:
                         at = minimum(maximum(at, 0), iw - 1)
                     v = cols[(n, oc * ntaps + t, *rows, at)]
-                    both = (
-                        col_test
-                        if test is None
-                        else (test if col_test is None else test & col_test)
-                    )
-                    value = value + (v if both is None else select(both, v, zero))
+                    both = _both(test, col_test)
+                    term = v if both is None else select(both, v, zero)
+                    value = term if value is None else value + term
             if bias is not None:
-                value = value + bias.read((oc,)).astype(acc)
-            return finalize(value, (n, oc, *o_lead, q * s + r), out, epilogue)
+                b = bias.read((oc,)).astype(acc)
+                value = b if value is None else value + b
+            return finalize(
+                zero if value is None else value, (n, oc, *o_lead, q * s + r), out, epilogue
+            )
 
         # the interior [lo, hi): every tap of every phase inside the input, every output exists
         offsets = [off for r in range(s) for off, _ in _phase_taps(geo, d - 1, r)]
