@@ -7,8 +7,10 @@ unpadded conv), (2) one parallel kernel of register tiles (cpu_tiles), storing e
 through bias and the epilogue into the NCHW output. Weights are packed for the chosen tile at
 compile time; runtime weights are packed by a gather kernel into a temp. Depthwise convs fuse
 the transform into the tile loop (each channel's planes are built in local scratch, in cache).
-ConvTranspose is read stuffed (`ConvGeometry.stuffed`): a stride-1 conv over the zero-stuffed
-input with the flipped, transposed weights: the same kernels, paying for the zeros.
+A strided ConvTranspose runs as a 1x1 conv making one column per (output channel, tap) and a
+gather summing the columns that land on each output (cpu_transpose); one of stride 1 is read
+stuffed (`ConvGeometry.stuffed`): a conv with the flipped, transposed weights. Its knobs apply
+to that columns or stuffed conv.
 
 Knobs (ctx.config; `plan` reads them, with the defaults in DEFAULTS and `_estimate`):
 - schedule: "pixels", "channels" or "depthwise" (default: the cheapest by `_estimate`).
