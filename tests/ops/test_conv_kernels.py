@@ -264,6 +264,7 @@ def test_conv_epilogue(schedule, rng):
         ((1, 2, 5, 4), (2, 3, 3, 3), {"strides": [2, 3], "output_shape": [9, 11]}),
         ((1, 1, 3, 3), (1, 2, 3, 3), {"strides": [3, 2], "output_shape": [10, 8]}),  # > full
         ((1, 3, 7), (3, 2, 4), {"strides": [3], "output_padding": [2]}),  # 1D
+        ((1, 2, 4, 3), (2, 3, 9, 9), {"strides": [2, 2]}),  # 20 columns per output: stuffed
         ((1, 2, 3, 4, 3), (2, 2, 2, 3, 2), {"strides": [2, 1, 2], "pads": [0, 1, 0, 0, 1, 1]}),
     ],
 )
@@ -286,6 +287,7 @@ STRIDED_TRANSPOSE = [
     ((1, 6, 5, 4), (6, 1, 3, 3), {"strides": [2, 2], "group": 6, "pads": [0, 1, 1, 0]}),
     ((1, 3, 2, 3, 4), (3, 2, 2, 2, 3), {"strides": [2, 2, 3], "pads": [0, 1, 0, 1, 0, 1]}),
     ((1, 3, 9), (3, 4, 5), {"strides": [2], "dilations": [3], "pads": [3, 1]}),  # 1-D
+    ((1, 3, 3, 2), (3, 2, 8, 8), {"strides": [8, 8]}),  # patch un-embedding: 64 phases
 ]  # fmt: skip
 
 

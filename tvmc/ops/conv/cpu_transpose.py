@@ -42,15 +42,23 @@ from tvmc.ops.lowering import Epilogue, LowerContext, TensorRef
 from tvmc.ops.schedule.injective import make_kernel
 from tvmc.ops.schedule.microkernel import accumulator_dtype, ceil_div, finalize, let_all, unflatten
 
-MAX_GATHER_TAPS = 64  # each tap is one load in the unrolled gather; more only grows the code
+MAX_GATHER_TAPS = 256  # each tap is a load or two in the unrolled gather: a bound on its code
+MAX_COLUMNS_PER_OUTPUT = 16  # columns (taps / prod(strides) per output) the workspace may hold
 PARALLEL_MIN_OUTPUTS = 1 << 15  # below this a fork/join costs more than the split saves
 
 Lowering = Callable[..., list[Kernel]]  # cpu.conv_lowering's signature
 
 
 def uses_columns(geo: ConvGeometry) -> bool:
-    """Whether a ConvTranspose (as stated) runs as columns + gather: strided, few taps."""
-    return geo.transposed and math.prod(geo.strides) > 1 and len(geo.taps) <= MAX_GATHER_TAPS
+    """Whether a ConvTranspose (as stated) runs as columns + gather: strided, with taps few
+    enough to unroll and columns small enough to keep (else it runs stuffed)."""
+    taps, strides = len(geo.taps), math.prod(geo.strides)
+    return (
+        geo.transposed
+        and strides > 1
+        and taps <= MAX_GATHER_TAPS
+        and taps <= MAX_COLUMNS_PER_OUTPUT * strides
+    )
 
 
 def columns_geometry(geo: ConvGeometry) -> ConvGeometry:
