@@ -190,8 +190,7 @@ def _gather(
             exists = None
             for q, r, o, st in zip(qs, rs, geo.out_shape[:-1], geo.strides[:-1]):
                 if o % st and r >= o % st:  # the last q of this phase is past the output
-                    t = q < o // st
-                    exists = t if exists is None else exists & t
+                    exists = _both(exists, q < o // st)
             rows.append(stmt if exists is None else if_then_else(exists, stmt))
         return seq(*rows)
 
