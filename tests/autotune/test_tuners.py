@@ -332,3 +332,26 @@ def test_xgboost_loads_only_when_the_xgb_tuner_is_made():
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
                           timeout=120, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr
+
+
+def test_feature_counts_of_a_shared_subexpression_take_linear_time():
+    # e_{k+1} = e_k * e_k: a tree walk meets 2^40 loads; counting must not walk it.
+    from tvmc.autotune.features import _Body, _expr_counts
+    from tvmc.kernel import Buffer
+    from tvmc.kernel.transform import walk
+
+    x = Buffer("X", (4,))
+    small = x[0] + x[1]
+    for _ in range(3):
+        small = small * small
+    flops, loads, _ = _expr_counts(small, _Body())
+    tree = list(walk(small))
+    assert loads == sum(1 for e in tree if e.__class__.__name__ == "Load")  # 16
+    assert flops == sum(1 for e in tree if e.__class__.__name__ in ("Add", "Mul"))  # 15
+    deep = x[0] + x[1]
+    for _ in range(40):
+        deep = deep * deep
+    start = time.perf_counter()
+    flops, loads, _ = _expr_counts(deep, _Body())
+    assert time.perf_counter() - start < 5
+    assert loads == 2**41 and flops == 2**41 - 1

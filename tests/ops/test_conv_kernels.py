@@ -264,12 +264,73 @@ def test_conv_epilogue(schedule, rng):
         ((1, 2, 5, 4), (2, 3, 3, 3), {"strides": [2, 3], "output_shape": [9, 11]}),
         ((1, 1, 3, 3), (1, 2, 3, 3), {"strides": [3, 2], "output_shape": [10, 8]}),  # > full
         ((1, 3, 7), (3, 2, 4), {"strides": [3], "output_padding": [2]}),  # 1D
+        ((1, 2, 4, 3), (2, 3, 9, 9), {"strides": [2, 2]}),  # 20 columns per output: stuffed
         ((1, 2, 3, 4, 3), (2, 2, 2, 3, 2), {"strides": [2, 1, 2], "pads": [0, 1, 0, 0, 1, 1]}),
     ],
 )
 def test_conv_transpose(x_shape, w_shape, attrs, rng):
     bias = randn(rng, w_shape[1] * attrs.get("group", 1))
     check_conv("ConvTranspose", randn(rng, *x_shape), randn(rng, *w_shape), attrs, bias)
+
+
+# strided ConvTranspose runs as columns + gather (cpu_transpose): phases, edges, empty phases
+STRIDED_TRANSPOSE = [
+    ((1, 3, 6, 5), (3, 4, 2, 2), {"strides": [2, 2]}),  # U-Net's 2x2: one tap per output
+    ((1, 3, 6, 5), (3, 4, 4, 4), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),  # 4 taps each
+    ((2, 4, 5, 6), (4, 2, 3, 3), {"strides": [3, 2], "pads": [2, 0, 1, 1],
+                                  "output_padding": [2, 1], "group": 2}),
+    ((1, 2, 4, 4), (2, 3, 3, 3), {"strides": [2, 2], "dilations": [2, 2]}),  # odd phases: none
+    ((1, 2, 3, 2), (2, 2, 2, 2), {"strides": [4, 5], "output_padding": [3, 1]}),  # bias only
+    ((1, 2, 1, 1), (2, 3, 5, 5), {"strides": [2, 2], "pads": [2, 2, 2, 2]}),  # all edges
+    ((1, 2, 1, 2), (2, 3, 4, 4), {"strides": [3, 3]}),  # shorter than the taps' reach
+    ((1, 2, 4, 4), (2, 2, 3, 3), {"strides": [2, 2], "output_shape": [10, 9]}),
+    ((1, 6, 5, 4), (6, 1, 3, 3), {"strides": [2, 2], "group": 6, "pads": [0, 1, 1, 0]}),
+    ((1, 3, 2, 3, 4), (3, 2, 2, 2, 3), {"strides": [2, 2, 3], "pads": [0, 1, 0, 1, 0, 1]}),
+    ((1, 3, 9), (3, 4, 5), {"strides": [2], "dilations": [3], "pads": [3, 1]}),  # 1-D
+    ((1, 3, 3, 2), (3, 2, 8, 8), {"strides": [8, 8]}),  # patch un-embedding: 64 phases
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("x_shape,w_shape,attrs", STRIDED_TRANSPOSE)
+@pytest.mark.parametrize("bias,epilogue", [(False, False), (True, True)])
+def test_conv_transpose_columns(x_shape, w_shape, attrs, bias, epilogue, rng):
+    b = randn(rng, w_shape[1] * attrs.get("group", 1)) if bias else None
+    x, w = randn(rng, *x_shape), randn(rng, *w_shape)
+    check_conv("ConvTranspose", x, w, attrs, b, epilogue=epilogue)
+
+
+def test_conv_transpose_columns_interpreted(rng):
+    # the interpreter checks every access of the gather, edges included
+    attrs = {"strides": [3, 2], "pads": [2, 0, 1, 1], "output_padding": [2, 1], "group": 2}
+    check_lowered("ConvTranspose", {"x": randn(rng, 1, 4, 5, 6)}, attrs,
+                  constants={"w": randn(rng, 4, 2, 3, 3)}, use_interpreter=True,
+                  config={"in_place": False}, **TOL)  # fmt: skip
+
+
+def test_strided_conv_transpose_skips_the_stuffed_zeros():
+    """A 2x2 stride-2 ConvTranspose is a 1x1 conv over the input as it is (no transform kernel
+    writing a zero-stuffed copy) and a gather: 4x fewer multiply-adds than the stuffed conv."""
+    x = TensorType((1, 8, 16, 16), "float32")
+    w = np.zeros((8, 4, 2, 2), np.float32)
+    attrs = OPS["ConvTranspose"].normalize_attrs(
+        {
+            "kernel_shape": [2, 2],
+            "strides": [2, 2],
+            "pads": [0] * 4,
+            "dilations": [1, 1],
+            "output_padding": [0, 0],
+        },
+        "",
+    )
+    (out_type,) = OPS["ConvTranspose"].infer(attrs, [x, TensorType.of(w)])
+    refs = [ref_of_buffer("x", x, Buffer("x", x.shape)),
+            ref_of_buffer("w", TensorType.of(w), Buffer("w", w.shape), w)]  # fmt: skip
+    ctx = LowerContext(LoweringTarget(num_threads=2), {})
+    kernels = OPS["ConvTranspose"].build(ctx, attrs, refs, [Buffer("y", out_type.shape)], None)
+    # the columns conv reads x in place, then the gather: no copy of x, stuffed or not
+    assert [k.name.rsplit("_", 1)[-1] for k in kernels] == ["conv", "col2im"]
+    (cols,) = ctx.temps
+    assert cols.shape == (1, 4 * 4, 16, 16)  # (batch, out channels x taps, rows, columns)
 
 
 def test_conv_transpose_runtime_weight(rng):

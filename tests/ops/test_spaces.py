@@ -19,6 +19,7 @@ from tvmc.graph import Node, TensorType
 from tvmc.kernel import kernel_str
 from tvmc.ops import OPS, evaluate_node
 from tvmc.ops.conv.cpu import geometry_of, plan
+from tvmc.ops.conv.cpu_transpose import columns_geometry, uses_columns
 from tvmc.ops.conv.geometry import ConvGeometry
 from tvmc.ops.lowering import LowerContext, LoweringTarget
 from tvmc.ops.schedule.microkernel import accumulator_dtype
@@ -50,6 +51,11 @@ WORKLOADS: list[tuple[str, list[tuple[int, ...]], dict[str, Any]]] = [
         "ConvTranspose",
         [(1, 8, 7, 7), (8, 6, 3, 3)],
         conv_attrs((3, 3), (2, 2), (1,) * 4, output_padding=(1, 1)),
+    ),
+    (
+        "ConvTranspose",
+        [(1, 6, 9, 9), (6, 4, 3, 3)],
+        conv_attrs((3, 3), pads=(1,) * 4, output_padding=(0, 0)),
     ),
     ("MatMul", [(37, 50), (50, 70)], {}),
     ("MatMul", [(3, 9, 20), (3, 20, 33)], {}),
@@ -119,7 +125,9 @@ def test_conv_default_is_in_space(op, shapes, attrs):
     geo = geometry_of(op, full, types)
     out = OPS[op].infer(full, types)[0]
     stated = ConvGeometry.of_node(op, full, shapes[0], shapes[1], out.shape)
-    assert geo == stated.stuffed() and stated.transposed == (op == "ConvTranspose")
+    assert stated.transposed == (op == "ConvTranspose")
+    # a strided ConvTranspose tiles its columns conv (cpu_transpose), others their conv reading
+    assert geo == (columns_geometry(stated) if uses_columns(stated) else stated.stuffed())
     lanes = TARGET.lanes(accumulator_dtype("float32"))
     space = space_of(op, shapes, attrs)
     plans = {plan(space.get(i).values, geo, lanes) for i in range(len(space))}

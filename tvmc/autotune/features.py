@@ -49,7 +49,8 @@ from tvmc.kernel import (
     is_float,
     kernel_str,
 )
-from tvmc.kernel.transform import children, walk
+from tvmc.kernel.transform import children
+from tvmc.kernel.visitor import post_order
 from tvmc.ops import OPS
 from tvmc.ops.lowering import LowerContext, LoweringTarget, buffer_shape, ref_of_buffer
 from tvmc.ops.space import ConfigSpace, Knob
@@ -236,20 +237,31 @@ def _expr_counts(expr: Expr, body: _Body) -> tuple[float, float, int]:
     join `body`'s. Loads of local scratch (register accumulators) are not memory traffic."""
     flops = loads = 0.0
     lanes = 1
-    for e in walk(expr):
+    for e, times in _occurrences(expr):
         if not isinstance(e, Expr):
             continue
         if isinstance(e, Load):
             if e.buffer.scope != "local":
-                loads += e.lanes
+                loads += times * e.lanes
                 body.loads.add(e)
         elif isinstance(e, Call) and e.name == "fma":
-            flops += 2 * e.lanes
+            flops += times * 2 * e.lanes
         elif isinstance(e, _ARITH) and is_float(e.dtype):
-            flops += e.lanes
+            flops += times * e.lanes
         if is_float(e.dtype):
             lanes = max(lanes, e.lanes)
     return flops, loads, lanes
+
+
+def _occurrences(expr: Expr) -> list[tuple[Expr | Stmt, int]]:
+    """Each distinct node under `expr` with how often a tree walk would meet it, in linear time
+    (a shared subexpression counts once per use, as in the expression tree)."""
+    nodes = post_order(expr)  # children before parents
+    times: dict[int, int] = {id(expr): 1}
+    for n in reversed(nodes):
+        for c in children(n):
+            times[id(c)] = times.get(id(c), 0) + times[id(n)]
+    return [(n, times[id(n)]) for n in nodes]
 
 
 def _visit(stmt: Stmt | Expr, trips: int, depth: int, st: _Stats) -> bool:

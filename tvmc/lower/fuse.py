@@ -6,7 +6,9 @@
   epilogue) and inlining does not multiply work: the reader has the same shape, or the producer is
   a pure index remap (reshape, transpose, slice). A Reshape read by a Reshape stays: both are
   views of the same bytes, and an inlined one would make its reader a copy.
-- Everything else is materialized: stored once, read from memory.
+- Everything else is materialized: stored once, read from memory. So is every
+  MAX_INLINED_DEPTH-th tensor of a long inlined chain, so that expression trees (and the
+  recursion that builds and compiles them) stay shallow whatever the model's depth.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from dataclasses import dataclass, field
 from tvmc.graph import Graph, Node
 from tvmc.ops import OPS
 from tvmc.ops.registry import BROADCAST, ELEMENTWISE, INJECTIVE
+
+MAX_INLINED_DEPTH = 64  # ops computed on the fly in one expression, at most
 
 
 @dataclass
@@ -72,10 +76,14 @@ def plan_fusion(graph: Graph, enabled: bool = True) -> FusionPlan:
         if chain:
             plan.epilogues[node.name] = chain
 
+    depth: dict[str, int] = {}  # inlined tensor -> ops in the expression that computes it
     for node in graph.nodes:
         opdef = OPS[node.op]
         if not opdef.is_compute or node.name in plan.absorbed:
             continue
+        below = max((depth.get(name, 0) for name in node.inputs), default=0)
+        if below + 1 > MAX_INLINED_DEPTH:
+            continue  # stored: readers start a fresh expression
         for tensor in node.outputs:
             reader = only_reader(tensor)
             if reader is None:
@@ -90,4 +98,5 @@ def plan_fusion(graph: Graph, enabled: bool = True) -> FusionPlan:
             )
             if same_shape or opdef.kind == INJECTIVE:
                 plan.inlined.add(tensor)
+                depth[tensor] = below + 1
     return plan

@@ -2,7 +2,8 @@
 
 - `definition`: shape rules, numpy references, FLOPs.
 - `geometry`: `ConvGeometry`, one for both targets (a ConvTranspose as stated, or stuffed).
-- `cpu` (+ `cpu_layout`, `cpu_tiles`): the CPU templates beside their knob space and defaults.
+- `cpu` (+ `cpu_layout`, `cpu_tiles`, `cpu_transpose`): the CPU templates beside their knob space
+  and defaults; `cpu_transpose` runs a strided ConvTranspose as columns and a gather.
 - `gpu` (+ `gpu_tiled`, `gpu_operands`): the CUDA templates beside theirs.
 
 Registered here, each with its lowering table.

@@ -7,8 +7,10 @@ unpadded conv), (2) one parallel kernel of register tiles (cpu_tiles), storing e
 through bias and the epilogue into the NCHW output. Weights are packed for the chosen tile at
 compile time; runtime weights are packed by a gather kernel into a temp. Depthwise convs fuse
 the transform into the tile loop (each channel's planes are built in local scratch, in cache).
-ConvTranspose is read stuffed (`ConvGeometry.stuffed`): a stride-1 conv over the zero-stuffed
-input with the flipped, transposed weights: the same kernels, paying for the zeros.
+A strided ConvTranspose runs as a 1x1 conv making one column per (output channel, tap) and a
+gather summing the columns that land on each output (cpu_transpose); one of stride 1 is read
+stuffed (`ConvGeometry.stuffed`): a conv with the flipped, transposed weights. Its knobs apply
+to that columns or stuffed conv.
 
 Knobs (ctx.config; `plan` reads them, with the defaults in DEFAULTS and `_estimate`):
 - schedule: "pixels", "channels" or "depthwise" (default: the cheapest by `_estimate`).
@@ -75,6 +77,7 @@ from tvmc.ops.conv.cpu_tiles import (
     pixel_tile,
     pixel_tiling,
 )
+from tvmc.ops.conv.cpu_transpose import columns_geometry, columns_lowering, uses_columns
 from tvmc.ops.conv.definition import conv_rule, conv_transpose_rule
 from tvmc.ops.conv.geometry import ConvGeometry
 from tvmc.ops.lowering import Attrs, Epilogue, LowerContext, LoweringTarget, Template, TensorRef
@@ -312,10 +315,12 @@ RULES = {"Conv": conv_rule, "ConvTranspose": conv_transpose_rule}
 
 
 def geometry_of(op: str, attrs: Attrs, input_types: Sequence[TensorType]) -> ConvGeometry:
-    """The (stuffed) geometry the template builds for this workload, from types alone."""
+    """The geometry of the conv the template tiles for this workload, from types alone: a
+    strided ConvTranspose's columns conv, or its stuffed reading."""
     x, w = input_types[0], input_types[1]
     out = RULES[op](attrs, list(input_types))[0]
-    return ConvGeometry.of_node(op, attrs, x.shape, w.shape, out.shape).stuffed()
+    geo = ConvGeometry.of_node(op, attrs, x.shape, w.shape, out.shape)
+    return columns_geometry(geo) if uses_columns(geo) else geo.stuffed()
 
 
 def conv_space(op: str) -> Callable[[Attrs, list[TensorType], LoweringTarget], ConfigSpace]:
@@ -419,9 +424,13 @@ def conv_transpose_template(
     outputs: list[Buffer],
     epilogue: Epilogue | None,
 ) -> list[Kernel]:
-    """ConvTranspose as a stride-1 conv of the zero-stuffed input with flipped weights."""
+    """A strided ConvTranspose as columns + gather (cpu_transpose), others as a stride-1 conv
+    of the zero-stuffed input with flipped weights."""
     x, w = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
+    geo = ConvGeometry.of_node("ConvTranspose", attrs, x.shape, w.shape, outputs[0].shape)
+    if uses_columns(geo):
+        return columns_lowering(conv_lowering, ctx, geo, x, w, bias, outputs[0], epilogue)
     group, (c, mg, *kernel) = attrs["group"], w.shape
     spatial = len(kernel)
 
@@ -431,7 +440,6 @@ def conv_transpose_template(
         t = t.reshape(group * mg, c // group, *kernel)
         return t[(slice(None), slice(None), *(slice(None, None, -1),) * spatial)]
 
-    geo = ConvGeometry.of_node("ConvTranspose", attrs, x.shape, w.shape, outputs[0].shape)
     return conv_lowering(ctx, geo.stuffed(), x, w, flip, bias, outputs[0], epilogue)
 
 

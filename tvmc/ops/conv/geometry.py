@@ -6,7 +6,8 @@ A ConvGeometry holds a node as it is stated (`of_node`). A ConvTranspose has two
   the GPU's direct ConvTranspose reads it so.
 - stuffed (`stuffed()`): a stride-1 conv over the input with `stride - 1` zeros stuffed between
   its elements, padded so that it gives exactly the output shape, with the kernel flipped and
-  transposed; the CPU templates read it so (the same kernels as Conv, paying for the zeros).
+  transposed; the CPU template reads a stride-1 ConvTranspose so (strided ones run as columns
+  and a gather, tvmc.ops.conv.cpu_transpose, which reads the node as stated).
 
 The plane properties (phases, plane, tap offsets) describe the CPU's input transform
 (tvmc.ops.conv.cpu_layout) and hold for a conv reading (not transposed).
