@@ -93,3 +93,12 @@ def test_vector_width_from_features_or_cpu_name(target, bits):
 )
 def test_target_kind_is_the_first_word(target: str, kind: str):
     assert target_kind(target) == kind
+
+
+@pytest.mark.parametrize(
+    "target, registers",
+    [("llvm -mcpu=skylake-avx512", 32), ("llvm -mcpu=haswell", 16),
+     ("llvm -mattr=-avx512f", 16), ("llvm -mtriple=aarch64-linux-gnu", 32)],
+)  # fmt: skip
+def test_vector_registers_from_the_architecture(target, registers):
+    assert CPUTarget.parse(target).vector_registers == registers

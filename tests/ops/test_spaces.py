@@ -198,3 +198,27 @@ def test_conv_space_configs_build_distinct_kernels(shapes, attrs):
         text = "\n".join(kernel_str(k) for k in kernels)
         assert text not in texts, f"{config.values} builds the code of {texts[text]}"
         texts[text] = config.values
+
+
+AVX2 = LoweringTarget(vector_bits=256, num_threads=2, vector_registers=16)
+
+
+@pytest.mark.parametrize("op,shapes,attrs", CONV_WORKLOADS, ids=IDS[: len(CONV_WORKLOADS)])
+@pytest.mark.parametrize("target", [TARGET, AVX2], ids=["avx512", "avx2"])
+def test_conv_default_tiles_fit_the_registers(op, shapes, attrs, target):
+    """An empty config's register tile (accumulators, loaded vectors, a broadcast) never needs
+    more registers than the target has: AVX2's 16 get smaller tiles than AVX-512's 32."""
+    full = OPS[op].normalize_attrs(attrs, op)
+    geo = geometry_of(op, full, [TensorType(s, "float32") for s in shapes])
+    lanes = target.lanes("float32")
+    tiling = plan({}, geo, lanes, target.vector_registers).tiling
+    assert tiling.mr * tiling.nv + tiling.nv + 1 <= target.vector_registers
+
+
+def test_gemm_default_tile_follows_the_registers():
+    from tvmc.ops.linalg.cpu import default_tile
+
+    assert default_tile(32) == (6, 4)  # 24 accumulators + 4 B vectors + 1 broadcast = 29
+    assert default_tile(16) == (6, 2)  # 12 + 2 + 1 = 15: BLIS's 6x16 AVX2 kernel shape
+    space = OPS["MatMul"].space({}, [TensorType((64, 64), "float32")] * 2, AVX2)
+    assert space.get(space.default_index).values["tile_n"] == 2

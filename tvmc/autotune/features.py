@@ -173,15 +173,18 @@ _ARITH = (Add, Sub, Mul, Div, Max, Min)
 
 def lowering_target(target: str) -> LoweringTarget:
     """What templates are told of `target` when tuning (its vector width, the runtime threads)."""
-    return LoweringTarget("cpu", _vector_bits(target), num_threads())
+    bits, registers = _vectors(target)
+    return LoweringTarget("cpu", bits, num_threads(), registers)
 
 
 @functools.lru_cache(maxsize=8)
-def _vector_bits(target: str) -> int:
+def _vectors(target: str) -> tuple[int, int]:
+    """(vector bits, vector registers) of a CPU target string."""
     try:
-        return CPUTarget.parse(target).vector_bits
+        parsed = CPUTarget.parse(target)
+        return parsed.vector_bits, parsed.vector_registers
     except Exception:  # an unparsable target still gets knob features
-        return LoweringTarget().vector_bits
+        return LoweringTarget().vector_bits, LoweringTarget().vector_registers
 
 
 def task_kernels(task: Task, config: Mapping[str, Any]) -> list[Kernel]:

@@ -51,7 +51,8 @@ def build(
         text = traceback.format_exc()[-MESSAGE_CHARS:]
         return BuildResult(seconds=time.perf_counter() - start, error_no=error_no, error_msg=text)
 
-    ctx = LowerContext(LoweringTarget("cpu", target.vector_bits, threads), inp.config.values, "k")
+    lowering = LoweringTarget("cpu", target.vector_bits, threads, target.vector_registers)
+    ctx = LowerContext(lowering, inp.config.values, "k")
     try:
         kernels = op.lower(ctx)
     except Exception:

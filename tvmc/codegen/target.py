@@ -107,6 +107,14 @@ class CPUTarget:
         return 128
 
     @property
+    def vector_registers(self) -> int:
+        """Architectural SIMD registers: 32 with AVX-512 (zmm0-31) and on AArch64 (v0-31), 16
+        for SSE/AVX2 (xmm/ymm0-15) and other targets."""
+        if _arch(self.triple) in ("aarch64", "arm64") or self.vector_bits == 512:
+            return 32
+        return 16
+
+    @property
     def is_native(self) -> bool:
         """Whether objects for this target can run in this process."""
         return _arch(self.triple) == _arch(host_triple())

@@ -63,6 +63,7 @@ from tvmc.graph import TensorType
 from tvmc.kernel import Buffer, Expr, Kernel, Stmt, allocate, const, loop, seq
 from tvmc.ops.conv.cpu_layout import fill_planes, transform_kernel_body, vector_range
 from tvmc.ops.conv.cpu_tiles import (
+    AVX512_REGISTERS,
     ChannelTiling,
     Operands,
     PixelTiling,
@@ -119,8 +120,10 @@ class Plan:
     in_place: bool
 
 
-def plan(cfg: Mapping[str, Any], geo: ConvGeometry, lanes: int) -> Plan:
-    """The knobs of `cfg`, with defaults chosen for `geo`."""
+def plan(
+    cfg: Mapping[str, Any], geo: ConvGeometry, lanes: int, registers: int = AVX512_REGISTERS
+) -> Plan:
+    """The knobs of `cfg`, with defaults chosen for `geo` and tiles that fit `registers`."""
     cfg = dict(cfg)
     if "plan" in cfg:
         cfg["schedule"], cfg["tile_vectors"], cfg["tile_rows"], *order = cfg.pop("plan")
@@ -129,8 +132,8 @@ def plan(cfg: Mapping[str, Any], geo: ConvGeometry, lanes: int) -> Plan:
     def limits(default: tuple[int, int]) -> tuple[int, int]:
         return int(cfg.get("tile_vectors", default[0])), int(cfg.get("tile_rows", default[1]))
 
-    pix, pix_eff = pixel_tiling(geo, lanes, *limits(DEFAULTS["pixels"]))
-    chn, chn_eff = channel_tiling(geo, lanes, *limits(DEFAULTS["channels"]))
+    pix, pix_eff = pixel_tiling(geo, lanes, *limits(DEFAULTS["pixels"]), registers)
+    chn, chn_eff = channel_tiling(geo, lanes, *limits(DEFAULTS["channels"]), registers)
     depthwise = geo.icg == 1 and geo.group > 1 and geo.ocg <= 8
     default = "depthwise" if depthwise else _estimate(geo, lanes, pix, pix_eff, chn, chn_eff)
     schedule = str(cfg.get("schedule", default))
@@ -158,7 +161,7 @@ def conv_lowering(
     """Kernels computing `out` = conv(x, weight_fn(w)) + bias, then the epilogue."""
     acc = accumulator_dtype(out.dtype)
     lanes = ctx.target.lanes(acc)
-    p = plan(ctx.config, geo, lanes)
+    p = plan(ctx.config, geo, lanes, ctx.target.vector_registers)
     parallel = 2 * math.prod(out.shape) * geo.icg * len(geo.taps) >= PARALLEL_MIN_FLOPS
 
     def pack(v: np.ndarray) -> np.ndarray:
@@ -329,24 +332,26 @@ def conv_space(op: str) -> Callable[[Attrs, list[TensorType], LoweringTarget], C
     def space(attrs: Attrs, input_types: list[TensorType], target: LoweringTarget) -> ConfigSpace:
         geo = geometry_of(op, attrs, input_types)
         lanes = target.lanes(accumulator_dtype(input_types[0].dtype))
-        configs = _space(geo, lanes)
-        want = plan({}, geo, lanes)
+        registers = target.vector_registers
+        configs = _space(geo, lanes, registers)
+        want = plan({}, geo, lanes, registers)
         configs.default_index = next(
-            (i for i in range(len(configs)) if plan(configs.get(i).values, geo, lanes) == want),
+            (i for i in range(len(configs))
+             if plan(configs.get(i).values, geo, lanes, registers) == want),
             None,
-        )
+        )  # fmt: skip
         return configs
 
     space.__doc__ = f"The knob space of a {op} workload."
     return space
 
 
-def _space(geo: ConvGeometry, lanes: int) -> ConfigSpace:
+def _space(geo: ConvGeometry, lanes: int, registers: int) -> ConfigSpace:
     depthwise = geo.icg == 1 and geo.group > 1
     with_channels = not depthwise or geo.ocg > 8  # the template's default may pick it then
 
     def pixels(nv: int, mr: int) -> tuple[Hashable, float, tuple[int, int]]:
-        tiling, eff = pixel_tiling(geo, lanes, nv, mr)
+        tiling, eff = pixel_tiling(geo, lanes, nv, mr, registers)
         used = geo.ocg / (ceil_div(geo.ocg, tiling.mr) * tiling.mr)
         return tiling, eff * used * density(tiling.mr, tiling.nv), (tiling.nv, tiling.mr)
 
@@ -358,7 +363,7 @@ def _space(geo: ConvGeometry, lanes: int) -> ConfigSpace:
     if with_channels:
 
         def channels(nv: int, mr: int) -> tuple[Hashable, float, tuple[int, int]]:
-            tiling, useful = channel_tiling(geo, lanes, nv, mr)
+            tiling, useful = channel_tiling(geo, lanes, nv, mr, registers)
             return tiling, useful * density(tiling.mr, tiling.nv), (tiling.nv, tiling.mr)
 
         vectors = range(1, min(MAX_VECTORS, ceil_div(geo.ocg, lanes)) + 1)

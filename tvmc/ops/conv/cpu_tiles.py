@@ -34,7 +34,7 @@ from tvmc.ops.schedule.microkernel import (
 )
 
 Load = Callable[[Expr, int], Expr]  # (flat offset into the transformed input, lanes) -> value
-VECTOR_REGISTERS = 32  # AVX-512
+AVX512_REGISTERS = 32  # the default where a caller does not say (LoweringTarget's)
 
 
 def density(mr: int, nv: int) -> float:
@@ -42,10 +42,15 @@ def density(mr: int, nv: int) -> float:
     return mr * nv / (mr * nv + 4)
 
 
-def max_rows(nv: int) -> int:
+def max_rows(nv: int, registers: int = AVX512_REGISTERS) -> int:
     """Most tile rows whose MR x NV accumulators, NV loaded vectors and a broadcast fit in
-    the registers (LLVM loads a k step's vectors once and reuses them across the rows)."""
-    return max(1, (VECTOR_REGISTERS - 1 - nv) // nv)
+    `registers` (LLVM loads a k step's vectors once and reuses them across the rows)."""
+    return max(1, (registers - 1 - nv) // nv)
+
+
+def max_vectors(registers: int) -> int:
+    """Most vectors per tile row: one row of NV accumulators, NV loaded vectors and a broadcast."""
+    return max(1, (registers - 1) // 2)
 
 
 @dataclass(frozen=True)
@@ -134,9 +139,10 @@ class PixelTiling:
 
 
 def pixel_tiling(
-    geo: ConvGeometry, lanes: int, nv_max: int, mr_max: int
+    geo: ConvGeometry, lanes: int, nv_max: int, mr_max: int, registers: int = AVX512_REGISTERS
 ) -> tuple[PixelTiling, float]:
     """The tiling with the best useful-lane fraction times tile density, and that fraction."""
+    nv_max = min(nv_max, max_vectors(registers))
     ow, wq = geo.out_shape[-1], geo.plane[-1]
     rl = geo.out_shape[-2] if len(geo.out_shape) > 1 else 1
     best: tuple[float, int, int, int] = (0.0, 0, 1, 1)
@@ -146,14 +152,14 @@ def pixel_tiling(
             break
         nv = ceil_div(span, lanes)
         eff = rl * ow / (ceil_div(rl, rows) * nv * lanes)
-        score = eff * density(min(mr_max, max_rows(nv), geo.ocg), nv)
+        score = eff * density(min(mr_max, max_rows(nv, registers), geo.ocg), nv)
         best = max(best, (round(score, 3), nv, rows, 1))
     if best[0] == 0.0:  # a row wider than a tile: cut it into equal chunks
         chunks = ceil_div(ow, nv_max * lanes)
         nv = ceil_div(ceil_div(ow, chunks), lanes)
         best = (0.0, nv, 1, chunks)
     _, nv, rows, chunks = best
-    mr = max(1, min(mr_max, max_rows(nv), geo.ocg))
+    mr = max(1, min(mr_max, max_rows(nv, registers), geo.ocg))
     return PixelTiling(rows, chunks, nv, mr), rl * ow / (ceil_div(rl, rows) * chunks * nv * lanes)
 
 
@@ -251,14 +257,15 @@ class ChannelTiling:
 
 
 def channel_tiling(
-    geo: ConvGeometry, lanes: int, nv_max: int, mr_max: int
+    geo: ConvGeometry, lanes: int, nv_max: int, mr_max: int, registers: int = AVX512_REGISTERS
 ) -> tuple[ChannelTiling, float]:
     """The (MR, NV) with the best useful-lane fraction times tile density, and that fraction."""
+    nv_max = min(nv_max, max_vectors(registers))
     ow, best = geo.out_shape[-1], (0.0, 0.0, ChannelTiling(1, 1))
     for nv in range(1, nv_max + 1):
         width = nv * lanes
         pad = geo.ocg / (ceil_div(geo.ocg, width) * width)
-        for mr in range(1, min(mr_max, max_rows(nv)) + 1):
+        for mr in range(1, min(mr_max, max_rows(nv, registers)) + 1):
             useful = pad * ow / (ceil_div(ow, mr) * mr)
             best = max(best, (useful * density(mr, nv), useful, ChannelTiling(mr, nv)),
                        key=lambda b: b[0])  # fmt: skip

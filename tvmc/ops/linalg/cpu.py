@@ -16,7 +16,9 @@ dtypes use the same tiles with multiply-add instead of fma.
 
 Knobs (ctx.config):
 - tile_m: MR, rows of a tile (default 6, at most M).
-- tile_n: NV, vectors of a tile's width (default 4; fewer when N is small).
+- tile_n: NV, vectors of a tile's width (default: the most whose 6 x NV accumulators, NV
+  loaded vectors and a broadcast fit the target's registers: 4 of AVX-512's 32, 2 of AVX2's 16;
+  fewer when N is small).
 - order: "panel_outer" (consecutive tiles share a B panel, default) or "rows_outer".
 
 The knob space (`gemm_space`) offers the tile sizes the template can use for the workload
@@ -91,8 +93,9 @@ def gemm_kernels(
     rows = math.prod(batch) * m if fold else m
     groups = 1 if fold else math.prod(batch)
 
-    mr = max(1, min(int(ctx.config.get("tile_m", DEFAULT_TILE[0])), rows))
-    nv = max(1, min(int(ctx.config.get("tile_n", DEFAULT_TILE[1])), ceil_div(n, lanes)))
+    default_m, default_n = default_tile(ctx.target.vector_registers)
+    mr = max(1, min(int(ctx.config.get("tile_m", default_m)), rows))
+    nv = max(1, min(int(ctx.config.get("tile_n", default_n)), ceil_div(n, lanes)))
     # A runtime B whose rows split into whole panels is read in place: no packing pass
     in_place = b.value is None and not (trans_b or b_vec) and n % lanes == 0
     if in_place:
@@ -204,7 +207,14 @@ def gemm_kernels(
 
 
 TILE_ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14)  # MR candidates (at most M)
-DEFAULT_TILE = (6, 4)  # (tile_m, tile_n) of an empty config
+DEFAULT_ROWS = 6  # tile_m of an empty config
+
+
+def default_tile(registers: int) -> tuple[int, int]:
+    """(tile_m, tile_n) of an empty config: DEFAULT_ROWS rows, as many vectors as still fit
+    the registers with one loaded B vector each and the broadcast A element."""
+    return DEFAULT_ROWS, max(1, (registers - 1) // (DEFAULT_ROWS + 1))
+
 TILE_VECTORS = 8  # NV candidates 1..8 (1..15 for a GEMV: one row leaves room for wide tiles)
 
 
@@ -224,7 +234,8 @@ def gemm_space(attrs: Attrs, input_types: list[TensorType], target: LoweringTarg
     space.other("tile_m", sorted({min(r, rows) for r in TILE_ROWS}))
     space.other("tile_n", sorted({min(v, widest) for v in vectors}))
     space.other("order", ["panel_outer"] + (["rows_outer"] if rows > 1 else []))
-    default = {"tile_m": min(DEFAULT_TILE[0], rows), "tile_n": min(DEFAULT_TILE[1], widest)}
+    default_m, default_n = default_tile(target.vector_registers)
+    default = {"tile_m": min(default_m, rows), "tile_n": min(default_n, widest)}
     space.default_index = space.index_of({**default, "order": "panel_outer"})
     return space
 
