@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from tvmc.codegen.cuda_program import Launch
+from tvmc.codegen.abi import Launch
 from tvmc.errors import InputError
 from tvmc.runtime import cuda_driver
 from tvmc.runtime.cuda_driver import CUDAError, check

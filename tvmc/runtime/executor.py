@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from tvmc.codegen import LoadedModule
+from tvmc.codegen.loader import LoadedModule
 from tvmc.errors import InputError
 from tvmc.kernel.program import Call, ProgramBuffer, Source
 from tvmc.runtime.package_check import check_layout, check_plan

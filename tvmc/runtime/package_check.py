@@ -20,15 +20,15 @@ from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
+from tvmc.codegen.abi import KernelSignature
 from tvmc.codegen.layout import layout_digest
-from tvmc.codegen.llvm_cpu import KernelSignature
 from tvmc.errors import PackageError
 from tvmc.kernel.expr import DTYPES
 from tvmc.kernel.program import STORAGE_KINDS, WORKSPACE_ALIGN
 from tvmc.memory import machine_memory
 
 if TYPE_CHECKING:
-    from tvmc.codegen.cuda_program import Launch
+    from tvmc.codegen.abi import Launch
     from tvmc.runtime.executor import ProgramInfo
 
 MAX_JSON_DEPTH = 64  # mod.json nests 4 deep, metadata.json about 6: deeper is not ours
