@@ -22,6 +22,7 @@ import numpy as np
 
 from tvmc.codegen.abi import KernelSignature
 from tvmc.codegen.layout import layout_digest
+from tvmc.dtypes import numpy_dtype
 from tvmc.errors import PackageError
 from tvmc.kernel.expr import DTYPES
 from tvmc.kernel.program import STORAGE_KINDS, WORKSPACE_ALIGN
@@ -232,13 +233,13 @@ def check_metadata_json(where: str, metadata: Mapping[str, Any]) -> None:
 # ---- the plan --------------------------------------------------------------------------------
 def nbytes(shape: Sequence[int], dtype: str) -> int:
     """Bytes of a dense tensor (exact: no overflow however large the shape)."""
-    return math.prod(shape) * np.dtype(dtype).itemsize
+    return math.prod(shape) * numpy_dtype(dtype).itemsize
 
 
 def footprint(shape: Sequence[int], dtype: str) -> int:
     """Bytes a buffer takes where it is stored: an empty tensor keeps a 1-element placeholder
     (its kernels' param), as the runtime allocates and the memory planner places it."""
-    return max(math.prod(shape), 1) * np.dtype(dtype).itemsize
+    return max(math.prod(shape), 1) * numpy_dtype(dtype).itemsize
 
 
 def check_plan(
