@@ -1,10 +1,11 @@
 """Element types: their names (numpy's and ml_dtypes'), which are narrow, and numpy views of them.
 
 Shared by every layer (like errors and config). numpy knows the narrow types once ml_dtypes is
-imported, which costs about a second on a busy machine: so it is imported only where narrow types
-are met. `numpy_dtype(name)` imports it for a narrow name (use it wherever a dtype name becomes a
-numpy dtype outside the compiler); the compiler's op families import it with `tvmc.ops`, and the
-runtime when a package holds a narrow buffer (`register_narrow_types`).
+imported, which took 0.8-1.2 s on our 2-core machine (docs/performance.md, Start-up), so it is
+imported only where narrow types are met: `numpy_dtype(name)` imports it for a narrow name (use
+it wherever a dtype name becomes a numpy dtype outside the compiler); the compiler's op families
+import it with `tvmc.ops`, and the runtime when a package holds a narrow buffer
+(`register_narrow_types`).
 
 Narrow types have no arithmetic of their own on CPUs: they are stored in their own bytes and
 computed in a wide type. Narrow floats (bfloat16, float8, float4) are stored as their bits in 16
