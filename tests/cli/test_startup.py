@@ -37,9 +37,11 @@ COMPILER = ("onnx", "xgboost", "dask", "distributed", "tvmc.frontend.onnx_loader
             "tvmc.passes", "tvmc.lower", "tvmc.autotune.task", "tvmc.autotune.tuner",
             "tvmc.driver.pipeline", "tvmc.driver.package", "tvmc.driver.tuning")  # fmt: skip
 # Running a mod.so needs ctypes, numpy, click and rich; not LLVM (libLLVM is tens of ms) nor
-# ml_dtypes (about a second) nor the code generators, nor urllib (xml.sax's escape loads it).
+# ml_dtypes (about a second) nor the code generators or the kernel IR (the plan is tvmc.plan),
+# nor urllib (xml.sax's escape loads it).
 NOT_FOR_RUN = ("llvmlite", "ml_dtypes", "tvmc.codegen.llvm_cpu", "tvmc.codegen.nvptx",
-               "tvmc.codegen.cuda_program", "tvmc.codegen.program", "urllib.request")  # fmt: skip
+               "tvmc.codegen.cuda_program", "tvmc.codegen.program", "tvmc.kernel",
+               "urllib.request")  # fmt: skip
 
 
 def imported(tmp_path: Path, *args: str) -> tuple[int, set[str]]:

@@ -14,7 +14,7 @@ import numpy as np
 from tvmc.codegen.loader import LoadedModule
 from tvmc.dtypes import numpy_dtype
 from tvmc.errors import InputError
-from tvmc.kernel.program import Call, ProgramBuffer, Source
+from tvmc.plan import Call, ProgramBuffer, Source
 from tvmc.runtime.package_check import check_layout, check_plan
 from tvmc.runtime.timing import Timings, measure, timed_runs
 

@@ -22,11 +22,10 @@ import numpy as np
 
 from tvmc.codegen.abi import KernelSignature
 from tvmc.codegen.layout import layout_digest
-from tvmc.dtypes import numpy_dtype
+from tvmc.dtypes import DTYPES, numpy_dtype
 from tvmc.errors import PackageError
-from tvmc.kernel.expr import DTYPES
-from tvmc.kernel.program import STORAGE_KINDS, WORKSPACE_ALIGN
 from tvmc.memory import machine_memory
+from tvmc.plan import STORAGE_KINDS, WORKSPACE_ALIGN
 
 if TYPE_CHECKING:
     from tvmc.codegen.abi import Launch
