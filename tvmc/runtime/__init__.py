@@ -2,7 +2,8 @@
 
 In: tvmc.codegen's modules that load no LLVM (`abi`, `layout`, `loader`, `pool`, `threads`,
 `host`, `cuda_target`; `loader` imports llvmlite only to JIT a mod.o), tvmc.plan (the plan's
-data types; no kernel IR), and for CUDA the driver API through cuda-bindings (lazily, `cuda_driver`).
+data types; no kernel IR), and for CUDA the driver API through cuda-bindings (imported lazily,
+`cuda_driver`).
 Out: `Executor`, `ProgramInfo`, `Timings`; `cuda.CUDAExecutor` (a program's PTX on the GPU,
 replayed as one CUDA graph).
 """
