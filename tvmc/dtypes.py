@@ -1,7 +1,7 @@
 """Element types: their names (numpy's and ml_dtypes'), which are narrow, and numpy views of them.
 
 Shared by every layer (like errors and config). numpy knows the narrow types once ml_dtypes is
-imported, which took 0.8-1.2 s on our 2-core machine (docs/performance.md, Start-up), so it is
+imported, which took 0.8-1.3 s on our 2-core machine (docs/performance.md, Start-up), so it is
 imported only where narrow types are met: `numpy_dtype(name)` imports it for a narrow name (use
 it wherever a dtype name becomes a numpy dtype outside the compiler); the compiler's op families
 import it with `tvmc.ops`, and the runtime when a package holds a narrow buffer
