@@ -82,3 +82,10 @@ def test_features_read_signed():
     cpu = host.HostCPU("x86_64-unknown-linux-gnu", "znver4", "+avx2,-avx512bf16,+avx512f")
     assert cpu.has("avx2") and cpu.has("avx512f")
     assert not cpu.has("avx512bf16") and not cpu.has("avx") and not cpu.has("amx-tile")
+
+
+def test_an_unwritable_cache_is_skipped(fresh: Path, monkeypatch: pytest.MonkeyPatch):
+    (fresh / "file").write_text("")
+    monkeypatch.setenv(CACHE_DIR_ENV, str(fresh / "file" / "cache"))  # under a file: no mkdir
+    monkeypatch.setattr(host, "CPUINFO", cpuinfo(fresh, "fpu sse2"))
+    assert host.host_cpu().triple == llvm.get_process_triple()

@@ -121,6 +121,9 @@ def _write(path: str, host: HostCPU) -> None:
         fd, tmp = tempfile.mkstemp(prefix=".host-", suffix=".json", dir=os.path.dirname(path))
     except OSError:
         return
-    with os.fdopen(fd, "w") as f:
-        json.dump({"triple": host.triple, "name": host.name, "features": host.features}, f)
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump({"triple": host.triple, "name": host.name, "features": host.features}, f)
+        os.replace(tmp, path)
+    except OSError:  # a full disk: the next process asks LLVM again
+        os.unlink(tmp)
