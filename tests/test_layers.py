@@ -10,7 +10,7 @@ import tvmc
 from tests.layers import cycles, describe, imports
 
 ROOT = pathlib.Path(tvmc.__file__).parent
-BASE = {"errors", "config", "dtypes", "lazy", "memory"}
+BASE = {"errors", "config", "dtypes", "lazy", "memory", "plan"}
 ALLOWED = {
     "graph": BASE,
     "kernel": BASE,

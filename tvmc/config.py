@@ -42,7 +42,8 @@ os.environ.setdefault(GOMP_SPINCOUNT_ENV, "1000000")
 # The fp32 peak (GFLOP/s) tuning summaries compare with; default: one core's, measured once per
 # CPU model by an FMA kernel (tvmc.runtime.peak) and cached, times the physical cores used.
 PEAK_GFLOPS_ENV = "TVMC_PEAK_GFLOPS"
-# Where tvmc caches what it measures about this machine (the peak); default: ~/.cache/tvmc.
+# Where tvmc caches what it measures or builds for this machine (the peak, the thread pool, the
+# CPU as LLVM names it); default: ~/.cache/tvmc.
 CACHE_DIR_ENV = "TVMC_CACHE_DIR"
 # The most bytes (package and inputs) a remote run sends to, or a device worker accepts from, a
 # client; default: 2 GiB. Read by each side, so a worker can refuse what its memory cannot hold.

@@ -1,4 +1,5 @@
-"""A quick start: `tvmc --help` imports no command, `tvmc run` none of the compiler or tuner.
+"""A quick start: `tvmc --help` imports no command, `tvmc run` none of the compiler or tuner,
+nor LLVM (llvmlite), nor ml_dtypes unless the package holds a narrow type.
 
 Asserted on the set of modules a real process imports (times vary with the machine's load).
 """
@@ -12,10 +13,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+import onnx
 import pytest
 
 from tests.cli.runners import SUBPROCESS_ENV
-from tests.driver.test_compile_run import write_tiny_model
+from tests.driver.test_compile_run import inputs_for, write_tiny_model
+from tests.runtime.test_narrow_dtypes import narrow_model
 from tvmc.cli.main import LAZY_COMMANDS, cli
 
 # Runs `tvmc ARGS` as `python -m tvmc` does, then writes every imported module's name to a file.
@@ -32,6 +36,12 @@ with open(out, "w") as f:
 COMPILER = ("onnx", "xgboost", "dask", "distributed", "tvmc.frontend.onnx_loader", "tvmc.ops",
             "tvmc.passes", "tvmc.lower", "tvmc.autotune.task", "tvmc.autotune.tuner",
             "tvmc.driver.pipeline", "tvmc.driver.package", "tvmc.driver.tuning")  # fmt: skip
+# Running a mod.so needs ctypes, numpy, click and rich; not LLVM (libLLVM is tens of ms) nor
+# ml_dtypes (about a second) nor the code generators or the kernel IR (the plan is tvmc.plan),
+# nor urllib (xml.sax's escape loads it).
+NOT_FOR_RUN = ("llvmlite", "ml_dtypes", "tvmc.codegen.llvm_cpu", "tvmc.codegen.nvptx",
+               "tvmc.codegen.cuda_program", "tvmc.codegen.program", "tvmc.kernel",
+               "urllib.request")  # fmt: skip
 
 
 def imported(tmp_path: Path, *args: str) -> tuple[int, set[str]]:
@@ -59,16 +69,40 @@ def test_help_imports_no_command(tmp_path: Path):
     assert loaded(modules, ("numpy", "rich", "llvmlite", "onnx", "ml_dtypes")) == []
 
 
-def test_run_imports_no_compiler_or_tuner(tmp_path: Path):
-    model = write_tiny_model(tmp_path)
+def compile_in_subprocess(model: Path, package: str) -> None:
+    """`tvmc compile MODEL -o PACKAGE` in a fresh process (it also caches this CPU's features)."""
     compiled = subprocess.run([sys.executable, "-m", "tvmc", "compile", str(model), "-o",
-                               "tiny.tar"], cwd=tmp_path, env=SUBPROCESS_ENV, capture_output=True,
-                              timeout=120)  # fmt: skip
+                               package], cwd=model.parent, env=SUBPROCESS_ENV,
+                              capture_output=True, timeout=120)  # fmt: skip
     assert compiled.returncode == 0, compiled.stderr
-    code, modules = imported(tmp_path, "run", "tiny.tar", "--print-time")
+
+
+@pytest.mark.parametrize("options", [
+    ["--print-time"],
+    ["--inputs", "in.npz", "--outputs", "out.npz", "--profile", "--print-top", "2"],
+])  # fmt: skip
+def test_run_imports_no_compiler_tuner_or_llvm(tmp_path: Path, options: list[str]):
+    compile_in_subprocess(write_tiny_model(tmp_path), "tiny.tar")
+    np.savez(tmp_path / "in.npz", **inputs_for(np.random.default_rng(0)))
+    code, modules = imported(tmp_path, "run", "tiny.tar", *options)
     assert code in (0, None)
     assert loaded(modules, COMPILER) == []
+    assert loaded(modules, NOT_FOR_RUN) == []
     assert "tvmc.runtime.package" in modules  # it did run the package
+    if "--outputs" in options:
+        assert set(np.load(tmp_path / "out.npz")) >= {"output_0", "output_1"}
+
+
+def test_a_narrow_package_runs_and_imports_ml_dtypes_for_it(tmp_path: Path):
+    onnx.save(narrow_model(), tmp_path / "narrow.onnx")
+    compile_in_subprocess(tmp_path / "narrow.onnx", "narrow.tar")
+    code, modules = imported(tmp_path, "run", "narrow.tar", "--print-time", "--outputs",
+                             "out.npz")  # fmt: skip
+    assert code in (0, None)
+    assert "ml_dtypes" in modules  # its params are bfloat16 and int4: numpy needs ml_dtypes
+    assert loaded(modules, ("llvmlite",)) == []
+    with np.load(tmp_path / "out.npz") as saved:
+        assert saved["y"].dtype.itemsize == 2 and saved["qk"].dtype.itemsize == 1
 
 
 def test_lazy_help_is_each_commands_own():

@@ -17,6 +17,7 @@ import pytest
 import tvmc
 from tests.driver.test_compile_run import write_tiny_model
 from tests.runtime.forge import Members, members_of, rewrite
+from tvmc.codegen.host import HostCPU
 from tvmc.errors import PackageError
 from tvmc.runtime import package as package_format
 from tvmc.runtime.package import (
@@ -196,8 +197,11 @@ def test_missing_cpu_feature(built: tvmc.TVMCPackage, monkeypatch):
     wanted = [f[1:] for f in built.metadata["features"].split(",") if f.startswith("+")]
     if not wanted:
         pytest.skip("this host's package names no CPU features")
-    host = package_format.host_cpu_features()
-    monkeypatch.setattr(package_format, "host_cpu_features", lambda: {**host, wanted[0]: False})
+    host = package_format.host_cpu()
+    features = {**host.feature_map(), wanted[0]: False}
+    signed = ",".join(("+" if has else "-") + name for name, has in features.items())
+    lacking = HostCPU(host.triple, host.name, signed)
+    monkeypatch.setattr(package_format, "host_cpu", lambda: lacking)
     with pytest.raises(PackageError) as excinfo:
         tvmc.TVMCPackage(built.package_path).run()
     message = one_line_error(excinfo)
@@ -206,7 +210,7 @@ def test_missing_cpu_feature(built: tvmc.TVMCPackage, monkeypatch):
 
 
 def test_missing_cpu_feature_of_a_real_build(tmp_path: Path):
-    host = package_format.host_cpu_features()
+    host = package_format.host_cpu().feature_map()
     absent = [f for f in ("amx-tile", "avx512fp16", "avxvnni", "avx512f", "avx2") if f in host]
     absent = [f for f in absent if not host[f]]
     if not absent:

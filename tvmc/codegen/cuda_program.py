@@ -11,10 +11,9 @@ comment line the runtime compares with the plan a package states.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from tvmc.codegen.abi import KernelSignature, Launch
 from tvmc.codegen.layout import layout_digest, program_plan, ptx_with_layout
-from tvmc.codegen.llvm_cpu import KernelSignature
 from tvmc.codegen.nvptx import emit_ptx
 from tvmc.codegen.target import NVPTX_TRIPLE, CUDATarget
 from tvmc.kernel import KernelIRError
@@ -22,39 +21,6 @@ from tvmc.kernel.program import Program
 from tvmc.kernel.transform import MAX_STATIC_SHARED_BYTES, MAX_THREADS_PER_BLOCK
 
 DUMP_KINDS = ("kernel", "ll", "ptx", "asm")  # asm: the PTX too (it is the GPU's assembly)
-
-
-@dataclass(frozen=True)
-class Launch:
-    """One kernel launch: what, how wide, on which program buffers."""
-
-    kernel: str
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    shared_bytes: int
-    args: tuple[str, ...]  # program buffer names, one per kernel param
-    node: str = ""  # the graph node (or fused group), for profiles
-    flops: int = 0
-
-    @property
-    def threads(self) -> int:
-        """Threads per block."""
-        return self.block[0] * self.block[1] * self.block[2]
-
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-shaped dict (mod.json's `launches`)."""
-        return {"kernel": self.kernel, "grid": list(self.grid), "block": list(self.block),
-                "shared": self.shared_bytes, "args": list(self.args), "node": self.node,
-                "flops": self.flops}  # fmt: skip
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Launch:
-        """Inverse of to_json."""
-        grid, block = tuple(int(v) for v in d["grid"]), tuple(int(v) for v in d["block"])
-        if len(grid) != 3 or len(block) != 3 or min(grid + block) < 1:
-            raise ValueError(f"launch of {d['kernel']!r}: grid/block must be 3 positive extents")
-        return cls(d["kernel"], grid, block, int(d["shared"]),  # type: ignore[arg-type]
-                   tuple(d["args"]), d.get("node", ""), int(d.get("flops", 0)))  # fmt: skip
 
 
 @dataclass(frozen=True)

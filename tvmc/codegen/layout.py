@@ -7,7 +7,8 @@ past the arrays. So the code carries a SHA-256 digest of its plan, and the runti
 with the digest of what `mod.json` says before calling anything:
 
 - CPU: an exported constant `char __tvmc_layout[64]` (the hex digest) in the object and the
-  shared library, read through ctypes or the JIT's global address after loading.
+  shared library (`program.add_layout_symbol`), read through ctypes or the JIT's global
+  address after loading.
 - CUDA: a comment line `// __tvmc_layout <hex>` at the end of the PTX.
 
 The digest covers what the code depends on and nothing informative: the entry, the input,
@@ -21,15 +22,15 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from llvmlite import ir
+from tvmc.codegen.abi import LAYOUT_BYTES, LAYOUT_SYMBOL, KernelSignature
 
-from tvmc.codegen.llvm_cpu import KernelSignature
-from tvmc.kernel.program import Program
+if TYPE_CHECKING:
+    from tvmc.kernel.program import Program
 
-LAYOUT_SYMBOL = "__tvmc_layout"
-LAYOUT_BYTES = 64  # a hex SHA-256
+__all__ = ["LAYOUT_BYTES", "LAYOUT_SYMBOL", "layout_digest", "program_plan", "ptx_layout",
+           "ptx_with_layout"]  # fmt: skip
 PTX_LAYOUT_PREFIX = f"// {LAYOUT_SYMBOL} "
 
 
@@ -74,18 +75,6 @@ def layout_digest(plan: Mapping[str, Any]) -> str:
     }
     text = json.dumps(document, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def add_layout_symbol(module: ir.Module, digest: str) -> ir.GlobalVariable:
-    """Define the exported constant `__tvmc_layout` (the digest's hex text) in `module`."""
-    data = bytearray(digest.encode("ascii"))
-    if len(data) != LAYOUT_BYTES:
-        raise ValueError(f"a layout digest is {LAYOUT_BYTES} hex digits, got {len(data)}")
-    typ = ir.ArrayType(ir.IntType(8), LAYOUT_BYTES)
-    symbol = ir.GlobalVariable(module, typ, LAYOUT_SYMBOL)
-    symbol.global_constant = True
-    symbol.initializer = ir.Constant(typ, data)
-    return symbol
 
 
 def ptx_with_layout(ptx: str, digest: str) -> str:

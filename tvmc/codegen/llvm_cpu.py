@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import llvmlite.binding as llvm
 from llvmlite import ir
 
+from tvmc.codegen.abi import NUM_THREADS_SYMBOL, KernelSignature
 from tvmc.codegen.llvm_util import I8, I32, I64, PTR, VOID, declare, ir_type
 from tvmc.codegen.lower_stmt import Lowering, ModuleState
 from tvmc.codegen.pool import PARALLEL_FOR, load_pool
@@ -24,30 +25,6 @@ from tvmc.codegen.target import CPUTarget, optimize
 from tvmc.kernel import Buffer, For, Kernel, KernelIRError, Var, kernel_str, validate
 from tvmc.kernel.legalize import legalize
 from tvmc.kernel.transform import free_buffers, free_vars
-
-NUM_THREADS_SYMBOL = "__tvmc_num_threads"
-
-
-@dataclass(frozen=True)
-class KernelSignature:
-    """What a caller needs to call a compiled kernel: its name and its params' types."""
-
-    name: str
-    params: tuple[tuple[str, tuple[int, ...], str], ...]  # (name, shape, dtype)
-
-    @classmethod
-    def of(cls, kernel: Kernel) -> KernelSignature:
-        """The signature of `kernel`."""
-        return cls(kernel.name, tuple((b.name, b.shape, b.dtype) for b in kernel.params))
-
-    def to_json(self) -> dict:
-        """A JSON-shaped dict (for package metadata)."""
-        return {"name": self.name, "params": [[n, list(s), d] for n, s, d in self.params]}
-
-    @classmethod
-    def from_json(cls, data: dict) -> KernelSignature:
-        """Inverse of to_json."""
-        return cls(data["name"], tuple((n, tuple(s), d) for n, s, d in data["params"]))
 
 
 @dataclass(frozen=True)

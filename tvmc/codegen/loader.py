@@ -3,6 +3,7 @@
 Both give the same `LoadedModule`: ctypes functions taking one `c_void_p` per buffer, and the
 code's layout digest (`__tvmc_layout`, read before anything is called; None when the code has
 none). The module keeps the library or JIT engine alive; drop the functions before the module.
+A .so loads with ctypes alone; LLVM (llvmlite) is imported only to JIT an object.
 """
 
 from __future__ import annotations
@@ -13,14 +14,16 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import llvmlite.binding as llvm
 import numpy as np
 
 from tvmc.codegen import pool, threads
-from tvmc.codegen.layout import LAYOUT_BYTES, LAYOUT_SYMBOL
-from tvmc.codegen.llvm_cpu import NUM_THREADS_SYMBOL, CPUArtifact, KernelSignature
-from tvmc.codegen.target import init_llvm
+from tvmc.codegen.abi import LAYOUT_BYTES, LAYOUT_SYMBOL, NUM_THREADS_SYMBOL, KernelSignature
+from tvmc.dtypes import numpy_dtype
+
+if TYPE_CHECKING:
+    from tvmc.codegen.llvm_cpu import CPUArtifact
 
 
 class LoadedModule:
@@ -59,7 +62,7 @@ class LoadedModule:
         if len(arrays) != len(sig.params):
             raise ValueError(f"kernel {name} takes {len(sig.params)} arrays, got {len(arrays)}")
         for (pname, shape, dtype), a in zip(sig.params, arrays):
-            if a.shape != shape or a.dtype != np.dtype(dtype) or not a.flags.c_contiguous:
+            if a.shape != shape or a.dtype != numpy_dtype(dtype) or not a.flags.c_contiguous:
                 raise ValueError(
                     f"kernel {name}: {pname} wants a C-contiguous {dtype}{list(shape)}, "
                     f"got {a.dtype}{list(a.shape)}"
@@ -114,8 +117,12 @@ def load_shared(artifact: CPUArtifact) -> LoadedModule:
 
 def load_object(object_code: bytes, kernels: Sequence[KernelSignature]) -> LoadedModule:
     """Loads object bytes without a linker, into a fresh MCJIT engine."""
+    import llvmlite.binding as llvm  # here only: a mod.so loads without libLLVM
+
+    from tvmc.codegen.target import init_llvm
+
     init_llvm()
-    pool.load_pool()  # its symbols must resolve from the process
+    pool.load_pool_for_jit()  # its symbols must resolve from the process
     tm = llvm.Target.from_default_triple().create_target_machine(jit=True)
     owner = llvm.parse_assembly("")
     owner.triple = tm.triple

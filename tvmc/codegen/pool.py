@@ -8,6 +8,8 @@ that a C compiler checks and every fresh machine with tvmc can build (the linker
 needed). The library is cached under $TVMC_CACHE_DIR (default ~/.cache/tvmc), keyed by a hash
 of the source and the compiler, written atomically so concurrent first uses are safe. Without
 a C compiler parallel loops run serially (a tiny fallback compiled by LLVM, MCJIT code only).
+Loading the pool for shared libraries needs no LLVM (`tvmc run` of a mod.so loads none); JIT code
+asks for it with `load_pool_for_jit`.
 """
 
 from __future__ import annotations
@@ -21,10 +23,8 @@ import subprocess
 import tempfile
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
-import llvmlite.binding as llvm
-
-from tvmc.codegen.target import init_llvm
 from tvmc.config import CACHE_DIR_ENV
 
 PARALLEL_FOR = "tvmc_parallel_for"  # void (void (*)(ptr, i64, i64), ptr, i64 extent, i32 threads)
@@ -102,7 +102,6 @@ def _library() -> ctypes.CDLL | None:
     if path is None:
         return None
     lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)  # generated .so files resolve against it
-    llvm.load_library_permanently(path)  # and MCJIT code
     lib.tvmc_pool_stats.argtypes = [ctypes.POINTER(ctypes.c_int64)]
     lib.tvmc_pool_set_worker_delay.argtypes = [ctypes.c_int64]
     return lib
@@ -110,13 +109,26 @@ def _library() -> ctypes.CDLL | None:
 
 @functools.cache
 def load_pool() -> bool:
-    """Makes `tvmc_parallel_for` resolvable in this process; False: loops run serially."""
+    """Makes `tvmc_parallel_for` resolvable by shared libraries loaded in this process (ctypes,
+    RTLD_GLOBAL; no LLVM); False: there is no pool, loops of JIT code run serially."""
     if _library() is not None:
         return True
     warnings.warn("no C compiler to build the thread pool: parallel loops run serially",
                   stacklevel=2)  # fmt: skip
-    _serial_fallback()
     return False
+
+
+@functools.cache
+def load_pool_for_jit() -> None:
+    """Makes `tvmc_parallel_for` resolvable by MCJIT code too (LLVM looks it up itself): the
+    pool's library, else a serial fallback compiled by LLVM."""
+    import llvmlite.binding as llvm  # only JIT code needs it; `tvmc run` of a mod.so does not
+
+    path = library_path() if load_pool() else None
+    if path is not None:
+        llvm.load_library_permanently(path)
+    else:
+        _serial_fallback(llvm)
 
 
 def stats() -> PoolStats:
@@ -141,12 +153,13 @@ def uses_gomp() -> bool:
     return bool(lib is not None and lib.tvmc_pool_uses_gomp())
 
 
-_FALLBACK_ENGINE: list[llvm.ExecutionEngine] = []  # keeps the serial fallback's code alive
+_FALLBACK_ENGINE: list[Any] = []  # the serial fallback's ExecutionEngine: keeps its code alive
 
 
-def _serial_fallback() -> None:
-    """A serial `tvmc_parallel_for`, compiled by LLVM and made visible to MCJIT code."""
-    init_llvm()
+def _serial_fallback(llvm: Any) -> None:
+    """A serial `tvmc_parallel_for`, compiled by LLVM (`llvmlite.binding`) for MCJIT code."""
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
     mod = llvm.parse_assembly(_SERIAL_IR)
     tm = llvm.Target.from_default_triple().create_target_machine(jit=True)
     engine = llvm.create_mcjit_compiler(mod, tm)

@@ -31,9 +31,9 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from tvmc.codegen.layout import add_layout_symbol, layout_digest, program_plan
+from tvmc.codegen.abi import LAYOUT_BYTES, LAYOUT_SYMBOL, NUM_THREADS_SYMBOL
+from tvmc.codegen.layout import layout_digest, program_plan
 from tvmc.codegen.llvm_cpu import (
-    NUM_THREADS_SYMBOL,
     CodegenOptions,
     CPUArtifact,
     CPUModule,
@@ -254,3 +254,15 @@ def constant_pool_labels_of_part(object_code: bytes, part: int) -> bytes:
 
 def _u(data: bytearray, at: int, fmt: str) -> tuple[int, ...]:
     return struct.unpack_from("<" + fmt, data, at)
+
+
+def add_layout_symbol(module: ir.Module, digest: str) -> ir.GlobalVariable:
+    """Define the exported constant `__tvmc_layout` (the digest's hex text) in `module`."""
+    data = bytearray(digest.encode("ascii"))
+    if len(data) != LAYOUT_BYTES:
+        raise ValueError(f"a layout digest is {LAYOUT_BYTES} hex digits, got {len(data)}")
+    typ = ir.ArrayType(ir.IntType(8), LAYOUT_BYTES)
+    symbol = ir.GlobalVariable(module, typ, LAYOUT_SYMBOL)
+    symbol.global_constant = True
+    symbol.initializer = ir.Constant(typ, data)
+    return symbol

@@ -1,4 +1,8 @@
-"""LLVM targets: which triple/cpu/features to compile for, and the LLVM objects for them."""
+"""LLVM targets: which triple/cpu/features to compile for, and the LLVM objects for them.
+
+llvmlite is imported on first use (`init_llvm`): naming a target (`target_kind`, `is_native`)
+loads no libLLVM, which `tvmc run` never needs.
+"""
 
 from __future__ import annotations
 
@@ -7,38 +11,41 @@ import os
 import shlex
 import tempfile
 from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING
 
-import llvmlite.binding as llvm
-
+from tvmc.codegen.cuda_target import (  # noqa: F401  (re-exported: targets of both kinds)
+    BASE_PTX_VERSION,
+    CUDA_ARCHS,
+    DEFAULT_CUDA_ARCH,
+    NVPTX_TRIPLE,
+    CUDATarget,
+)
+from tvmc.codegen.host import host_cpu, host_triple, is_host_arch
 from tvmc.errors import UsageError, did_you_mean, suggest
+
+if TYPE_CHECKING:
+    import llvmlite.binding as llvm
 
 _LLVM_OPTIONS = ("-mtriple", "-mcpu", "-mattr")
 
 
 @functools.cache
-def init_llvm() -> None:
-    """Registers every target and asm printer once (native, cross, NVPTX)."""
+def init_llvm() -> ModuleType:
+    """`llvmlite.binding`, every target and asm printer registered once (native, cross, NVPTX)."""
+    import llvmlite.binding as llvm
+
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     llvm.initialize_all_targets()
     llvm.initialize_all_asmprinters()
-
-
-@functools.cache
-def host_triple() -> str:
-    """The triple of this process, e.g. x86_64-unknown-linux-gnu."""
-    init_llvm()
-    return llvm.get_process_triple()
+    return llvm
 
 
 def target_kind(target: str) -> str:
     """The kind a target string names, its first word: `llvm`, `cuda` ('' for an empty one)."""
     words = target.split()
     return words[0] if words else ""
-
-
-def _arch(triple: str) -> str:
-    return triple.split("-", 1)[0].replace("amd64", "x86_64")
 
 
 @dataclass(frozen=True)
@@ -59,15 +66,15 @@ class CPUTarget:
         cls, mtriple: str | None = None, mcpu: str | None = None, mattr: str | None = None
     ) -> CPUTarget:
         """TVM's `-mtriple/-mcpu/-mattr`: unset triple and cpu mean the host; mattr refines."""
-        init_llvm()
+        llvm = init_llvm()
         triple = mtriple or host_triple()
-        native = _arch(triple) == _arch(host_triple())
+        native = is_host_arch(triple)
         try:
             llvm.Target.from_triple(triple)
         except RuntimeError as err:
             raise UsageError(f"unknown target triple {triple!r}: {err}") from None
-        cpu = mcpu or (llvm.get_host_cpu_name() if native else "generic")
-        base = llvm.get_host_cpu_features().flatten() if native and not mcpu else ""
+        cpu = mcpu or (host_cpu().name if native else "generic")
+        base = host_cpu().features if native and not mcpu else ""
         extra = ",".join(f.strip() for f in (mattr or "").split(",") if f.strip())
         for feature in extra.split(",") if extra else ():
             if feature[0] not in "+-":
@@ -117,12 +124,11 @@ class CPUTarget:
     @property
     def is_native(self) -> bool:
         """Whether objects for this target can run in this process."""
-        return _arch(self.triple) == _arch(host_triple())
+        return is_host_arch(self.triple)
 
     def target_machine(self, opt_level: int = 3) -> llvm.TargetMachine:
         """An LLVM TargetMachine emitting position-independent code (for .so and MCJIT alike)."""
-        init_llvm()
-        target = llvm.Target.from_triple(self.triple)
+        target = init_llvm().Target.from_triple(self.triple)
         return target.create_target_machine(
             cpu=self.cpu,
             features=self.features,
@@ -141,6 +147,7 @@ def optimize(module: llvm.ModuleRef, tm: llvm.TargetMachine, speed_level: int = 
     """Runs the new pass manager's O`speed_level` pipeline on `module` in place."""
     module.triple = tm.triple
     module.data_layout = str(tm.target_data)  # else the vectorizer's cost model is wrong
+    llvm = init_llvm()
     pto = llvm.create_pipeline_tuning_options(speed_level=speed_level)
     pto.loop_vectorization = speed_level >= 2
     pto.slp_vectorization = speed_level >= 2
@@ -165,7 +172,8 @@ def _llvm_report(triple: str, cpu: str, features: str) -> str:
         saved = os.dup(2)
         os.dup2(captured.fileno(), 2)  # LLVM reports on the C stderr, not Python's
         try:
-            llvm.Target.from_triple(triple).create_target_machine(cpu=cpu, features=features)
+            target = init_llvm().Target.from_triple(triple)
+            target.create_target_machine(cpu=cpu, features=features)
         finally:
             os.dup2(saved, 2)
             os.close(saved)
@@ -210,69 +218,3 @@ def _check_known(triple: str, cpu: str, features: str) -> None:
         raise UsageError(
             f"unknown CPU feature(s) {', '.join(unknown)} for {triple} (-mattr).{hint}"
         )
-
-
-# ---- CUDA ----------------------------------------------------------------------------------------
-NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
-DEFAULT_CUDA_ARCH = "sm_90"  # `cuda` alone, where no GPU is found to ask (docs/cuda.md)
-BASE_PTX_VERSION = "ptx86"  # PTX ISA 8.6 (CUDA 12.8 drivers); newer archs need newer ISAs
-# Every arch NVPTX (LLVM 22) emits code for, with the PTX ISA it needs beyond the base one:
-# an arch LLVM refuses is a fatal LLVM error, so only these reach the code generator.
-_ARCH_PTX = {"sm_103": "ptx88", "sm_110": "ptx90", "sm_120": "ptx87", "sm_121": "ptx88"}
-CUDA_ARCHS = tuple(
-    "sm_50 sm_52 sm_53 sm_60 sm_61 sm_62 sm_70 sm_72 sm_75 sm_80 sm_86 sm_87 sm_89 sm_90 "
-    "sm_90a sm_100 sm_100a sm_101 sm_103 sm_110 sm_120 sm_121".split()
-)
-_CUDA_OPTIONS = ("-arch",)
-
-
-@dataclass(frozen=True)
-class CUDATarget:
-    """An NVIDIA GPU architecture (`cuda -arch=sm_90`): PTX for it JIT-compiles on that GPU."""
-
-    arch: str = DEFAULT_CUDA_ARCH
-
-    def __post_init__(self) -> None:
-        if self.arch not in CUDA_ARCHS:
-            raise UsageError(
-                f"unknown CUDA architecture {self.arch!r} (-arch); valid: sm_XX with XX the "
-                f"compute capability, one of {', '.join(CUDA_ARCHS)}"
-            )
-
-    @classmethod
-    def parse(cls, target: str, default_arch: str | None = None) -> CUDATarget:
-        """`cuda` or `cuda -arch=sm_XX`; without -arch: `default_arch`, else DEFAULT_CUDA_ARCH."""
-        words = shlex.split(target)
-        if not words or words[0] != "cuda":
-            raise UsageError(f"a CUDA target starts with 'cuda', got {target!r}")
-        arch = None
-        for word in words[1:]:
-            key, _, value = word.partition("=")
-            if key not in _CUDA_OPTIONS or not value:
-                raise UsageError(
-                    f"unknown cuda target option {word!r}; valid: -arch=sm_XX "
-                    "(e.g. 'cuda -arch=sm_90')"
-                )
-            arch = value
-        return cls(arch or default_arch or DEFAULT_CUDA_ARCH)
-
-    @classmethod
-    def for_capability(cls, major: int, minor: int) -> CUDATarget:
-        """The newest arch a GPU of compute capability major.minor runs (PTX JITs forward)."""
-        plain = [a for a in CUDA_ARCHS if not a.endswith("a")]
-        fits = [a for a in plain if cls(a).compute_capability <= (major, minor)]
-        return cls(fits[-1] if fits else plain[0])
-
-    @property
-    def ptx_version(self) -> str:
-        """The PTX ISA the code declares (`ptx86`: `.version 8.6`)."""
-        return _ARCH_PTX.get(self.arch.rstrip("a"), BASE_PTX_VERSION)
-
-    @property
-    def compute_capability(self) -> tuple[int, int]:
-        """(major, minor): sm_90 -> (9, 0), sm_120 -> (12, 0)."""
-        digits = self.arch[3:].rstrip("a")
-        return int(digits[:-1]), int(digits[-1])
-
-    def __str__(self) -> str:
-        return f"cuda -arch={self.arch}"

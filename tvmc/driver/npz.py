@@ -18,7 +18,7 @@ from collections.abc import Mapping
 import numpy as np
 from numpy.lib import format as npy
 
-from tvmc.dtypes import is_narrow
+from tvmc.dtypes import is_narrow, numpy_dtype
 from tvmc.errors import InputError
 from tvmc.graph import DTYPES, TensorType
 from tvmc.memory import human_bytes, memory_limit
@@ -89,7 +89,7 @@ def _read_member(
             raise InputError(f"{where} holds Python objects (a pickle); tvmc reads only plain "
                              "numeric arrays")  # fmt: skip
         if _raw_narrow(dtype, typ):  # numpy saves bfloat16, float8, int4... as raw bytes (V2, V1)
-            dtype = np.dtype(typ.dtype)  # type: ignore[union-attr]
+            dtype = numpy_dtype(typ.dtype)  # type: ignore[union-attr]
         if dtype.name not in DTYPES or dtype.byteorder == ">":
             raise InputError(f"{where} has dtype {dtype.str!r}; tvmc reads native-order arrays "
                              f"of {', '.join(DTYPES)}")  # fmt: skip
@@ -131,5 +131,5 @@ def _raw_narrow(dtype: np.dtype, typ: TensorType | None) -> bool:
         and is_narrow(typ.dtype)
         and dtype.kind == "V"
         and dtype.names is None
-        and dtype.itemsize == np.dtype(typ.dtype).itemsize
+        and dtype.itemsize == numpy_dtype(typ.dtype).itemsize
     )

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tvmc.codegen import CPUTarget, set_num_threads
+from tvmc.codegen.host import is_host_arch
+from tvmc.codegen.threads import set_num_threads
 from tvmc.driver.runner import check_device, check_run_options, execute, make_inputs
 from tvmc.errors import UsageError, did_you_mean
 from tvmc.graph import Graph, TensorType
@@ -277,7 +278,7 @@ class TVMCPackage:
             "naive_bytes": meta["naive_bytes"],
             "param_bytes": meta.get("param_bytes"),
             "shared_library": self._contents.shared_library is not None,
-            "cross": self.device == "cpu" and not CPUTarget(meta["triple"], meta["cpu"]).is_native,
+            "cross": self.device == "cpu" and not is_host_arch(meta["triple"]),
             "compile_seconds": meta.get("compile_seconds", {}),
             "pass_seconds": meta.get("pass_seconds", []),
             "tuning": meta.get("tuning"),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tvmc.kernel.program import Call, Source
+from tvmc.plan import Call, Source
 from tvmc.runtime import ProgramInfo
 from tvmc.runtime.package_check import nbytes
 

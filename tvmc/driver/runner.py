@@ -17,7 +17,7 @@ import numpy as np
 
 from tvmc.driver.npz import read_npz
 from tvmc.driver.profile import profile_rows
-from tvmc.dtypes import FLOATS, as_dtype
+from tvmc.dtypes import FLOATS, as_dtype, numpy_dtype
 from tvmc.errors import InputError, UsageError, did_you_mean, unknown_choice
 from tvmc.graph import TensorType
 from tvmc.runtime import Executor, Timings
@@ -67,7 +67,7 @@ def _checked(name: str, value: Any, typ: TensorType) -> np.ndarray:
     if not isinstance(value, np.ndarray):
         value = np.asarray(value, dtype=typ.dtype)  # lists and scalars take the model's dtype
     value = as_dtype(value, typ.dtype)  # the raw bytes .npz keeps of bfloat16, float8, int4...
-    if value.dtype != np.dtype(typ.dtype):
+    if value.dtype != numpy_dtype(typ.dtype):
         raise InputError(
             f"input {name!r} is {value.dtype.name}, the model expects {typ}; "
             f"convert it with .astype({typ.dtype!r})"
@@ -88,7 +88,7 @@ def fill(typ: TensorType, fill_mode: str, rng: np.random.Generator) -> np.ndarra
         return np.exp2(rng.integers(-4, 5, typ.shape)).astype(typ.dtype)
     if typ.dtype in FLOATS:
         return rng.standard_normal(typ.shape).astype(typ.dtype)
-    kind = np.dtype(typ.dtype).kind
+    kind = numpy_dtype(typ.dtype).kind
     if kind == "b":
         return rng.random(typ.shape) < 0.5
     return rng.integers(0, 2, typ.shape).astype(typ.dtype)  # small: safe as indices too

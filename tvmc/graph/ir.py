@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from tvmc.dtypes import DTYPES
+from tvmc.dtypes import DTYPES, numpy_dtype
 from tvmc.errors import ModelError
 
 
@@ -44,7 +44,7 @@ class TensorType:
 
     @property
     def nbytes(self) -> int:
-        return self.size * np.dtype(self.dtype).itemsize
+        return self.size * numpy_dtype(self.dtype).itemsize
 
     def __str__(self) -> str:
         return f"{self.dtype}[{','.join(map(str, self.shape))}]"

@@ -1,7 +1,7 @@
 """Kernel IR: a small loop-nest IR that schedule templates build and code generators consume.
 
-In: nothing but numpy and tvmc.dtypes (templates in tvmc.ops build kernels from it; it imports
-no tvmc layer).
+In: nothing but numpy, tvmc.dtypes and tvmc.plan (templates in tvmc.ops build kernels from it;
+it imports no tvmc layer).
 Out: expression and statement nodes, `Buffer`, `Kernel`, builders (`loop`, `nest`, `let`,
 `allocate`, `seq`, `ramp`, intrinsics...), `kernel_str` (printer), `validate`, `legalize` (narrow
 types computed wide, before any backend), `interpret` (the numpy oracle).

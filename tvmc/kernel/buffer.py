@@ -6,8 +6,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
-
+from tvmc.dtypes import numpy_dtype
 from tvmc.kernel.expr import Expr, ExprLike, KernelIRError, Load, as_expr, check_dtype
 from tvmc.kernel.stmt import Allocate, Stmt, Store
 
@@ -44,7 +43,7 @@ class Buffer:
     @property
     def itemsize(self) -> int:
         """Bytes per element."""
-        return np.dtype(self.dtype).itemsize
+        return numpy_dtype(self.dtype).itemsize
 
     @property
     def nbytes(self) -> int:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tvmc.dtypes import NARROW_FLOATS, NARROW_INTS, is_narrow, storage_dtype
+from tvmc.dtypes import NARROW_FLOATS, NARROW_INTS, is_narrow, numpy_dtype, storage_dtype
 from tvmc.kernel.expr import Cast, Expr, FloatImm, IntImm, Reinterpret, is_float, is_int
 from tvmc.kernel.intrin import fabs, maximum, minimum, round_even, select
 
@@ -234,7 +234,7 @@ def onnx_e8m0(x: Expr, saturate: bool, round_mode: str) -> Expr:
 
 def narrow_literal(value: float | int, dtype: str) -> Expr:
     """A literal of a narrow type as its bits (rounded as numpy rounds a Python number)."""
-    bits = int(np.asarray(value).astype(dtype).view(storage_dtype(dtype)))
+    bits = int(np.asarray(value).astype(numpy_dtype(dtype)).view(storage_dtype(dtype)))
     return Reinterpret(dtype, IntImm(bits, storage_dtype(dtype)))
 
 

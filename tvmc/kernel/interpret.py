@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from tvmc.dtypes import FLOATS
+from tvmc.dtypes import FLOATS, numpy_dtype
 from tvmc.kernel.expr import CIRCULAR, KernelIRError
 from tvmc.kernel.interpret_emit import PythonEmitter
 from tvmc.kernel.legalize import legalize
@@ -37,7 +37,7 @@ def interpret(kernel: Kernel, *arrays: np.ndarray) -> None:
     if len(arrays) != len(kernel.params):
         raise KernelIRError(f"kernel {kernel.name} takes {len(kernel.params)} arrays")
     for buf, arr in zip(kernel.params, arrays):
-        want = (buf.shape, np.dtype(buf.dtype))
+        want = (buf.shape, numpy_dtype(buf.dtype))
         if (arr.shape, arr.dtype) != want or not arr.flags.c_contiguous:
             raise KernelIRError(
                 f"kernel {kernel.name}: param {buf.name} wants a C-contiguous {buf.dtype}"
@@ -111,7 +111,7 @@ def _vst(buf: np.ndarray, name: str, idx: tuple[Any, ...], value: Any, lanes: in
 
 
 def _alloc(shape: tuple[int, ...], dtype: str) -> np.ndarray:
-    dt = np.dtype(dtype)
+    dt = numpy_dtype(dtype)
     if dt.kind in "iu":
         fill: Any = np.iinfo(dt).max // 3
     else:  # floats (narrow ones too: float4 has no NaN, numpy gives it a zero), bool, int4...
@@ -215,7 +215,7 @@ def _icast(x: Any, dtype: str, lanes: int) -> Any:
 
 
 def _reinterpret(x: Any, src: str, dst: str, lanes: int) -> Any:
-    s, d = np.dtype(src), np.dtype(dst)
+    s, d = numpy_dtype(src), numpy_dtype(dst)
     # native integers are Python ints or int64 vectors: wrapped to their width first
     raw = np.asarray(x).astype(np.int64).astype(s) if s.kind in "iu" else np.asarray(x, s)
     out = raw.view(d)
@@ -245,15 +245,15 @@ def _wrap(x: Any, dtype: str, lanes: int) -> Any:
     (so a uint64 scalar stays non-negative, as loads give it)."""
     if lanes > 1:
         return np.asarray(x).astype(np.int64).astype(dtype).astype(np.int64)
-    bits = np.dtype(dtype).itemsize * 8
+    bits = numpy_dtype(dtype).itemsize * 8
     value = int(x) & ((1 << bits) - 1)
-    signed = np.dtype(dtype).kind == "i"
+    signed = numpy_dtype(dtype).kind == "i"
     return value - (1 << bits) if signed and value >> (bits - 1) else value
 
 
 def _f64(fn: Callable[..., Any], dtype: str, *args: Any) -> Any:
     result = np.asarray(fn(*(np.asarray(a, np.float64) for a in args)))
-    return result.astype(dtype) if result.ndim else np.dtype(dtype).type(result)
+    return result.astype(dtype) if result.ndim else numpy_dtype(dtype).type(result)
 
 
 _erf = np.frompyfunc(math.erf, 1, 1)
@@ -281,7 +281,7 @@ def _reduce(kind: str, x: np.ndarray, dtype: str) -> Any:
         total = np.sum(x, dtype=np.float64 if x.dtype.kind == "f" else np.int64)
     else:
         total = np.max(x) if kind == "max" else np.min(x)
-    return np.dtype(dtype).type(total) if x.dtype.kind == "f" else int(total)
+    return numpy_dtype(dtype).type(total) if x.dtype.kind == "f" else int(total)
 
 
 def _lockstep(threads: list[Iterator[str | None]]) -> Iterator[str | None]:

@@ -11,9 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import numpy as np
-
-from tvmc.dtypes import is_narrow
+from tvmc.dtypes import is_narrow, numpy_dtype
 from tvmc.kernel.buffer import Buffer
 from tvmc.kernel.expr import (
     Add,
@@ -258,7 +256,7 @@ class PythonEmitter(Visitor):
         return repr(bool(e.value)) if e.dtype == "bool" else repr(e.value)
 
     def visit_FloatImm(self, e: FloatImm) -> str:
-        return self.const(np.dtype(e.dtype).type(e.value))
+        return self.const(numpy_dtype(e.dtype).type(e.value))
 
     def visit_Add(self, e: Add | Sub | Mul) -> str:
         return f"({self.expr(e.a)} {_INFIX[type(e)]} {self.expr(e.b)})"

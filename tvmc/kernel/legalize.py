@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from tvmc.dtypes import is_narrow, wide_dtype
+from tvmc.dtypes import is_narrow, numpy_dtype, wide_dtype
 from tvmc.kernel.expr import (
     BinaryOp,
     Broadcast,
@@ -181,5 +181,5 @@ def cast(e: Expr, dtype: str) -> Expr:
 def _literal_array(e: Expr) -> np.ndarray | None:
     """The value of a literal (0-d array of its type), narrow literals included, else None."""
     if isinstance(e, (FloatImm, IntImm)) and e.dtype != "bool":
-        return np.asarray(e.value).astype(e.dtype)
+        return np.asarray(e.value).astype(numpy_dtype(e.dtype))
     return literal_array(e)

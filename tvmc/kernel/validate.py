@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
+from tvmc.dtypes import numpy_dtype
 from tvmc.kernel.buffer import Buffer
 from tvmc.kernel.expr import (
     INTRINSICS,
@@ -286,4 +285,4 @@ class _Checker(Visitor):
 
 
 def _width(dtype: str) -> int:
-    return np.dtype(dtype).itemsize
+    return numpy_dtype(dtype).itemsize

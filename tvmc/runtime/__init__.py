@@ -1,7 +1,9 @@
 """Runtime: load compiled code and run it, one foreign call per inference; time and profile it.
 
-In: tvmc.codegen (loading objects, threads), tvmc.kernel.program (the plan's data types), and
-for CUDA the driver API through cuda-bindings (imported lazily, `cuda_driver`).
+In: tvmc.codegen's modules that load no LLVM (`abi`, `layout`, `loader`, `pool`, `threads`,
+`host`, `cuda_target`; `loader` imports llvmlite only to JIT a mod.o), tvmc.plan (the plan's
+data types; no kernel IR), and for CUDA the driver API through cuda-bindings (imported lazily,
+`cuda_driver`).
 Out: `Executor`, `ProgramInfo`, `Timings`; `cuda.CUDAExecutor` (a program's PTX on the GPU,
 replayed as one CUDA graph).
 """

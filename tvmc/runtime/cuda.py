@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from tvmc.codegen.cuda_program import Launch
+from tvmc.codegen.abi import Launch
+from tvmc.dtypes import numpy_dtype
 from tvmc.errors import InputError
 from tvmc.runtime import cuda_driver
 from tvmc.runtime.cuda_driver import CUDAError, check
@@ -92,7 +93,7 @@ class CUDAExecutor:
         for name, address in zip(info.params, self.addresses["param"]):
             buf = info.buffers[name]
             array = np.ascontiguousarray(params[name])
-            if array.dtype != np.dtype(buf.dtype) or array.size != _size(buf.shape):
+            if array.dtype != numpy_dtype(buf.dtype) or array.size != _size(buf.shape):
                 raise InputError(f"param {name} is {array.dtype}{list(array.shape)}, "
                                  f"the code expects {buf.dtype}{list(buf.shape)}")  # fmt: skip
             check(self.drv.cuMemcpyHtoD(address, array.ctypes.data, array.nbytes),
@@ -263,7 +264,7 @@ def _size(shape: tuple[int, ...]) -> int:
 
 
 def _nbytes(shape: tuple[int, ...], dtype: str) -> int:
-    return _size(shape) * np.dtype(dtype).itemsize
+    return _size(shape) * numpy_dtype(dtype).itemsize
 
 
 __all__ = ["CUDAError", "CUDAExecutor"]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from tvmc.codegen.target import CUDATarget
+from tvmc.codegen.cuda_target import CUDATarget
 from tvmc.errors import TVMCError
 
 INSTALL_HINT = "install with pip install 'tvmc[cuda]' (the cuda-bindings package)"

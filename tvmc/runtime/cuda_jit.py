@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from tvmc.codegen.target import CUDA_ARCHS, CUDATarget
+from tvmc.codegen.cuda_target import CUDA_ARCHS, CUDATarget
 from tvmc.runtime.cuda_driver import CUDAError, Device, error_name
 
 logger = logging.getLogger("tvmc")

@@ -11,9 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from tvmc.codegen import LoadedModule
+from tvmc.codegen.loader import LoadedModule
+from tvmc.dtypes import numpy_dtype
 from tvmc.errors import InputError
-from tvmc.kernel.program import Call, ProgramBuffer, Source
+from tvmc.plan import Call, ProgramBuffer, Source
 from tvmc.runtime.package_check import check_layout, check_plan
 from tvmc.runtime.timing import Timings, measure, timed_runs
 
@@ -22,7 +23,7 @@ ALIGN = 64
 
 def aligned_empty(shape: tuple[int, ...], dtype: str | np.dtype, align: int = ALIGN) -> np.ndarray:
     """An uninitialised C-contiguous array whose data starts on an `align`-byte boundary."""
-    dtype = np.dtype(dtype)
+    dtype = numpy_dtype(dtype)
     nbytes = max(int(np.prod(shape, dtype=np.int64)), 1) * dtype.itemsize  # empty: a placeholder
     raw = np.empty(nbytes + align, dtype=np.uint8)
     start = (-raw.ctypes.data) % align
@@ -95,7 +96,7 @@ class Executor:
         for name in info.params:
             buf = info.buffers[name]
             array = params[name]
-            if array.dtype != np.dtype(buf.dtype) or array.size != _size(buf.shape):
+            if array.dtype != numpy_dtype(buf.dtype) or array.size != _size(buf.shape):
                 raise InputError(f"param {name} is {array.dtype}{list(array.shape)}, "
                                  f"the code expects {buf.dtype}{list(buf.shape)}")  # fmt: skip
             copy = aligned_empty(buf.shape, buf.dtype)
@@ -177,7 +178,7 @@ def bound_inputs(info: ProgramInfo, arrays: list[np.ndarray]) -> list[np.ndarray
     for i, (name, array) in enumerate(zip(info.inputs, arrays)):
         buf = info.buffers[name]
         array = np.ascontiguousarray(array)
-        if array.dtype != np.dtype(buf.dtype) or array.size != _size(buf.shape):
+        if array.dtype != numpy_dtype(buf.dtype) or array.size != _size(buf.shape):
             raise InputError(f"input {i} is {array.dtype}{list(array.shape)}, "
                              f"the model expects {buf.dtype}{list(buf.shape)}")  # fmt: skip
         bound.append(array)

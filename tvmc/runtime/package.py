@@ -26,14 +26,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
-import llvmlite.binding as llvm
 import numpy as np
 
-from tvmc.codegen import KernelSignature, LoadedModule, link_shared, load_library, load_object
-from tvmc.codegen.cuda_program import Launch
+from tvmc.codegen.abi import KernelSignature, Launch
+from tvmc.codegen.cuda_target import CUDA_ARCHS, CUDATarget
+from tvmc.codegen.host import host_cpu
 from tvmc.codegen.layout import ptx_layout
-from tvmc.codegen.target import CUDA_ARCHS, CUDATarget, host_triple, init_llvm
-from tvmc.dtypes import as_dtype
+from tvmc.codegen.loader import LoadedModule, link_shared, load_library, load_object
+from tvmc.dtypes import as_dtype, is_narrow, numpy_dtype, register_narrow_types
 from tvmc.errors import PackageError, UsageError
 from tvmc.memory import machine_memory
 from tvmc.runtime.cuda import CUDAExecutor
@@ -204,6 +204,8 @@ def _read_members(
     mod = parse_json(where, verified(PROGRAM, MAX_JSON_BYTES), PROGRAM)
     check_program_json(where, mod)
     program = ProgramInfo.from_json(mod)
+    if any(is_narrow(b.dtype) for b in program.buffers.values()):
+        register_narrow_types()  # numpy needs ml_dtypes for them; other packages never load it
     kernels = tuple(KernelSignature.from_json(k) for k in mod["kernels"])
     launches = tuple(Launch.from_json(x) for x in mod.get("launches", ()))
     if device == "cuda" and not launches and program.calls:
@@ -308,8 +310,8 @@ def _read_npy(
     count = math.prod(shape)
     # .npz keeps bfloat16, float8, int4... as raw bytes (void) of the same width
     raw_narrow = dtype.kind == "V" and dtype.names is None
-    if wanted is not None and raw_narrow and dtype.itemsize == np.dtype(wanted[0]).itemsize:
-        dtype = np.dtype(wanted[0])
+    if wanted is not None and raw_narrow and dtype.itemsize == numpy_dtype(wanted[0]).itemsize:
+        dtype = numpy_dtype(wanted[0])
     if wanted is not None and (dtype.name, count) != wanted:
         raise ValueError(f"param {name!r} is {dtype.name}{list(shape)}, mod.json expects "
                          f"{wanted[1]} values of {wanted[0]}")  # fmt: skip
@@ -337,17 +339,11 @@ def _check_params(path: str, contents: PackageContents) -> None:
             raise PackageError(f"{path!r}: mod.params lacks param {name!r}")
         # .npz holds bfloat16, float8, int4... as raw bytes (void): the buffer says what they are
         value = contents.params[name] = as_dtype(value, buf.dtype)
-        if value.dtype != np.dtype(buf.dtype) or value.size != int(np.prod(buf.shape)):
+        if value.dtype != numpy_dtype(buf.dtype) or value.size != int(np.prod(buf.shape)):
             raise PackageError(
                 f"{path!r}: param {name!r} is {value.dtype}{list(value.shape)}, "
                 f"mod.json expects {buf.dtype}{list(buf.shape)}"
             )
-
-
-def host_cpu_features() -> dict[str, bool]:
-    """This machine's CPU features as LLVM names them (`avx2`: True, ...)."""
-    init_llvm()
-    return dict(llvm.get_host_cpu_features())
 
 
 def _arch_os(triple: str) -> tuple[str, str]:
@@ -360,7 +356,7 @@ def _arch_os(triple: str) -> tuple[str, str]:
 
 def check_host(path: str, metadata: Mapping[str, Any]) -> None:
     """PackageError unless this machine can run the package's code (triple, CPU features)."""
-    here = host_triple()
+    here = host_cpu().triple
     triple, cpu = metadata["triple"], metadata["cpu"]
     (arch, os_name), (host_arch, host_os) = _arch_os(triple), _arch_os(here)
     if arch != host_arch or (os_name and host_os and os_name != host_os):
@@ -368,24 +364,23 @@ def check_host(path: str, metadata: Mapping[str, Any]) -> None:
             f"{path!r} was compiled for {triple} (cpu {cpu}); this machine is {here}: compile "
             f"it for this machine with --target llvm (or --target-llvm-mtriple={here})"
         )
-    host = host_cpu_features()
+    host = host_cpu()  # from the cache: no LLVM loaded to ask (tvmc.codegen.host)
     wanted = [f[1:] for f in metadata["features"].split(",") if f.startswith("+")]
-    missing = [f for f in wanted if not host.get(f, False)]
-    host_cpu = llvm.get_host_cpu_name()
+    missing = [f for f in wanted if not host.has(f)]
     if missing:
         raise PackageError(
-            f"{path!r} needs CPU features this machine ({host_cpu}) lacks: "
+            f"{path!r} needs CPU features this machine ({host.name}) lacks: "
             f"{', '.join('+' + f for f in missing)}; compile it here with --target llvm, or for "
             f'the oldest machine you deploy to with --target "llvm -mcpu=<cpu>" '
             f"(or --target-llvm-mattr={','.join('-' + f for f in missing)})"
         )
-    if not wanted and cpu not in ("generic", host_cpu):
+    if not wanted and cpu not in ("generic", host.name):
         logger.warning(
             "%s was compiled for -mcpu=%s, this machine is %s: its features cannot be checked; "
             "if it stops with an illegal instruction, compile it here",
             path,
             cpu,
-            host_cpu,
+            host.name,
         )
 
 

@@ -20,15 +20,15 @@ from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
+from tvmc.codegen.abi import KernelSignature
 from tvmc.codegen.layout import layout_digest
-from tvmc.codegen.llvm_cpu import KernelSignature
+from tvmc.dtypes import DTYPES, numpy_dtype
 from tvmc.errors import PackageError
-from tvmc.kernel.expr import DTYPES
-from tvmc.kernel.program import STORAGE_KINDS, WORKSPACE_ALIGN
 from tvmc.memory import machine_memory
+from tvmc.plan import STORAGE_KINDS, WORKSPACE_ALIGN
 
 if TYPE_CHECKING:
-    from tvmc.codegen.cuda_program import Launch
+    from tvmc.codegen.abi import Launch
     from tvmc.runtime.executor import ProgramInfo
 
 MAX_JSON_DEPTH = 64  # mod.json nests 4 deep, metadata.json about 6: deeper is not ours
@@ -232,13 +232,13 @@ def check_metadata_json(where: str, metadata: Mapping[str, Any]) -> None:
 # ---- the plan --------------------------------------------------------------------------------
 def nbytes(shape: Sequence[int], dtype: str) -> int:
     """Bytes of a dense tensor (exact: no overflow however large the shape)."""
-    return math.prod(shape) * np.dtype(dtype).itemsize
+    return math.prod(shape) * numpy_dtype(dtype).itemsize
 
 
 def footprint(shape: Sequence[int], dtype: str) -> int:
     """Bytes a buffer takes where it is stored: an empty tensor keeps a 1-element placeholder
     (its kernels' param), as the runtime allocates and the memory planner places it."""
-    return max(math.prod(shape), 1) * np.dtype(dtype).itemsize
+    return max(math.prod(shape), 1) * numpy_dtype(dtype).itemsize
 
 
 def check_plan(
