@@ -215,6 +215,7 @@ def default_tile(registers: int) -> tuple[int, int]:
     the registers with one loaded B vector each and the broadcast A element."""
     return DEFAULT_ROWS, max(1, (registers - 1) // (DEFAULT_ROWS + 1))
 
+
 TILE_VECTORS = 8  # NV candidates 1..8 (1..15 for a GEMV: one row leaves room for wide tiles)
 
 
