@@ -21,7 +21,7 @@ from tvmc.codegen.cuda_target import (  # noqa: F401  (re-exported: targets of b
     NVPTX_TRIPLE,
     CUDATarget,
 )
-from tvmc.codegen.host import host_cpu, host_triple, is_host_arch
+from tvmc.codegen.host import host_cpu, host_triple, is_host_arch, triple_arch
 from tvmc.errors import UsageError, did_you_mean, suggest
 
 if TYPE_CHECKING:
@@ -117,7 +117,7 @@ class CPUTarget:
     def vector_registers(self) -> int:
         """Architectural SIMD registers: 32 with AVX-512 (zmm0-31) and on AArch64 (v0-31), 16
         for SSE/AVX2 (xmm/ymm0-15) and other targets."""
-        if _arch(self.triple) in ("aarch64", "arm64") or self.vector_bits == 512:
+        if triple_arch(self.triple) in ("aarch64", "arm64") or self.vector_bits == 512:
             return 32
         return 16
 
