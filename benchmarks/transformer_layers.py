@@ -7,15 +7,18 @@ ReduceMean/Sub/Pow/Sqrt/Div and GELU as Div/Erf/Add/Mul: TorchScript exporters b
 `tanh` (decomposed LayerNorm, GPT-2's tanh GELU with Pow(x, 3)) and `llama` (T5/Llama RMSNorm as
 Pow/ReduceMean/Sqrt/Reciprocal/Mul, a SwiGLU MLP with SiLU as x * Sigmoid(x), no biases).
 Random weights, seed 0; `--layers N` stacks N layers. Also prints the largest error against
-onnxruntime relative to the output's scale.
+onnxruntime relative to the output's scale. `--zoo bert gpt2 ...` times those models of
+tests/models/zoo (their stored inputs) the same way instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import tempfile
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -28,6 +31,7 @@ from tvmc.codegen import num_threads
 from tvmc.driver.compiler import CompileOptions
 
 FORMS = ("ops", "erf", "tanh", "llama")
+ZOO = Path(__file__).resolve().parent.parent / "tests" / "models" / "zoo"
 
 
 class LayerBuilder:
@@ -131,11 +135,21 @@ def layer_inputs(seq: int = 128, hidden: int = 768) -> dict[str, np.ndarray]:
     return {"x": x, "mask": mask}
 
 
+def zoo_model(name: str) -> tuple[str, dict[str, np.ndarray]]:
+    """The path of a zoo model and its stored inputs by name."""
+    manifest = json.loads((ZOO / "manifest.json").read_text())
+    (entry,) = [m for m in manifest["models"] if m["name"] == name]
+    arrays = np.load(ZOO / f"{name}.npz")
+    return str(ZOO / f"{name}.onnx"), {x["name"]: arrays[f"input_{i}"]
+                                        for i, x in enumerate(entry["inputs"])}  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("forms", nargs="*", help=f"some of {', '.join(FORMS)} (default: all)")
     parser.add_argument("--layers", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--zoo", nargs="+", metavar="MODEL", help="time these zoo models instead")
     args = parser.parse_args()
     if unknown := set(args.forms) - set(FORMS):
         parser.error(
@@ -144,14 +158,16 @@ def main() -> None:
     threads = num_threads()
     print(f"threads {threads}; load average {os.getloadavg()[0]:.2f}; medians of {args.repeat}; "
           "ratio: tvmc / the faster of onnxruntime and OpenVINO")  # fmt: skip
-    print(f"{'form':6} {'tvmc ms':>8} {'ort ms':>8} {'ov ms':>8} {'ratio':>6} {'GFLOP/s':>8} "
+    print(f"{'model':16} {'tvmc ms':>8} {'ort ms':>8} {'ov ms':>8} {'ratio':>6} {'GFLOP/s':>8} "
           f"{'kernels':>7} {'max err':>8}")  # fmt: skip
     ratios = []
     with tempfile.TemporaryDirectory() as tmp:
-        for form in args.forms or FORMS:
-            path = os.path.join(tmp, f"{form}.onnx")
-            onnx.save(encoder_layers(form, args.layers), path)
-            inputs = layer_inputs()
+        for name in args.zoo or args.forms or FORMS:
+            if args.zoo:
+                path, inputs = zoo_model(name)
+            else:
+                path, inputs = os.path.join(tmp, f"{name}.onnx"), layer_inputs()
+                onnx.save(encoder_layers(name, args.layers), path)
             graph = tvmc.load(path).graph
             executor, result = compiled_executor(graph, CompileOptions(),
                                                  [inputs[n] for n in graph.inputs])  # fmt: skip
@@ -166,10 +182,10 @@ def main() -> None:
             program = result.lowered.program
             gflops = sum(c.flops for c in program.calls) / times[0] / 1e6
             ov_ms = times[2] if openvino is not None else math.nan
-            print(f"{form:6} {times[0]:8.2f} {times[1]:8.2f} {ov_ms:8.2f} {ratio:6.2f} "
+            print(f"{name:16} {times[0]:8.3f} {times[1]:8.3f} {ov_ms:8.3f} {ratio:6.2f} "
                   f"{gflops:8.1f} {len(program.calls):7d} "
                   f"{error / np.abs(want).max():8.1e}", flush=True)  # fmt: skip
-            runs = openvino = None  # free their thread pools before the next form
+            runs = openvino = None  # free their thread pools before the next model
     print(f"geometric-mean ratio: {geomean(ratios):.2f}; load average {os.getloadavg()[0]:.2f}")
 
 
