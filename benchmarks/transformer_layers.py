@@ -8,7 +8,8 @@ ReduceMean/Sub/Pow/Sqrt/Div and GELU as Div/Erf/Add/Mul: TorchScript exporters b
 Pow/ReduceMean/Sqrt/Reciprocal/Mul, a SwiGLU MLP with SiLU as x * Sigmoid(x), no biases).
 Random weights, seed 0; `--layers N` stacks N layers. Also prints the largest error against
 onnxruntime relative to the output's scale. `--zoo bert gpt2 ...` times those models of
-tests/models/zoo (their stored inputs) the same way instead.
+tests/models/zoo (their stored inputs) the same way instead; `--save DIR` only writes the
+layers' ONNX files and inputs (for benchmarks/compare_packages.py).
 """
 
 from __future__ import annotations
@@ -150,11 +151,18 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--zoo", nargs="+", metavar="MODEL", help="time these zoo models instead")
+    parser.add_argument("--save", metavar="DIR", help="only write DIR/<form>.onnx and inputs.npz")
     args = parser.parse_args()
     if unknown := set(args.forms) - set(FORMS):
         parser.error(
             f"unknown form(s) {', '.join(sorted(unknown))}; choose from {', '.join(FORMS)}"
         )
+    if args.save:
+        os.makedirs(args.save, exist_ok=True)
+        for form in args.forms or FORMS:
+            onnx.save(encoder_layers(form, args.layers), os.path.join(args.save, f"{form}.onnx"))
+        np.savez(os.path.join(args.save, "inputs.npz"), **layer_inputs())
+        return
     threads = num_threads()
     print(f"threads {threads}; load average {os.getloadavg()[0]:.2f}; medians of {args.repeat}; "
           "ratio: tvmc / the faster of onnxruntime and OpenVINO")  # fmt: skip
