@@ -7,7 +7,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.lower.tiny_graphs import conv1x1, graph_of, node, random_inputs, run_program
+from tests.lower.tiny_graphs import (
+    conv1x1,
+    graph_of,
+    node,
+    random_inputs,
+    run_native,
+    run_program,
+)
 from tvmc.graph import Graph, TensorType
 from tvmc.lower import FusionPlan, lower_graph, plan_fusion
 from tvmc.ops import OPS, infer_node, run_reference
@@ -101,6 +108,36 @@ def template_read_twice() -> Graph:
     return graph_of({"x": X}, nodes, ["y"], {"w": W})
 
 
+def conv_silu() -> Graph:
+    """x * sigmoid(x) reads the conv's value twice: one epilogue, a DAG with one exit."""
+    nodes = [conv1x1("x", "w", "c"), node("Sigmoid", ["c"], "s"), node("Mul", ["c", "s"], "y")]
+    return graph_of({"x": X}, nodes, ["y"], {"w": W})
+
+
+def conv_erf_gelu() -> Graph:
+    """The exporters' decomposed GELU after a bias add: c+b is read by the Div and the Mul."""
+    nodes = [conv1x1("x", "w", "c"), node("Add", ["c", "b"], "a"),
+             node("Div", ["a", "root2"], "d"), node("Erf", ["d"], "e"),
+             node("Add", ["e", "one"], "p"), node("Mul", ["a", "p"], "m"),
+             node("Mul", ["m", "half"], "y")]  # fmt: skip
+    scalars = {"root2": np.float32(np.sqrt(2)), "one": np.float32(1), "half": np.float32(0.5)}
+    params = {"w": W, "b": BIAS, **{k: np.array(v, np.float32) for k, v in scalars.items()}}
+    return graph_of({"x": X}, nodes, ["y"], params)
+
+
+def diamond_read_outside() -> Graph:
+    """The Sigmoid's value is also read by the Transpose (not elementwise), so no region after the
+    conv has one exit: the conv and the Sigmoid are stored, the Mul and Transpose inline."""
+    nodes = [
+        conv1x1("x", "w", "c"),
+        node("Sigmoid", ["c"], "s"),
+        node("Mul", ["c", "s"], "m"),
+        node("Transpose", ["s"], "t", perm=(0, 1, 3, 2)),
+        node("Add", ["m", "t"], "y"),
+    ]
+    return graph_of({"x": X}, nodes, ["y"], {"w": W})
+
+
 def split_outputs() -> Graph:
     """Each output of a multi-output injective op is inlined into its own reader."""
     nodes = [node("Split", ["x"], ["s0", "s1"], axis=1, split=(1, 2)),
@@ -123,7 +160,10 @@ PLANS = {  # graph -> (inlined tensors, epilogues as anchor -> chain node names)
     compute_into_template: (set(), {}),
     compute_into_epilogue: ({"e"}, {"c": ["y"]}),
     compute_read_twice: (set(), {}),
-    template_read_twice: (set(), {}),
+    template_read_twice: (set(), {"c": ["y"]}),
+    conv_silu: (set(), {"c": ["s", "y"]}),
+    conv_erf_gelu: (set(), {"c": ["a", "d", "e", "p", "m", "y"]}),
+    diamond_read_outside: ({"m", "t"}, {}),
     split_outputs: ({"s0", "s1"}, {}),
 }
 
@@ -228,14 +268,19 @@ def check_plan_rules(graph: Graph, plan: FusionPlan) -> None:
         same = all(graph.types[o].shape == graph.types[tensor].shape for o in reader.outputs)
         assert same or OPS[producer.op].kind == INJECTIVE, tensor  # no recomputation
     by_name = {n.name: n for n in graph.nodes}
+    order = {n.name: i for i, n in enumerate(graph.nodes)}
     for anchor, chain in plan.epilogues.items():
         assert OPS[by_name[anchor].op].is_template and OPS[by_name[anchor].op].epilogue
-        tensor = by_name[anchor].outputs[0]
+        value = by_name[anchor].outputs[0]
+        inside = {value} | {link.outputs[0] for link in chain}
+        assert [order[n.name] for n in chain] == sorted(order[n.name] for n in chain)  # in order
         for link in chain:
-            assert consumers[tensor] == [link] and tensor not in graph.outputs, (anchor, link.name)
+            assert set(link.inputs) & (inside - {link.outputs[0]}), link.name  # reads the region
             assert OPS[link.op].kind in (ELEMENTWISE, BROADCAST), link.op
-            assert graph.types[link.outputs[0]] == graph.types[tensor], link.name
-            tensor = link.outputs[0]
+            assert graph.types[link.outputs[0]] == graph.types[value], link.name
+        for tensor in inside - {chain[-1].outputs[0]}:  # only the exit is read outside
+            assert tensor not in graph.outputs, (anchor, tensor)
+            assert all(r in chain for r in consumers[tensor]), (anchor, tensor)
     assert plan.absorbed == {n.name for chain in plan.epilogues.values() for n in chain}
 
 
@@ -262,3 +307,38 @@ def test_fusion_keeps_a_reshape_of_a_reshape_a_view():
     assert [c.node for c in unfused.calls] == ["e"]  # both reshapes are views of Exp's output
     fused = lower_graph(graph, fuse=True).program
     assert [c.node for c in fused.calls] == ["e"]  # once ["e", "y"]: a copy through r
+
+
+def dense_with(activation: str) -> Graph:
+    """A transformer's MLP input: MatMul, bias add, then the activation as exporters decompose it:
+    'erf' GELU (BERT, ViT), 'tanh' GELU (GPT-2, T5), 'silu' (Llama's gate)."""
+    rng = np.random.default_rng(1)
+    scalar = {"root2": np.sqrt(2), "one": 1, "half": 0.5, "three": 3, "k": 0.044715,
+              "c": np.sqrt(2 / np.pi)}  # fmt: skip
+    params = {"w": rng.standard_normal((32, 48)), "b": rng.standard_normal(48),
+              **{k: np.array(v) for k, v in scalar.items()}}  # fmt: skip
+    nodes = [node("MatMul", ["x", "w"], "mm"), node("Add", ["mm", "b"], "a")]
+    if activation == "erf":
+        nodes += [node("Div", ["a", "root2"], "d"), node("Erf", ["d"], "e"),
+                  node("Add", ["e", "one"], "p"), node("Mul", ["a", "p"], "m"),
+                  node("Mul", ["m", "half"], "y")]  # fmt: skip
+    elif activation == "tanh":
+        nodes += [node("Mul", ["a", "half"], "h"), node("Pow", ["a", "three"], "cube"),
+                  node("Mul", ["cube", "k"], "kc"), node("Add", ["a", "kc"], "s"),
+                  node("Mul", ["s", "c"], "z"), node("Tanh", ["z"], "t"),
+                  node("Add", ["t", "one"], "p"), node("Mul", ["h", "p"], "y")]  # fmt: skip
+    else:
+        nodes += [node("Sigmoid", ["a"], "sg"), node("Mul", ["a", "sg"], "y")]
+    params = {k: np.asarray(v, np.float32) for k, v in params.items()}
+    return graph_of({"x": (2, 7, 32)}, nodes, ["y"], params)
+
+
+@pytest.mark.parametrize("activation", ["erf", "tanh", "silu"])
+def test_decomposed_activations_are_one_matmul_kernel(activation):
+    """Bias and activation ride in the GEMM's epilogue: one call, no stored intermediate."""
+    graph = dense_with(activation)
+    lowered = lower_graph(graph)
+    assert [c.node.split("+")[0] for c in lowered.program.calls] == ["mm"]
+    (got,) = run_native(lowered, random_inputs(graph))
+    want = run_reference(graph, random_inputs(graph))["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -176,6 +176,22 @@ def test_pow_constant_exponent(exponent, rng):
     check("Pow", {"x": x}, constants={"e": np.array(exponent, F32)})
 
 
+@pytest.mark.parametrize("exponent", [2.0, 3.0, 0.5, -1.0, 1.0])
+def test_pow_common_constant_exponents_need_no_pow_call(exponent):
+    """x**2 (decomposed norms) and x**3 (tanh GELU) are products, never the general pow."""
+    from tvmc.graph import TensorType
+    from tvmc.kernel import Buffer, Var
+    from tvmc.ops import OPS
+    from tvmc.ops.lowering import ref_of_buffer
+
+    typ = TensorType((4,), "float32")
+    x = ref_of_buffer("x", typ, Buffer("x", (4,), "float32"))
+    e = np.array(exponent, F32)
+    e_ref = ref_of_buffer("e", TensorType((), "float32"), Buffer("e", (), "float32"), e)
+    (read,) = OPS["Pow"].compute("cpu")({}, [x, e_ref], [typ])
+    assert "pow" not in str(read((Var("i", "int64"),)))
+
+
 def test_pow_mixed_dtypes(rng):
     x = (rng.standard_normal((2, 35)) * 2).astype(F32)
     check("Pow", {"x": x}, constants={"e": np.array(3, np.int64)})

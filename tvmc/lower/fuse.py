@@ -1,7 +1,8 @@
 """Fusion: decide which tensors are stored and which are computed on the fly by their reader.
 
-- A template op (conv, matmul, pool, reduction, ...) absorbs the chain of elementwise ops after
-  it as its epilogue (bias, activation, residual add), when each link has one reader.
+- A template op (conv, matmul, pool, reduction, ...) absorbs the elementwise ops after it as its
+  epilogue (bias, activation, residual add): a chain, or a DAG with one exit such as a decomposed
+  GELU or SiLU (x * sigmoid(x) reads x twice), when no tensor inside it is read elsewhere.
 - A compute op's result is inlined into its only reader when that reader is a compute (or an
   epilogue) and inlining does not multiply work: the reader has the same shape, or the producer is
   a pure index remap (reshape, transpose, slice). A Reshape read by a Reshape stays: both are
@@ -44,6 +45,41 @@ def _elementwise_on(node: Node, tensor: str, graph: Graph) -> bool:
     return len(node.outputs) == 1 and out == src  # same shape and dtype as the value it extends
 
 
+def _epilogue_region(
+    graph: Graph,
+    position: int,
+    consumers: dict[str, list[Node]],
+    outputs: set[str],
+    absorbed: set[str],
+) -> list[Node]:
+    """The largest epilogue of the template at `position`: the elementwise nodes after it, in graph
+    order, that read its value or each other's, such that only the last one's output is read
+    outside them (or is a graph output). Growth stops at the first reader that cannot join."""
+    anchor = graph.nodes[position].outputs[0]
+    if anchor in outputs:
+        return []
+    region: list[Node] = []
+    best: list[Node] = []
+    unread = {anchor: len(consumers.get(anchor, []))}  # region tensor -> readers not yet in it
+    for node in graph.nodes[position + 1 :]:
+        reads = {t for t in node.inputs if t in unread}
+        if not reads:
+            continue
+        if node.name in absorbed or not _elementwise_on(node, anchor, graph):
+            break  # an add of two convs joins the first one only; other readers end the region
+        region.append(node)
+        for tensor in reads:
+            unread[tensor] -= 1
+        exit_ = node.outputs[0]
+        unread[exit_] = len(consumers.get(exit_, []))
+        live = [t for t, n in unread.items() if n or t in outputs]
+        if live == [exit_]:
+            best = list(region)
+        if not any(unread.values()):
+            break  # nothing after this reads the region
+    return best
+
+
 def plan_fusion(graph: Graph, enabled: bool = True) -> FusionPlan:
     """Fusion decisions; `enabled=False` materializes every tensor (one kernel per node)."""
     plan = FusionPlan()
@@ -59,22 +95,12 @@ def plan_fusion(graph: Graph, enabled: bool = True) -> FusionPlan:
         reader = readers[0]
         return reader if reader.inputs.count(tensor) == 1 else None
 
-    for node in graph.nodes:
-        opdef = OPS[node.op]
-        if not opdef.epilogue or node.name in plan.absorbed:
-            continue
-        chain: list[Node] = []
-        tensor = node.outputs[0]
-        while (
-            (reader := only_reader(tensor)) is not None
-            and reader.name not in plan.absorbed  # an add of two convs joins the first one only
-            and _elementwise_on(reader, tensor, graph)
-        ):
-            chain.append(reader)
-            plan.absorbed.add(reader.name)
-            tensor = reader.outputs[0]
-        if chain:
-            plan.epilogues[node.name] = chain
+    for position, node in enumerate(graph.nodes):
+        if OPS[node.op].epilogue and node.name not in plan.absorbed:
+            region = _epilogue_region(graph, position, consumers, outputs, plan.absorbed)
+            if region:
+                plan.epilogues[node.name] = region
+                plan.absorbed.update(link.name for link in region)
 
     depth: dict[str, int] = {}  # inlined tensor -> ops in the expression that computes it
     for node in graph.nodes:

@@ -120,23 +120,23 @@ class KernelLowering:
         self.emit(kernels, node, chain)
 
     def epilogue(self, node: Node, chain: list[Node]):
-        """Apply the chain's computes to a template's value at given output indices."""
+        """Apply the epilogue's computes (in graph order; each reads the template's value or an
+        earlier link's in registers, anything else as usual) at given output indices."""
         graph = self.graph
 
         def apply(idx: Indices, value: Expr) -> Expr:
-            current, tensor = value, node.outputs[0]
+            held = {node.outputs[0]: value}  # tensors of the epilogue: their value at idx
             for link in chain:
                 refs = []
                 for name in link.inputs:
-                    if name == tensor:
-                        v = current
+                    if name in held:
+                        v = held[name]
                         refs.append(TensorRef(name, graph.types[name], lambda _, v=v: v))
                     elif name:
                         refs.append(self.ref(name))
                 compute = OPS[link.op].compute(self.target.kind)
-                accessor = compute(link.attrs, refs, self.out_types(link))[0]
-                current, tensor = accessor(idx), link.outputs[0]
-            return current
+                held[link.outputs[0]] = compute(link.attrs, refs, self.out_types(link))[0](idx)
+            return held[chain[-1].outputs[0]]
 
         return apply
 

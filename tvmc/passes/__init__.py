@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from tvmc.graph import Graph
 from tvmc.ops import infer_node
 from tvmc.passes.fold_batch_norm import fold_batch_norm
+from tvmc.passes.norm_patterns import match_decomposed_norms
 from tvmc.passes.simplify import eliminate_dead_nodes, fold_constants, remove_identities
 
 
@@ -33,6 +34,11 @@ IMPORT_PIPELINE: list[Pass] = [
 
 # Run by `tvmc compile` after import: rewrites that change the graph's arithmetic, not its meaning.
 OPTIMIZE_PIPELINE: list[Pass] = [
+    Pass(
+        "match-norms",
+        match_decomposed_norms,
+        "a decomposed LayerNorm or RMSNorm (ReduceMean, Pow, Sqrt, Div...) is one row kernel",
+    ),
     Pass("fold-batch-norm", fold_batch_norm, "a BatchNormalization after a Conv is a new weight"),
     Pass("eliminate-dead-nodes", eliminate_dead_nodes, "drop the params folding replaced"),
 ]
@@ -69,6 +75,7 @@ __all__ = [
     "eliminate_dead_nodes",
     "fold_batch_norm",
     "fold_constants",
+    "match_decomposed_norms",
     "remove_identities",
     "run_passes",
 ]
