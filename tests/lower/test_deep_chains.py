@@ -45,3 +45,20 @@ def test_a_chain_deeper_than_the_recursion_limit_runs(tmp_path: Path):
     x = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
     y = tvmc.run(package, inputs={"x": x}).get_output("output_0")
     np.testing.assert_allclose(y, x * 1201, rtol=1e-4, atol=1e-4)
+
+
+def test_a_long_epilogue_is_cut_too(tmp_path: Path):
+    # a MatMul followed by 300 Adds: its epilogue takes at most MAX_INLINED_DEPTH of them
+    model = add_chain(300)
+    model.graph.node.insert(0, helper.make_node("MatMul", ["x", "w"], ["m"]))
+    model.graph.node[1].input[0] = "m"
+    w = np.eye(5, dtype=np.float32) * 2
+    model.graph.initializer.append(onnx.numpy_helper.from_array(w, "w"))
+    onnx.save(model, tmp_path / "chain.onnx")
+    graph = tvmc.load(str(tmp_path / "chain.onnx")).graph
+    plan = plan_fusion(graph)
+    assert all(len(chain) <= MAX_INLINED_DEPTH for chain in plan.epilogues.values())
+    package = tvmc.compile(str(tmp_path / "chain.onnx"), package_path=str(tmp_path / "m.tar"))
+    x = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
+    y = tvmc.run(package, inputs={"x": x}).get_output("output_0")
+    np.testing.assert_allclose(y, x * 302, rtol=1e-4, atol=1e-4)

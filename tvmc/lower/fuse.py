@@ -67,6 +67,8 @@ def _epilogue_region(
             continue
         if node.name in absorbed or not _elementwise_on(node, anchor, graph):
             break  # an add of two convs joins the first one only; other readers end the region
+        if len(region) == MAX_INLINED_DEPTH:
+            break  # the epilogue's expression stays shallow; the rest reads a stored tensor
         region.append(node)
         for tensor in reads:
             unread[tensor] -= 1
