@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,7 +11,7 @@ import numpy as np
 
 from tvmc.graph import Graph, Node, TensorType
 from tvmc.kernel import Buffer, Expr, Kernel
-from tvmc.kernel.program import Call, Program, ProgramBuffer, Source
+from tvmc.kernel.program import WORKSPACE_ALIGN, Call, Program, ProgramBuffer, Source
 from tvmc.lower.fuse import FusionPlan, plan_fusion
 from tvmc.lower.memory import aligned_size, plan_workspace
 from tvmc.lower.share import shared_kernels
@@ -51,6 +52,8 @@ class KernelLowering:
         self.names: set[str] = set()
         self.buffers: dict[str, Buffer] = {}  # graph tensor -> buffer holding it
         self.storage_of: dict[Buffer, Buffer] = {}  # alias (reshape view) -> its storage owner
+        self.view_offset: dict[Buffer, int] = {}  # alias -> its byte offset in storage_of's
+        self.sliced: set[Buffer] = set()  # Concat outputs whose inputs are views into them
         self.refs: dict[str, TensorRef] = {}
         self.producer = graph.producers()
         self.kernels: list[Kernel] = []
@@ -147,6 +150,8 @@ class KernelLowering:
             return
         if node.op == "Reshape" and self.alias_reshape(node):
             return
+        if node.op == "Concat" and self.concat_in_place(node):
+            return
         compute = OPS[node.op].compute(self.target.kind)
         accessors = compute(node.attrs, self.input_refs(node), self.out_types(node))
         ctx = self.context(node)
@@ -165,20 +170,60 @@ class KernelLowering:
             return False
         owner = self.storage_owner(self.buffer(src))
         boundary = {self.buffers.get(n) for n in (*self.graph.inputs, *self.graph.outputs)}
-        if dst in self.graph.outputs and owner in boundary:
-            return False  # two caller-owned buffers: copy instead
+        if dst in self.graph.outputs and (owner in boundary or owner in self.sliced):
+            return False  # two caller-owned buffers, or slices the output cannot hold: copy
         view = self.buffer(dst)
         if dst in self.graph.outputs:
             self.storage_of[owner] = view  # the model output's buffer holds the bytes
             self.storage_of.pop(view, None)
         else:
             self.storage_of[view] = owner
+            self.view_offset[view] = self.storage_offset(self.buffer(src))  # src may be a slice
+        return True
+
+    def concat_in_place(self, node: Node) -> bool:
+        """A Concat whose inputs' producers can write straight into its output's slices: no
+        kernel. Each input's storage owner becomes a view at its slice's byte offset, when the
+        slices are contiguous (only ones before the axis), aligned, and every input is a stored
+        intermediate with storage of its own (not an input, output or param, nor another slice)."""
+        out, graph = node.outputs[0], self.graph
+        shape = graph.types[out].shape
+        axis = node.attrs["axis"] % len(shape)
+        if out in graph.outputs or math.prod(shape[:axis]) != 1:
+            return False
+        boundary = {*graph.inputs, *graph.outputs, *graph.params}
+        fixed = {self.buffers.get(n) for n in boundary}
+        slices: dict[Buffer, int] = {}
+        offset = 0
+        for name in node.inputs:
+            if graph.types[name].size == 0:
+                continue
+            if name in boundary or name in self.plan.inlined or offset % WORKSPACE_ALIGN:
+                return False
+            owner = self.storage_owner(self.buffer(name))
+            if owner in fixed or owner in slices or owner.nbytes != self.buffer(name).nbytes:
+                return False  # a caller's buffer, twice, or a slice of a bigger tensor
+            slices[owner] = offset
+            offset += owner.nbytes
+        target = self.buffer(out)
+        for owner, at in slices.items():
+            self.storage_of[owner] = target
+            self.view_offset[owner] = at
+        self.sliced.add(target)
         return True
 
     def storage_owner(self, buf: Buffer) -> Buffer:
         while buf in self.storage_of:
             buf = self.storage_of[buf]
         return buf
+
+    def storage_offset(self, buf: Buffer) -> int:
+        """Byte offset of `buf` in its storage owner (Concat slices add up; views are 0)."""
+        offset = 0
+        while buf in self.storage_of:
+            offset += self.view_offset.get(buf, 0)
+            buf = self.storage_of[buf]
+        return offset
 
     def emit(self, kernels: list[Kernel], node: Node, chain: list[Node]) -> None:
         flops = node_flops(self.graph, node)
@@ -219,7 +264,7 @@ class KernelLowering:
             buf = self.buffer(name)
             owner = self.storage_owner(buf)
             fixed = name in self.graph.inputs or name in self.graph.params
-            if fixed or owner in claimed or self.owner_is_input(owner):
+            if fixed or owner in claimed or owner in self.sliced or self.owner_is_input(owner):
                 typ = self.graph.types[name]
                 copy = Buffer(self.unique(f"{name}_out"), buffer_shape(typ.shape), typ.dtype)
                 if typ.size:
@@ -306,7 +351,8 @@ def plan_memory(state: KernelLowering) -> LoweredModel:
     buffers: dict[str, ProgramBuffer] = {}
     for buf, owner in owners.items():
         kind, index = fixed.get(owner, ("workspace", 0))
-        offset = offsets.get(owner.name, 0)
+        offset = offsets.get(owner.name, 0) + state.storage_offset(buf)
+        assert kind == "workspace" or not state.storage_offset(buf), "slices live in the workspace"
         tensor = tensor_of.get(buf.name)
         shape = graph.types[tensor].shape if tensor is not None else buf.shape  # () and empty too
         buffers[buf.name] = ProgramBuffer(buf.name, shape, buf.dtype, kind, index, offset)
