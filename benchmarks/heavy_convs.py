@@ -48,11 +48,11 @@ from tvmc.runtime.peak import peak_gflops
 TARGET_SHARE = 0.9
 
 
-def default_plan(task, lanes: int) -> str:
+def default_plan(task, lanes: int, registers: int) -> str:
     """The schedule and register tile (MR rows x NV vectors) the default config picks."""
     types, attrs = task_types(task)
     geo = geometry_of(task.op, TaskOp.of(task).node.attrs, types)
-    chosen = plan({}, geo, lanes)
+    chosen = plan({}, geo, lanes, registers)
     t = chosen.tiling
     return f"{chosen.schedule} {t.mr}x{t.nv} {chosen.order}"
 
@@ -148,7 +148,8 @@ def main() -> None:
                 flipped[i] = t.flops / seconds[1] / 1e9
     else:
         best = wall_gflops([t for _, t in tasks], args.rounds)
-    lanes = CPUTarget.parse("llvm").vector_bits // 32  # float32 lanes of this host
+    host = CPUTarget.parse("llvm")
+    lanes = host.vector_bits // 32  # float32 lanes of this host
     print(f"{'model':16} {'task':44} {'MFLOP':>7} {'GFLOP/s':>8} {'peak':>5}  default plan"
           + ("  (GFLOP/s with the other order)" if args.orders else ""))  # fmt: skip
     below = 0
@@ -156,7 +157,7 @@ def main() -> None:
         share = gflops / peak
         below += share < TARGET_SHARE
         print(f"{name:16} {task.label[:44]:44} {task.flops / 1e6:7.0f} {gflops:8.1f} "
-              f"{share:5.0%}  {default_plan(task, lanes)}"
+              f"{share:5.0%}  {default_plan(task, lanes, host.vector_registers)}"
               + (f"  ({other:.1f})" if other is not None else ""))  # fmt: skip
         sys.stdout.flush()
     flops = sum(t.flops * t.weight for _, t in tasks)

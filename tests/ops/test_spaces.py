@@ -130,10 +130,12 @@ def test_conv_default_is_in_space(op, shapes, attrs):
     assert geo == (columns_geometry(stated) if uses_columns(stated) else stated.stuffed())
     lanes = TARGET.lanes(accumulator_dtype("float32"))
     space = space_of(op, shapes, attrs)
-    plans = {plan(space.get(i).values, geo, lanes) for i in range(len(space))}
-    assert plan({}, geo, lanes) in plans
+    registers = TARGET.vector_registers
+    plans = {plan(space.get(i).values, geo, lanes, registers) for i in range(len(space))}
+    assert plan({}, geo, lanes, registers) in plans
     assert space.default_index is not None
-    assert plan(space.get(space.default_index).values, geo, lanes) == plan({}, geo, lanes)
+    chosen = plan(space.get(space.default_index).values, geo, lanes, registers)
+    assert chosen == plan({}, geo, lanes, registers)
 
 
 @pytest.mark.parametrize("op,shapes,attrs", [w for w in WORKLOADS if w[0] in ("MatMul", "Gemm")])

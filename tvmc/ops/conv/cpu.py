@@ -63,7 +63,6 @@ from tvmc.graph import TensorType
 from tvmc.kernel import Buffer, Expr, Kernel, Stmt, allocate, const, loop, seq
 from tvmc.ops.conv.cpu_layout import fill_planes, transform_kernel_body, vector_range
 from tvmc.ops.conv.cpu_tiles import (
-    AVX512_REGISTERS,
     ChannelTiling,
     Operands,
     PixelTiling,
@@ -120,9 +119,7 @@ class Plan:
     in_place: bool
 
 
-def plan(
-    cfg: Mapping[str, Any], geo: ConvGeometry, lanes: int, registers: int = AVX512_REGISTERS
-) -> Plan:
+def plan(cfg: Mapping[str, Any], geo: ConvGeometry, lanes: int, registers: int) -> Plan:
     """The knobs of `cfg`, with defaults chosen for `geo` and tiles that fit `registers`."""
     cfg = dict(cfg)
     if "plan" in cfg:

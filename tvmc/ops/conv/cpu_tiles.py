@@ -34,7 +34,6 @@ from tvmc.ops.schedule.microkernel import (
 )
 
 Load = Callable[[Expr, int], Expr]  # (flat offset into the transformed input, lanes) -> value
-AVX512_REGISTERS = 32  # the default where a caller does not say (LoweringTarget's)
 
 
 def density(mr: int, nv: int) -> float:
@@ -42,7 +41,7 @@ def density(mr: int, nv: int) -> float:
     return mr * nv / (mr * nv + 4)
 
 
-def max_rows(nv: int, registers: int = AVX512_REGISTERS) -> int:
+def max_rows(nv: int, registers: int) -> int:
     """Most tile rows whose MR x NV accumulators, NV loaded vectors and a broadcast fit in
     `registers` (LLVM loads a k step's vectors once and reuses them across the rows)."""
     return max(1, (registers - 1 - nv) // nv)
@@ -139,7 +138,7 @@ class PixelTiling:
 
 
 def pixel_tiling(
-    geo: ConvGeometry, lanes: int, nv_max: int, mr_max: int, registers: int = AVX512_REGISTERS
+    geo: ConvGeometry, lanes: int, nv_max: int, mr_max: int, registers: int
 ) -> tuple[PixelTiling, float]:
     """The tiling with the best useful-lane fraction times tile density, and that fraction."""
     nv_max = min(nv_max, max_vectors(registers))
@@ -257,7 +256,7 @@ class ChannelTiling:
 
 
 def channel_tiling(
-    geo: ConvGeometry, lanes: int, nv_max: int, mr_max: int, registers: int = AVX512_REGISTERS
+    geo: ConvGeometry, lanes: int, nv_max: int, mr_max: int, registers: int
 ) -> tuple[ChannelTiling, float]:
     """The (MR, NV) with the best useful-lane fraction times tile density, and that fraction."""
     nv_max = min(nv_max, max_vectors(registers))
