@@ -1,8 +1,10 @@
 """`make bench-noisy`: each light model alone and beside noisy neighbours (benchmarks/load.py):
 one busy core, every core busy, and the mixed load that made libgomp-based tvmc collapse.
 
-Per model and neighbour, in alternating blocks in one process: tvmc on 2 threads and on 1 thread
-(the same package), onnxruntime and OpenVINO on 2 threads (benchmarks/baselines.py). Printed:
+Per model and neighbour, in alternating blocks in one process: tvmc on 2 threads as it runs by
+default (choosing one thread while that has lately been faster: tvmc/runtime/thread_choice.py),
+on 2 threads fixed, and on 1 thread (the same package), onnxruntime and OpenVINO on 2 threads
+(benchmarks/baselines.py). Printed:
 median milliseconds and the slowdown against the same runtime alone. A summary checks what the
 thread pool promises: tvmc slows down no more than onnxruntime, and 2 threads never take longer
 than 1. `TVMC_THREAD_POOL=gomp` measures libgomp instead of tvmc's pool.
@@ -41,14 +43,17 @@ def runners(name: str, tmp: str, threads: int) -> dict:
         model.graph, CompileOptions(), [inputs[n] for n in model.graph.inputs]
     )
 
-    def on(n: int):
+    def on(n: int, adaptive: bool = True):
         def run() -> None:
             set_num_threads(n)
+            executor.adaptive_threads = adaptive
             executor.call()
 
         return run
 
-    out = {f"tvmc {threads}t": on(threads), "tvmc 1t": on(1)}
+    out = {f"tvmc {threads}t": on(threads), f"tvmc {threads}t fixed": on(threads, False),
+           "tvmc 1t": on(1)}  # fmt: skip
+    out["executor"] = executor
     out["onnxruntime"] = onnxruntime_session(path, inputs, threads)
     openvino = openvino_session(path, inputs, threads)
     if openvino is not None:
@@ -75,14 +80,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models:
             fns = runners(name, tmp, args.threads)
+            executor = fns.pop("executor")
             keys = list(fns)
             print(f"\n{name}: median ms (slowdown against alone)")
             print(f"{'neighbours':10} {'load avg':>8} " + " ".join(f"{k:>18}" for k in keys))
             alone: dict[str, float] = {}
             for n in neighbours:
+                set_num_threads(args.threads)
+                before = executor.thread_runs
                 with Load(PRESETS[n]):
                     times = blocked_median_ms(*fns.values(), repeat=args.repeat)
                     load_average = os.getloadavg()[0]
+                set_num_threads(args.threads)
+                runs = {k: v - before.get(k, 0) for k, v in executor.thread_runs.items()}
                 ms = dict(zip(keys, times))
                 if not alone:
                     alone = ms
@@ -91,7 +101,8 @@ def main() -> None:
                     factor = ms[k] / alone[k]
                     slowdowns[n].setdefault(k, []).append(factor)
                     cells.append(f"{ms[k]:9.2f} (x{factor:5.2f})")
-                print(f"{n:10} {load_average:8.1f} " + " ".join(f"{c:>18}" for c in cells))
+                one = f"  ({keys[0]} on 1 thread: {runs.get(1, 0)} of {sum(runs.values())} runs)"
+                print(f"{n:10} {load_average:8.1f} " + " ".join(f"{c:>18}" for c in cells) + one)
                 sys.stdout.flush()
                 ours, theirs = slowdowns[n][keys[0]][-1], slowdowns[n]["onnxruntime"][-1]
                 if ours > theirs * 1.1:

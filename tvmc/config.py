@@ -19,6 +19,17 @@ def env_int(name: str) -> int | None:
     return int(value) if value else None
 
 
+# Set to 0 to run every inference on the full thread count. By default an executor times its
+# runs and uses one thread while that has lately been faster (a busy machine; see
+# tvmc/runtime/thread_choice.py).
+ADAPTIVE_THREADS_ENV = "TVMC_ADAPTIVE_THREADS"
+
+
+def env_off(name: str) -> bool:
+    """Whether a switch that is on by default was turned off: 0, false, no or off."""
+    return os.environ.get(name, "").strip().lower() in ("0", "false", "no", "off")
+
+
 # Which threads run parallel loops: unset, tvmc's own pool (tvmc/codegen/pool.c: the caller works
 # too, chunks claimed dynamically, so a late worker holds nobody up on a busy machine); `gomp`,
 # libgomp's static split and full join (the old behaviour; it collapses under oversubscription).

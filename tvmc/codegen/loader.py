@@ -46,6 +46,7 @@ class LoadedModule:
             for k in kernels
         }
         self._threads = ctypes.c_int32.from_address(threads_address) if threads_address else None
+        self.max_threads = 1  # the thread count set for this module (set_num_threads)
         threads.register(self)
 
     def __getitem__(self, name: str) -> ctypes._CFuncPtr:
@@ -53,7 +54,17 @@ class LoadedModule:
 
     def write_num_threads(self, n: int) -> None:
         """Sets the thread count this module's parallel loops ask the pool for."""
-        if self._threads is not None:
+        self.max_threads = n
+        self.use_threads(n)
+
+    @property
+    def has_parallel_loops(self) -> bool:
+        return self._threads is not None
+
+    def use_threads(self, n: int) -> None:
+        """Runs the next calls on `n` threads without changing the count set (an executor's
+        choice for one run: tvmc/runtime/thread_choice.py)."""
+        if self._threads is not None and self._threads.value != n:
             self._threads.value = n
 
     def run(self, name: str, *arrays: np.ndarray) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import statistics
 import time
 from collections.abc import Mapping
@@ -12,10 +13,12 @@ from typing import Any
 import numpy as np
 
 from tvmc.codegen.loader import LoadedModule
+from tvmc.config import ADAPTIVE_THREADS_ENV, env_off
 from tvmc.dtypes import numpy_dtype
 from tvmc.errors import InputError
 from tvmc.plan import Call, ProgramBuffer, Source
 from tvmc.runtime.package_check import check_layout, check_plan
+from tvmc.runtime.thread_choice import ThreadChoice
 from tvmc.runtime.timing import Timings, measure, timed_runs
 
 ALIGN = 64
@@ -115,6 +118,8 @@ class Executor:
         self._entry = module[info.entry]
         self._args_ptr = ctypes.cast(self._args, ctypes.c_void_p)
         self._workspace_ptr = ctypes.c_void_p(self.workspace.ctypes.data)
+        self.adaptive_threads = not env_off(ADAPTIVE_THREADS_ENV)  # see thread_choice.py
+        self._choices: dict[int, ThreadChoice] = {}
 
     def set_inputs(self, arrays: list[np.ndarray]) -> None:
         """Bind input arrays (by position); they are checked and kept alive, never copied twice."""
@@ -128,10 +133,34 @@ class Executor:
         return [array.copy() for array in self._outputs]
 
     def call(self) -> None:
-        """One call of the entry function (what benchmarks time)."""
+        """One call of the entry function (what benchmarks time), on the thread count the
+        executor's ThreadChoice picks for it (the count set, or one thread when that has been
+        faster lately)."""
         if any(array is None for array in self._inputs):
             raise InputError("inputs are not bound; call set_inputs first")
+        choice = self._thread_choice()
+        if choice is None:
+            self._entry(self._args_ptr, self._workspace_ptr)
+            return
+        threads = choice.next_threads()
+        self.module.use_threads(threads)
+        start = time.perf_counter()
         self._entry(self._args_ptr, self._workspace_ptr)
+        choice.observe(threads, time.perf_counter() - start)
+
+    @property
+    def thread_runs(self) -> dict[int, int]:
+        """Runs per thread count under the thread count set now (empty: not adaptive)."""
+        choice = self._choices.get(self.module.max_threads)
+        return dict(choice.runs) if choice is not None else {}
+
+    def _thread_choice(self) -> ThreadChoice | None:
+        full = self.module.max_threads
+        if not self.adaptive_threads or full <= 1 or not self.module.has_parallel_loops:
+            return None
+        if full not in self._choices:  # one per count set: going back to a count resumes it
+            self._choices[full] = ThreadChoice(full)
+        return self._choices[full]
 
     def benchmark(
         self, number: int = 1, repeat: int = 10, min_repeat_ms: float = 0.0, warmup: int = 1,
@@ -140,12 +169,18 @@ class Executor:
         """TVM's time_evaluator: `repeat` results (more to fill `duration` seconds), each the
         mean over `number` (or more) runs, after `warmup` untimed runs (they page in code and
         workspace and start the thread pool)."""
-        return measure(lambda: timed_runs(self.call, number, min_repeat_ms), self.call, repeat,
-                       warmup, duration)  # fmt: skip
+        before = self.thread_runs
+        times = measure(lambda: timed_runs(self.call, number, min_repeat_ms), self.call, repeat,
+                        warmup, duration)  # fmt: skip
+        used = {n: runs - before.get(n, 0) for n, runs in self.thread_runs.items()}
+        counts = tuple((n, runs) for n, runs in sorted(used.items(), reverse=True) if runs)
+        return dataclasses.replace(times, thread_runs=counts)
 
     def profile(self, repeat: int = 10) -> list[dict[str, Any]]:
-        """Per-call median seconds, by kernel, in run order (calls from Python: slower overall)."""
+        """Per-call median seconds, by kernel, in run order (calls from Python: slower overall),
+        on the thread count set."""
         self.call()
+        self.module.use_threads(self.module.max_threads)
         slots = {**{n: i for i, n in enumerate(self.info.inputs)}}
         base = len(self.info.inputs)
         slots.update({n: base + i for i, n in enumerate(self.info.outputs)})

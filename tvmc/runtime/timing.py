@@ -19,7 +19,8 @@ class Timings:
     """Seconds per inference, one value per measurement (each the mean of `number` or more
     runs), and how the benchmark went: `runs` inferences run in the `seconds` of measuring,
     after `warmup` untimed ones; `load_seconds` (package read to ready) and `first_seconds`
-    (the first inference, cold) when the caller measured them."""
+    (the first inference, cold) when the caller measured them; `thread_runs`, the inferences run
+    on each thread count when the executor chose it run by run (runtime/thread_choice.py)."""
 
     results: tuple[float, ...]
     runs: int = 0
@@ -27,6 +28,7 @@ class Timings:
     warmup: int = 0
     load_seconds: float | None = None
     first_seconds: float | None = None
+    thread_runs: tuple[tuple[int, int], ...] = ()  # (threads, runs) per count used, warm-up too
 
     def _ms(self) -> list[float]:
         return [t * 1e3 for t in self.results]
@@ -73,6 +75,7 @@ class Timings:
         document["warmup"] = self.warmup
         document["runs"] = self.runs
         document["seconds"] = self.seconds
+        document["thread_runs"] = [{"threads": n, "runs": r} for n, r in self.thread_runs]
         return document
 
 
