@@ -152,7 +152,7 @@ class Executor:
     def thread_runs(self) -> dict[int, int]:
         """Runs per thread count under the thread count set now (empty: not adaptive)."""
         choice = self._choices.get(self.module.max_threads)
-        return dict(choice.runs) if choice is not None else {}
+        return {n: runs for n, runs in choice.runs.items() if runs} if choice is not None else {}
 
     def _thread_choice(self) -> ThreadChoice | None:
         full = self.module.max_threads

@@ -15,8 +15,7 @@ machine. $TVMC_ADAPTIVE_THREADS=0 keeps the full count on every run.
 
 from __future__ import annotations
 
-import statistics
-from collections import Counter, deque
+from collections import deque
 
 WINDOW = 5  # recent runs per thread count whose median stands for that count
 PROBE_RUNS = 2  # runs of the other count per probe (the first may find its workers asleep)
@@ -38,7 +37,7 @@ class ThreadChoice:
     def __init__(self, full: int) -> None:
         self.full = full
         self.current = full
-        self.runs: Counter[int] = Counter()  # runs observed per thread count
+        self.runs = {full: 0, 1: 0}  # runs observed per thread count
         self._recent = {full: deque(maxlen=WINDOW), 1: deque(maxlen=WINDOW)}
         self._interval = FIRST_INTERVAL
         self._since_probe = 0
@@ -55,9 +54,9 @@ class ThreadChoice:
         return self.other if self._probe_left else self.current
 
     def observe(self, threads: int, seconds: float) -> None:
-        self.runs[threads] += 1
         if self.full <= 1 or threads not in self._recent:
             return
+        self.runs[threads] += 1
         self._recent[threads].append(seconds)
         if threads != self.current:  # a probe run
             self._probe_left = max(self._probe_left - 1, 0)
@@ -65,26 +64,36 @@ class ThreadChoice:
                 self._decide()
             return
         self._since_probe += 1
-        current = statistics.median(self._recent[self.current])
-        moved = self._baseline is not None and (
-            current > self._baseline * DRIFT or current * DRIFT < self._baseline
-        )
-        if moved:  # the machine changed: what the other count did before is stale
+        if self._since_probe % WINDOW == 0 and self._moved():
+            # the machine changed: what the other count did before is stale
             self._recent[self.other].clear()
             self._interval = FIRST_INTERVAL
-        if moved or self._since_probe >= self._interval:
+            self._since_probe = self._interval
+        if self._since_probe >= self._interval:
             self._probe_left = PROBE_RUNS
             self._since_probe = 0
+
+    def _moved(self) -> bool:
+        """Whether the count in use got faster or slower by DRIFT since the last decision."""
+        if self._baseline is None:
+            return False
+        current = _median(self._recent[self.current])
+        return current > self._baseline * DRIFT or current * DRIFT < self._baseline
 
     def _decide(self) -> None:
         if not self._recent[self.current] or not self._recent[self.other]:
             return  # runs not of our choosing (observe is public)
-        current = statistics.median(self._recent[self.current])
-        other = statistics.median(self._recent[self.other])
+        current = _median(self._recent[self.current])
+        other = _median(self._recent[self.other])
         if other < current * SWITCH_BELOW:
             self.current = self.other
             self._interval = FIRST_INTERVAL
         else:  # kept: probe half as often, up to a bound that depends on how far behind
             bound = MAX_INTERVAL if other > current * CLEAR_LOSS else CLOSE_INTERVAL
             self._interval = min(self._interval * 2, max(bound, self._interval // 2))
-        self._baseline = statistics.median(self._recent[self.current])
+        self._baseline = _median(self._recent[self.current])
+
+
+def _median(times: deque[float]) -> float:
+    """The middle value (the upper one of an even count): cheap, and runs can take 20 us."""
+    return sorted(times)[len(times) // 2]
