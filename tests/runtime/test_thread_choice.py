@@ -45,7 +45,7 @@ def test_keeps_the_full_count_when_it_is_faster_and_probes_ever_less():
 
 def test_takes_one_thread_when_that_is_faster():
     used = simulate(ThreadChoice(2), noisy({2: 1.5, 1: 1.0}), 500)
-    assert set(used[8:20]) == {1} or used[8:20].count(1) >= 10
+    assert used[4:40].count(1) >= 24  # switched at the first probe
     assert used[100:].count(2) / len(used[100:]) < 0.03  # the full count still probed, rarely
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import deque
 
 WINDOW = 5  # recent runs per thread count whose median stands for that count
-PROBE_RUNS = 2  # runs of the other count per probe (the first may find its workers asleep)
+PROBE_RUNS = 2  # runs of the full count per probe (the first may find the workers asleep)
 FIRST_INTERVAL = 4  # runs before the first probe, and after a switch or a change of the machine
 CLOSE_INTERVAL = 32  # most runs between probes while the other count is about as fast
 MAX_INTERVAL = 256  # most runs between probes while the other count loses clearly
@@ -70,7 +70,7 @@ class ThreadChoice:
             self._interval = FIRST_INTERVAL
             self._since_probe = self._interval
         if self._since_probe >= self._interval:
-            self._probe_left = PROBE_RUNS
+            self._probe_left = PROBE_RUNS if self.other == self.full else 1
             self._since_probe = 0
 
     def _moved(self) -> bool:
