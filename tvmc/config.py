@@ -20,7 +20,7 @@ def env_int(name: str) -> int | None:
 
 
 # Set to 0 to run every inference on the full thread count. By default an executor times its
-# runs and uses one thread while that has lately been faster (a busy machine; see
+# runs and uses fewer threads while that has lately been faster (a busy machine; see
 # tvmc/runtime/thread_choice.py).
 ADAPTIVE_THREADS_ENV = "TVMC_ADAPTIVE_THREADS"
 

@@ -99,3 +99,18 @@ def test_adaptive_threads_can_be_turned_off_from_the_environment(tmp_path, monke
     assert tvmc.TVMCPackage(package).executor().adaptive_threads is False
     monkeypatch.setenv("TVMC_ADAPTIVE_THREADS", "1")
     assert tvmc.TVMCPackage(package).executor().adaptive_threads is True
+
+
+def test_the_ladder_is_the_count_set_and_its_halves():
+    assert thread_choice.ladder(16) == [16, 8, 4, 2, 1]
+    assert thread_choice.ladder(3) == [3, 1]
+    assert thread_choice.ladder(2) == [2, 1]
+    assert thread_choice.ladder(1) == [1]
+
+
+def test_settles_on_a_middle_rung_when_that_is_fastest():
+    # 16 threads on a machine where some cores are busy: 4 threads run best
+    times = {16: 3.0, 8: 1.6, 4: 1.0, 2: 1.4, 1: 2.6}
+    used = simulate(ThreadChoice(16), noisy(times), 3000)
+    assert used[500:].count(4) / len(used[500:]) > 0.95
+    assert {8, 2} <= set(used[500:])  # both neighbours still probed

@@ -110,7 +110,7 @@ from tvmc.driver.plots import PROFILE_FORMATS, check_extension, write_profile
     type=click.IntRange(min=1),
     metavar="N",
     help="Worker threads, at most (default: $TVMC_NUM_THREADS, else the physical cores); runs"
-    " take one thread while that has lately been faster (TVMC_ADAPTIVE_THREADS=0: never).",
+    " take fewer while that has lately been faster (TVMC_ADAPTIVE_THREADS=0: never).",
 )
 @click.option(
     "--scheduler",

@@ -134,7 +134,7 @@ class Executor:
 
     def call(self) -> None:
         """One call of the entry function (what benchmarks time), on the thread count the
-        executor's ThreadChoice picks for it (the count set, or one thread when that has been
+        executor's ThreadChoice picks for it (the count set, or fewer when that has been
         faster lately)."""
         if any(array is None for array in self._inputs):
             raise InputError("inputs are not bound; call set_inputs first")

@@ -1,13 +1,14 @@
-"""Choosing, run by run, between a program's full thread count and one thread.
+"""Choosing, run by run, how many of a program's threads an inference uses.
 
 Why: on a machine shared with other work, a pool worker preempted in the middle of a chunk it
 claimed holds the join of its loop until the scheduler runs it again, a slice of several
 milliseconds; beside one busy core that happens in most inferences, and 2 threads take longer
 than 1 (docs/performance.md, the noisy-neighbour benchmark). A rule inside the pool that judged
 single loops was measured and dropped: a loop's time says too little. Whole inferences do, so
-the executor times every run, keeps the recent times of each count, and now and then probes the
-count it is not using: rarely while that count keeps losing clearly, at once when the times of
-the count in use move (a neighbour came or went).
+the executor times every run and keeps the recent times of each count it tried. The counts form
+a ladder, the count set and its halves down to one (16, 8, 4, 2, 1; on 2 cores 2 and 1); the
+chooser runs on one rung and now and then probes a neighbouring rung, rarely while that keeps
+losing clearly, at once when the times of the rung in use move (a neighbour came or went).
 
 Policy constants below are ratios and run counts, not timings: nothing here depends on the
 machine. $TVMC_ADAPTIVE_THREADS=0 keeps the full count on every run.
@@ -18,13 +19,21 @@ from __future__ import annotations
 from collections import deque
 
 WINDOW = 5  # recent runs per thread count whose median stands for that count
-PROBE_RUNS = 2  # runs of the full count per probe (the first may find the workers asleep)
+PROBE_UP_RUNS = 2  # runs per probe of more threads (the first may find the workers asleep)
 FIRST_INTERVAL = 4  # runs before the first probe, and after a switch or a change of the machine
-CLOSE_INTERVAL = 32  # most runs between probes while the other count is about as fast
-MAX_INTERVAL = 256  # most runs between probes while the other count loses clearly
-CLEAR_LOSS = 1.25  # the other count is slower by this factor: it loses clearly
-SWITCH_BELOW = 0.95  # switch when the other count's median is under this share of the current's
-DRIFT = 1.3  # the current count's median moved by this factor since the last probe: probe now
+CLOSE_INTERVAL = 32  # most runs between probes while the rungs probed are about as fast
+MAX_INTERVAL = 256  # most runs between probes while they lose clearly
+CLEAR_LOSS = 1.25  # a rung slower by this factor loses clearly
+SWITCH_BELOW = 0.95  # switch when a probed rung's median is under this share of the current's
+DRIFT = 1.3  # the current rung's median moved by this factor since the last decision: probe now
+
+
+def ladder(full: int) -> list[int]:
+    """The thread counts tried: `full`, then halves down to 1 (distinct, descending)."""
+    counts = [full]
+    while counts[-1] > 1:
+        counts.append(counts[-1] // 2)
+    return counts
 
 
 class ThreadChoice:
@@ -36,57 +45,66 @@ class ThreadChoice:
 
     def __init__(self, full: int) -> None:
         self.full = full
+        self.counts = ladder(full)
         self.current = full
-        self.runs = {full: 0, 1: 0}  # runs observed per thread count
-        self._recent = {full: deque(maxlen=WINDOW), 1: deque(maxlen=WINDOW)}
+        self.runs = dict.fromkeys(self.counts, 0)  # runs observed per thread count
+        self._recent = {n: deque(maxlen=WINDOW) for n in self.counts}
         self._interval = FIRST_INTERVAL
         self._since_probe = 0
+        self._probe: int | None = None  # the count being probed
         self._probe_left = 0
+        self._next_fewer = True  # the next probe goes down the ladder (else up), where both exist
         self._baseline: float | None = None  # the current count's median at the last decision
 
-    @property
-    def other(self) -> int:
-        return 1 if self.current == self.full else self.full
-
     def next_threads(self) -> int:
-        if self.full <= 1:
-            return 1
-        return self.other if self._probe_left else self.current
+        return self._probe if self._probe_left else self.current
 
     def observe(self, threads: int, seconds: float) -> None:
-        if self.full <= 1 or threads not in self._recent:
+        if threads not in self._recent or len(self.counts) == 1:
             return
         self.runs[threads] += 1
         self._recent[threads].append(seconds)
         if threads != self.current:  # a probe run
             self._probe_left = max(self._probe_left - 1, 0)
             if not self._probe_left:
-                self._decide()
+                self._decide(threads)
             return
         self._since_probe += 1
         if self._since_probe % WINDOW == 0 and self._moved():
-            # the machine changed: what the other count did before is stale
-            self._recent[self.other].clear()
+            # the machine changed: what the other counts did before is stale
+            for n in self.counts:
+                if n != self.current:
+                    self._recent[n].clear()
             self._interval = FIRST_INTERVAL
             self._since_probe = self._interval
         if self._since_probe >= self._interval:
-            self._probe_left = PROBE_RUNS if self.other == self.full else 1
+            self._start_probe()
             self._since_probe = 0
 
+    def _start_probe(self) -> None:
+        at = self.counts.index(self.current)
+        fewer = self.counts[at + 1] if at + 1 < len(self.counts) else None
+        more = self.counts[at - 1] if at > 0 else None
+        if fewer is not None and (more is None or self._next_fewer):
+            self._probe, self._probe_left = fewer, 1
+        else:
+            self._probe, self._probe_left = more, PROBE_UP_RUNS
+        self._next_fewer = not self._next_fewer
+
     def _moved(self) -> bool:
-        """Whether the count in use got faster or slower by DRIFT since the last decision."""
+        """Whether the rung in use got faster or slower by DRIFT since the last decision."""
         if self._baseline is None:
             return False
         current = _median(self._recent[self.current])
         return current > self._baseline * DRIFT or current * DRIFT < self._baseline
 
-    def _decide(self) -> None:
-        if not self._recent[self.current] or not self._recent[self.other]:
+    def _decide(self, probed: int) -> None:
+        if not self._recent[self.current] or not self._recent[probed]:
             return  # runs not of our choosing (observe is public)
         current = _median(self._recent[self.current])
-        other = _median(self._recent[self.other])
+        other = _median(self._recent[probed])
         if other < current * SWITCH_BELOW:
-            self.current = self.other
+            self.current = probed
             self._interval = FIRST_INTERVAL
         else:  # kept: probe half as often, up to a bound that depends on how far behind
             bound = MAX_INTERVAL if other > current * CLEAR_LOSS else CLOSE_INTERVAL
