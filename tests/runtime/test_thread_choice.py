@@ -114,3 +114,16 @@ def test_settles_on_a_middle_rung_when_that_is_fastest():
     used = simulate(ThreadChoice(16), noisy(times), 3000)
     assert used[500:].count(4) / len(used[500:]) > 0.95
     assert {8, 2} <= set(used[500:])  # both neighbours still probed
+
+
+def test_one_lucky_probe_does_not_switch():
+    rng = np.random.default_rng(1)
+
+    def times(threads: int, i: int) -> float:
+        if threads == 1 and i == 4:
+            return 0.5  # the first probe ran while the machine was briefly quiet
+        return {2: 1.0, 1: 1.9}[threads] * rng.uniform(0.95, 1.05)
+
+    used = simulate(ThreadChoice(2), times, 40)
+    assert used[4:7] == [1, 1, 2]  # looked again, and stayed on two threads
+    assert used[7:].count(1) <= 2

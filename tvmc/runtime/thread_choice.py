@@ -25,6 +25,7 @@ CLOSE_INTERVAL = 32  # most runs between probes while the rungs probed are about
 MAX_INTERVAL = 256  # most runs between probes while they lose clearly
 CLEAR_LOSS = 1.25  # a rung slower by this factor loses clearly
 SWITCH_BELOW = 0.95  # switch when a probed rung's median is under this share of the current's
+SWITCH_SAMPLES = 3  # ... over at least this many of its runs (keeping it needs only one)
 DRIFT = 1.3  # the current rung's median moved by this factor since the last decision: probe now
 
 
@@ -103,6 +104,9 @@ class ThreadChoice:
             return  # runs not of our choosing (observe is public)
         current = _median(self._recent[self.current])
         other = _median(self._recent[probed])
+        if other < current * SWITCH_BELOW and len(self._recent[probed]) < SWITCH_SAMPLES:
+            self._probe_left = 1  # one fast run is not enough to switch on: look again
+            return
         if other < current * SWITCH_BELOW:
             self.current = probed
             self._interval = FIRST_INTERVAL
