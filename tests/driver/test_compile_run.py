@@ -13,10 +13,12 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import tvmc
+from tvmc.driver.objects import format_more_times
 from tvmc.driver.runner import fill, make_inputs
 from tvmc.errors import InputError, UsageError
 from tvmc.graph import TensorType
 from tvmc.ops import run_reference
+from tvmc.runtime import Timings
 
 TVMC_HEADER = " mean (ms)   median (ms)    max (ms)     min (ms)     std (ms)  "
 
@@ -219,18 +221,32 @@ def test_benchmark_and_format_times(package: tvmc.TVMCPackage):
     assert heads[:8:2] == ["p50", "p90", "p95", "p99"] and heads[-1] == "inferences/s"
     assert values[0] <= values[1] <= values[2] <= values[3] and values[4] > 0
     cold = r"(load [0-9.]+ ms, first inference [0-9.]+ ms, )?"  # the package's first run only
-    assert re.fullmatch(cold + r"1 warm-up run, [0-9]+ timed in 4 measurements over [0-9.]+ s",
-                        lines[5])  # fmt: skip
+    adaptive = r"(, runs on [0-9]+ threads [0-9]+, .* \(tried, and kept while faster; .*\))?"
+    assert re.fullmatch(cold + r"1 warm-up run, [0-9]+ timed in 4 measurements over [0-9.]+ s"
+                        + adaptive, lines[5])  # fmt: skip
     document = result.to_json(top=3)
     assert set(document["time"]) == {
         "mean_ms", "median_ms", "max_ms", "min_ms", "std_ms",
         "p50_ms", "p90_ms", "p95_ms", "p99_ms", "throughput_per_s",
-        "load_ms", "first_inference_ms", "warmup", "runs", "seconds", "results_ms",
+        "load_ms", "first_inference_ms", "warmup", "runs", "seconds", "thread_runs",
+        "results_ms",
     }  # fmt: skip
     assert document["time"]["runs"] == 8 and document["time"]["warmup"] == 1
     assert len(document["top"]) == 3
     with pytest.raises(UsageError, match="no timings"):
         package.run().format_times()
+
+
+def test_format_times_says_when_runs_took_fewer_threads():
+    times = Timings((0.001, 0.002), runs=2, seconds=0.003, warmup=1, thread_runs=((2, 90), (1, 11)))
+    text = format_more_times(times)
+    assert "runs on 2 threads 90, 11 on 1 (tried, and kept while faster; " in text
+    assert "TVMC_ADAPTIVE_THREADS=0 keeps 2)" in text
+    assert times.to_json()["thread_runs"] == [
+        {"threads": 2, "runs": 90},
+        {"threads": 1, "runs": 11},
+    ]
+    assert "runs on" not in format_more_times(Timings((0.001,), runs=1, thread_runs=((2, 5),)))
 
 
 def test_warmup_duration_and_load_time(onnx_path: Path):
