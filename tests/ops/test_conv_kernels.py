@@ -481,12 +481,11 @@ def default_plan(x_shape, w_shape, attrs):
 @pytest.mark.parametrize(
     "x_shape,w_shape,attrs,schedule,order",
     [
-        # weights many times the input on a 7x7 plane, more channel blocks (9, 67) than pixel
-        # tiles (7, 1): pixels_outer, for channels and for pixels tiles
-        ((1, 32, 7, 7), (400, 32, 3, 3), {"pads": [1, 1, 1, 1]}, "channels", "pixels_outer"),
-        ((1, 256, 14, 14), (400, 256, 1, 1), {"strides": [2, 2]}, "pixels", "pixels_outer"),
-        # 9 pixel tiles, 2 channel blocks: channels_outer, with a partial channel block
-        ((1, 48, 9, 9), (80, 48, 3, 3), {"pads": [1, 1, 1, 1]}, "channels", "channels_outer"),
+        # weights many times the input: channels_outer, for channels and for pixels tiles
+        ((1, 32, 7, 7), (400, 32, 3, 3), {"pads": [1, 1, 1, 1]}, "channels", "channels_outer"),
+        ((1, 256, 14, 14), (400, 256, 1, 1), {"strides": [2, 2]}, "pixels", "channels_outer"),
+        # input larger than the weights, 40 channels in blocks of 6: pixels_outer
+        ((1, 16, 30, 30), (40, 16, 3, 3), {"pads": [1, 1, 1, 1]}, "pixels", "pixels_outer"),
         # 3 input channels (fewer than the 16 lanes): pixels tiles, channels_outer
         ((1, 3, 23, 23), (16, 3, 7, 7), {"strides": [2, 2], "pads": [3, 3, 3, 3]},
          "pixels", "channels_outer"),

@@ -138,40 +138,28 @@ def plan(cfg: Mapping[str, Any], geo: ConvGeometry, lanes: int, registers: int) 
         schedule = "pixels"  # a tile loop builds the planes of one input channel only
     tiling = chn if schedule == "channels" else pix
     return Plan(
-        schedule, tiling, str(cfg.get("order", default_order(geo, schedule, tiling, lanes))),
+        schedule, tiling, str(cfg.get("order", default_order(geo, schedule, lanes))),
         str(cfg.get("unroll_taps", "none")), bool(cfg.get("in_place", True)),
     )  # fmt: skip
 
 
-def default_order(
-    geo: ConvGeometry, schedule: str, tiling: PixelTiling | ChannelTiling, lanes: int
-) -> str:
+def default_order(geo: ConvGeometry, schedule: str, lanes: int) -> str:
     """The tile loop order a config without one gets (docs/performance.md, "Heavy convs").
 
-    The outer loop's operand slice (one pixel tile's input, or one channel block's weights) is
-    held in cache while the inner loop reuses it; the other operand is read again per outer
-    step. channels_outer only when both hold:
-    - the weights outweigh the input (read once, they belong outside; the input is re-read),
-    - its held weight block serves at least as many tiles (the pixel tiles) as pixels_outer's
-      held input would (the channel blocks). On a 7x7 plane of 512 to 2048 channels a channel
-      block meets 7 pixel tiles, a pixel tile 11 to 43 channel blocks: pixels_outer.
-    And pixels tiles over fewer input channels than a vector has lanes (a first conv of 3
-    colour channels) take channels_outer: there both orders read from cache (the weights and
-    a pixel tile's input are tens of KB); the stores differ, to MR output planes in sequence
-    against every output plane at one position per pixel tile.
+    - pixels tiles of an ungrouped conv over fewer input channels than a vector has lanes (a
+      first conv of 3 colour channels): channels_outer. Both orders then read from cache (the
+      weights and a pixel tile's input are tens of KB); the stores differ, to MR output planes
+      in sequence against every output plane at one position per pixel tile.
+    - otherwise the operand read once sits in the outer loop, the other is read again per
+      outer step: channels_outer where the weights outweigh the input. (pixels_outer, which
+      holds a pixel tile's input in cache across all channel blocks, wins on 7x7 planes while
+      the weights stay in the caches between runs, not when they come from memory as in a
+      model: docs/performance.md.)
     """
-    if schedule == "pixels" and geo.icg < lanes:
+    if schedule == "pixels" and geo.group == 1 and geo.icg < lanes:
         return "channels_outer"
-    if isinstance(tiling, ChannelTiling):
-        pixel_tiles = geo.batch * math.prod(geo.out_shape[:-1]) * tiling.chunks(geo)
-        channel_blocks = geo.group * ceil_div(geo.ocg, tiling.nv * lanes)
-    else:
-        blocks, _, outer = tiling.cover(geo)
-        pixel_tiles = geo.batch * outer * blocks * tiling.chunks
-        channel_blocks = geo.group * ceil_div(geo.ocg, tiling.mr)
     weights = geo.out_channels * geo.icg * len(geo.taps)
-    heavier = weights > geo.channels * geo.plane_size
-    return "channels_outer" if heavier and pixel_tiles >= channel_blocks else "pixels_outer"
+    return "channels_outer" if weights > geo.channels * geo.plane_size else "pixels_outer"
 
 
 def conv_lowering(
