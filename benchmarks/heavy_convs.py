@@ -16,7 +16,9 @@ time (time off the core does not count, as tvmc.runtime.peak measures the peak),
 `--rounds` x 5 runs against one core's peak. `--orders` (with `--cpu-time`) also times the
 default plan with its other tile-loop order (pixels_outer / channels_outer), in alternation, and
 sums up the other orders too. Where a change of `default_order` flipped a conv's order, its
-other order is the old default: a before/after of the rule in one process.
+other order is the old default: a before/after of the rule in one process. `--cold` (with
+`--cpu-time`) evicts the caches before each run (out of its timing), so that weights and input
+come from memory, as in a model whose weights do not fit in the caches.
 """
 
 from __future__ import annotations
@@ -65,7 +67,8 @@ def last_level_cache_bytes() -> int:
     """The largest CPU cache (sysfs), or 0 where it is not told."""
     sizes = []
     for path in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/size"):
-        text = open(path).read().strip()
+        with open(path) as f:
+            text = f.read().strip()
         scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
         sizes.append(int(text.rstrip("KM")) * scale)
     return max(sizes, default=0)
