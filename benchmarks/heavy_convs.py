@@ -14,13 +14,18 @@ On a busy machine 2-thread wall times measure the neighbours as much as the code
 measures what the schedule does with one core: one thread, each run timed by the thread's CPU
 time (time off the core does not count, as tvmc.runtime.peak measures the peak), the best of
 `--rounds` x 5 runs against one core's peak. `--orders` (with `--cpu-time`) also times the
-default plan with its other tile-loop order (pixels_outer / channels_outer), in alternation.
+default plan with its other tile-loop order (pixels_outer / channels_outer), in alternation, and
+sums up the other orders too. Where a change of `default_order` flipped a conv's order, its
+other order is the old default: a before/after of the rule in one process. `--cold` (with
+`--cpu-time`) evicts the caches before each run (out of its timing), so that weights and input
+come from memory, as in a model whose weights do not fit in the caches.
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import glob
 import math
 import os
 import sys
@@ -28,6 +33,7 @@ import tempfile
 import time
 from collections.abc import Callable
 
+import numpy as np
 from suite import by_names
 
 import tvmc
@@ -57,8 +63,21 @@ def default_plan(task, lanes: int, registers: int) -> str:
     return f"{chosen.schedule} {t.mr}x{t.nv} {chosen.order}"
 
 
-def cpu_timed(task, config) -> Callable[[], float]:
-    """A function running `config` once on this thread (1 thread), returning its CPU seconds."""
+def last_level_cache_bytes() -> int:
+    """The largest CPU cache (sysfs), or 0 where it is not told."""
+    sizes = []
+    for path in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/size"):
+        with open(path) as f:
+            text = f.read().strip()
+        scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
+        sizes.append(int(text.rstrip("KM")) * scale)
+    return max(sizes, default=0)
+
+
+def cpu_timed(task, config, flush: np.ndarray | None = None) -> Callable[[], float]:
+    """A function running `config` once on this thread (1 thread), returning its CPU seconds;
+    with `flush`, each run first writes it (out of the timing): weights and input come from
+    memory, as in a model whose weights do not all fit in the caches."""
     built = build(MeasureInput(task, config), check_correctness=False, threads=1)
     module = load_object(built.object_code, built.kernels)
     arrays = allocate_buffers(built)
@@ -66,6 +85,8 @@ def cpu_timed(task, config) -> Callable[[], float]:
              for k in built.kernels]  # fmt: skip
 
     def once() -> float:
+        if flush is not None:
+            np.add(flush, 1.0, out=flush)
         start = time.thread_time()
         for fn, pointers in calls:
             fn(*pointers)
@@ -121,6 +142,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cpu-time", action="store_true", help="1 thread, timed by CPU time")
     parser.add_argument("--orders", action="store_true", help="also the other tile-loop order")
+    parser.add_argument("--cold", action="store_true",
+                        help="with --cpu-time: evict the caches before each run")  # fmt: skip
     args = parser.parse_args()
     if args.cpu_time:
         set_num_threads(1)
@@ -135,13 +158,16 @@ def main() -> None:
                 if task.op == "Conv" and task.flops >= args.min_mflops * 1e6:
                     tasks.append((model.name, task))
     flipped: list[float | None] = [None] * len(tasks)
+    flush = None
+    if args.cold:  # twice the largest cache, written before each run
+        flush = np.zeros(2 * max(last_level_cache_bytes(), 1 << 20) // 4, np.float32)
     if args.cpu_time:
         best = []
         for i, (_, t) in enumerate(tasks):
-            runs = [cpu_timed(t, default_entity())]
+            runs = [cpu_timed(t, default_entity(), flush)]
             other = other_order(t) if args.orders else None
             if other is not None:
-                runs.append(cpu_timed(t, other))
+                runs.append(cpu_timed(t, other, flush))
             seconds = cpu_seconds(runs, args.rounds)
             best.append(t.flops / seconds[0] / 1e9)
             if other is not None:
@@ -160,11 +186,22 @@ def main() -> None:
               f"{share:5.0%}  {default_plan(task, lanes, host.vector_registers)}"
               + (f"  ({other:.1f})" if other is not None else ""))  # fmt: skip
         sys.stdout.flush()
-    flops = sum(t.flops * t.weight for _, t in tasks)
-    seconds = sum(t.flops * t.weight / (g * 1e9) for (_, t), g in zip(tasks, best) if g)
-    print(f"all heavy convs, weighted by use: {flops / seconds / 1e9:.1f} GFLOP/s, "
-          f"{flops / seconds / 1e9 / peak:.0%} of peak; below {TARGET_SHARE:.0%}: "
+    weighted = weighted_gflops([t for _, t in tasks], best)
+    print(f"all heavy convs, weighted by use: {weighted:.1f} GFLOP/s, "
+          f"{weighted / peak:.0%} of peak; below {TARGET_SHARE:.0%}: "
           f"{below} of {len(tasks)}; load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+    if args.orders:
+        others = [b if o is None else o for b, o in zip(best, flipped)]
+        weighted = weighted_gflops([t for _, t in tasks], others)
+        low = sum(g / peak < TARGET_SHARE for g in others)
+        print(f"with the other orders instead: {weighted:.1f} GFLOP/s, {weighted / peak:.0%} of "
+              f"peak; below {TARGET_SHARE:.0%}: {low} of {len(tasks)}")  # fmt: skip
+
+
+def weighted_gflops(tasks: list, gflops: list[float]) -> float:
+    """GFLOP/s over all tasks, each counted as often as the models run it (FLOPs x weight)."""
+    flops = sum(t.flops * t.weight for t in tasks)
+    return flops / sum(t.flops * t.weight / (g * 1e9) for t, g in zip(tasks, gflops) if g) / 1e9
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from tvmc.frontend import convert_model
 from tvmc.graph import Node, TensorType
 from tvmc.kernel import Buffer, kernel_str, maximum
 from tvmc.ops import OPS
+from tvmc.ops.conv.cpu import geometry_of, plan
 from tvmc.ops.lowering import LowerContext, LoweringTarget, buffer_shape, ref_of_buffer
 from tvmc.passes import IMPORT_PIPELINE, run_passes
 
@@ -464,3 +465,35 @@ def test_patch_embedding_transform_is_one_loop_nest():
     kernels = OPS["Conv"].build(ctx, attrs, refs, [Buffer("y", out_type.shape)], None)
     (transform,) = [k for k in kernels if "input" in k.name]
     assert len(kernel_str(transform).splitlines()) < 20
+
+
+def default_plan(x_shape, w_shape, attrs):
+    """The plan an empty config gets on the AVX-512 target `lower_and_run` lowers for."""
+    n = len(w_shape) - 2
+    onnx_defaults = {"kernel_shape": w_shape[2:], "strides": [1] * n, "pads": [0] * 2 * n,
+                     "dilations": [1] * n, "group": 1}  # fmt: skip
+    full = OPS["Conv"].normalize_attrs({**onnx_defaults, **attrs}, "Conv")
+    geo = geometry_of("Conv", full, [TensorType(s, "float32") for s in (x_shape, w_shape)])
+    target = LoweringTarget(num_threads=2)
+    return plan({}, geo, target.lanes("float32"), target.vector_registers)
+
+
+@pytest.mark.parametrize(
+    "x_shape,w_shape,attrs,schedule,order",
+    [
+        # weights many times the input: channels_outer, for channels and for pixels tiles
+        ((1, 32, 7, 7), (400, 32, 3, 3), {"pads": [1, 1, 1, 1]}, "channels", "channels_outer"),
+        ((1, 256, 14, 14), (400, 256, 1, 1), {"strides": [2, 2]}, "pixels", "channels_outer"),
+        # input larger than the weights, 40 channels in blocks of 6: pixels_outer
+        ((1, 16, 30, 30), (40, 16, 3, 3), {"pads": [1, 1, 1, 1]}, "pixels", "pixels_outer"),
+        # 3 input channels (fewer than the 16 lanes): pixels tiles, channels_outer
+        ((1, 3, 23, 23), (16, 3, 7, 7), {"strides": [2, 2], "pads": [3, 3, 3, 3]},
+         "pixels", "channels_outer"),
+        ((2, 3, 20, 20), (20, 3, 3, 3), {"pads": [1, 1, 1, 1]}, "pixels", "channels_outer"),
+    ],
+)  # fmt: skip
+def test_conv_default_orders(x_shape, w_shape, attrs, schedule, order, rng):
+    """The default plans `default_order` picks for resnet- and vgg-like shapes compute the conv."""
+    chosen = default_plan(x_shape, w_shape, attrs)
+    assert (chosen.schedule, chosen.order) == (schedule, order)
+    check_conv("Conv", randn(rng, *x_shape), randn(rng, *w_shape), attrs, randn(rng, w_shape[0]))

@@ -224,3 +224,30 @@ def test_gemm_default_tile_follows_the_registers():
     assert default_tile(16) == (6, 2)  # 12 + 2 + 1 = 15: BLIS's 6x16 AVX2 kernel shape
     space = OPS["MatMul"].space({}, [TensorType((64, 64), "float32")] * 2, AVX2)
     assert space.get(space.default_index).values["tile_n"] == 2
+
+
+# (input, weights, attrs, order of the default plan on AVX-512, on AVX2): resnet50/vgg19 convs
+DEFAULT_ORDERS = [
+    # pixels tiles over 3 input channels (fewer than the lanes): channels_outer
+    ((1, 3, 224, 224), (64, 3, 3, 3), conv_attrs((3, 3), pads=(1,) * 4), "channels_outer",
+     "channels_outer"),
+    # 12 input channels: fewer than AVX-512's 16 lanes, not AVX2's 8 (then the sizes decide)
+    ((1, 12, 56, 56), (64, 12, 3, 3), conv_attrs((3, 3), pads=(1,) * 4), "channels_outer",
+     "pixels_outer"),
+    # grouped, 4 input channels per group: the sizes decide
+    ((1, 128, 56, 56), (128, 4, 3, 3), conv_attrs((3, 3), pads=(1,) * 4, group=32),
+     "pixels_outer", "pixels_outer"),
+    # weights 40x the input (a 7x7 plane): the weights are outer
+    ((1, 512, 7, 7), (2048, 512, 1, 1), conv_attrs((1, 1)), "channels_outer", "channels_outer"),
+    # weights smaller than the input: the input is outer
+    ((1, 64, 56, 56), (256, 64, 1, 1), conv_attrs((1, 1)), "pixels_outer", "pixels_outer"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("x_shape,w_shape,attrs,avx512,avx2", DEFAULT_ORDERS)
+def test_conv_default_order(x_shape, w_shape, attrs, avx512, avx2):
+    """`default_order`'s rules, per the target's lanes (docs/performance.md)."""
+    geo = geometry_of("Conv", attrs, [TensorType(s, "float32") for s in (x_shape, w_shape)])
+    for target, order in ((TARGET, avx512), (AVX2, avx2)):
+        chosen = plan({}, geo, target.lanes("float32"), target.vector_registers)
+        assert chosen.order == order, (target, chosen)

@@ -25,8 +25,8 @@ Knobs (ctx.config; `plan` reads them, with the defaults in DEFAULTS and `_estima
 - in_place: read an input already in plane form (1x1 stride-1 unpadded) where it is (default
   True); its vectors run across rows through the flat offset, which the kernel IR interpreter's
   per-axis bounds check rejects, so interpreted runs set it False.
-- order: "pixels_outer" (consecutive tiles share input rows; default when the weights are
-  smaller than the input) or "channels_outer" (they share a weight block).
+- order: "pixels_outer" (consecutive tiles share input rows) or "channels_outer" (they share a
+  weight block); the default is `default_order`'s.
 
 The knob space (`conv_space`): every config builds and computes the same result.
 Knob spaces of the Conv and ConvTranspose templates: the names `plan` reads.
@@ -136,13 +136,30 @@ def plan(cfg: Mapping[str, Any], geo: ConvGeometry, lanes: int, registers: int) 
     schedule = str(cfg.get("schedule", default))
     if schedule == "depthwise" and geo.icg != 1:
         schedule = "pixels"  # a tile loop builds the planes of one input channel only
-    # the operand read once sits in the outer loop; the other is read again per outer step
-    weights = geo.out_channels * geo.icg * len(geo.taps)
-    outer = "channels_outer" if weights > geo.channels * geo.plane_size else "pixels_outer"
+    tiling = chn if schedule == "channels" else pix
     return Plan(
-        schedule, chn if schedule == "channels" else pix, str(cfg.get("order", outer)),
+        schedule, tiling, str(cfg.get("order", default_order(geo, schedule, lanes))),
         str(cfg.get("unroll_taps", "none")), bool(cfg.get("in_place", True)),
     )  # fmt: skip
+
+
+def default_order(geo: ConvGeometry, schedule: str, lanes: int) -> str:
+    """The tile loop order a config without one gets (docs/performance.md, "Heavy convs").
+
+    - pixels tiles of an ungrouped conv over fewer input channels than a vector has lanes (a
+      first conv of 3 colour channels): channels_outer. Both orders then read from cache (the
+      weights and a pixel tile's input are tens of KB); the stores differ, to MR output planes
+      in sequence against every output plane at one position per pixel tile.
+    - otherwise the operand read once sits in the outer loop, the other is read again per
+      outer step: channels_outer where the weights outweigh the input. (pixels_outer, which
+      holds a pixel tile's input in cache across all channel blocks, wins on 7x7 planes while
+      the weights stay in the caches between runs, not when they come from memory as in a
+      model: docs/performance.md.)
+    """
+    if schedule == "pixels" and geo.group == 1 and geo.icg < lanes:
+        return "channels_outer"
+    weights = geo.out_channels * geo.icg * len(geo.taps)
+    return "channels_outer" if weights > geo.channels * geo.plane_size else "pixels_outer"
 
 
 def conv_lowering(
