@@ -83,6 +83,8 @@ def summarize_records(path: str | os.PathLike[str]) -> list[WorkloadRecords]:
     """Per workload and target, in the order of first appearance: trials, errors, the best."""
     groups: dict[tuple[str, str, str], WorkloadRecords] = {}
     for record in load_records(path):
+        if record.verdict is not None:  # a paired check's re-timing, not a trial
+            continue
         key = (record.target, *record.workload)
         if key not in groups:
             groups[key] = WorkloadRecords(record.target, record.task_name, record.args)
