@@ -10,7 +10,6 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tvmc.autotune.verify import MARGIN
 from tvmc.cli.common import err, out, print_json, wants_json
 from tvmc.cli.types import (
     FileWithExt,
@@ -21,7 +20,12 @@ from tvmc.cli.types import (
     model_options,
 )
 from tvmc.driver import TARGET_KINDS, TuneOptions, extract_tasks, load, tune
-from tvmc.driver.tune_options import MEASURE_DEFAULTS, TUNER_NAMES, select_tasks
+from tvmc.driver.tune_options import (
+    MEASURE_DEFAULTS,
+    PAIRED_MARGIN,
+    TUNER_NAMES,
+    select_tasks,
+)
 from tvmc.driver.tuning_report import (
     TaskStats,
     TuningInterrupted,
@@ -214,7 +218,7 @@ def print_summary(summary: TuningSummary, console: Console) -> None:
         + ("GB/s: of the task's tensors, for tasks of no FLOPs; " if memory else "")
         + "speedup: over the default schedule, as searched; applied: what compile uses, with "
         "the best config's speedup over the default timed in alternation (kept: it won by "
-        f"{1 - MARGIN:.0%} in most rounds); peak: {peak}{plan.peak_source})",
+        f"{1 - PAIRED_MARGIN:.0%} in most rounds); peak: {peak}{plan.peak_source})",
         markup=False,
     )
 
@@ -331,7 +335,7 @@ def print_task_list(rows: list[dict[str, Any]], model_file: str) -> None:
     show_default=True,
     metavar="N",
     help="After each task's search, time its best config and the default schedule alternately "
-    f"N times; compile keeps the config only if it wins by {1 - MARGIN:.0%} in most rounds "
+    f"N times; compile keeps the config only if it wins by {1 - PAIRED_MARGIN:.0%} in most rounds "
     "(0: no check, the lowest cost wins).",
 )
 @click.option(

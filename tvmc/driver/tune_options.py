@@ -15,6 +15,7 @@ from typing import Any
 
 from tvmc.autotune.measure import MeasureOptions
 from tvmc.autotune.tuners import TUNERS
+from tvmc.autotune.verify import MARGIN as PAIRED_MARGIN  # noqa: F401  (the CLI's help)
 from tvmc.autotune.verify import PAIRED_ROUNDS
 from tvmc.driver.compiler import checked_kind
 from tvmc.errors import UsageError, did_you_mean, unknown_choice
