@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -45,6 +46,17 @@ def print_verdicts(summary) -> None:
         print(f"    #{s.index:<3} {s.task.label[:44]:44} searched {searched:>7}  "
               f"{verdict:12} paired {paired:>6} wins {wins}")  # fmt: skip
     print("    verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    # what the kept configs should save per model run: each checked task's median paired
+    # costs times the nodes that run it
+    checked = [s for s in summary.tasks if s.check]
+    default_us = sum(s.task.weight * statistics.median(s.check.default_costs) for s in checked)
+    applied_us = sum(
+        s.task.weight * statistics.median(s.check.costs if s.check.kept else s.check.default_costs)
+        for s in checked
+    )
+    if default_us:
+        print(f"    checked tasks per model run: {default_us * 1e6:.0f} us on defaults, "
+              f"{applied_us * 1e6:.0f} us as applied ({default_us / applied_us:.3f}x)")  # fmt: skip
 
 
 def main() -> None:
