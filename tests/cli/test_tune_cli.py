@@ -102,6 +102,7 @@ def test_short_real_tune_then_compile_and_records(model: Path, tmp_path: Path):
     shown = ok(tvmc("records", "show", log)).stdout
     total = 6 + len(verdicts)
     assert "conv.llvm" in shown and "6 record(s), 2 workload(s)" in shown  # verdicts: no trials
+    assert "applied" in shown
     workloads = json.loads(ok(tvmc("records", "show", log, "--json")).stdout)["workloads"]
     assert [w["trials"] for w in workloads] == [3, 3] and workloads[0]["best_gflops"] > 0
     assert f"kept 2 of {total}" in ok(tvmc("records", "best", log, "-o", best)).stdout

@@ -313,6 +313,13 @@ def test_the_paired_check_decides_what_compile_applies(model_path, tmp_path, aft
     assert (values in configs) == (verdict == "kept")
     assert all(c in ({}, values) for c in configs)
     assert package.metadata["tuning"]["tuned"] == 1
+    shown = [g for g in summarize_records(log) if g.verdict is not None]
+    assert len(shown) == 1 and shown[0].trials == 4  # the verdict is no trial
+    assert shown[0].to_json()["verdict"] == {
+        "kept": verdict == "kept",
+        "speedup": check["speedup"],
+        "config_index": lucky.config["index"],
+    }
     # `records best` keeps the verdict, so the reduced file compiles the same
     best = tmp_path / "best.json"
     write_best_records(log, best)

@@ -153,7 +153,7 @@ complete -c tvmc -n '__tvmc_argument 0 tvmc load' -a '(__tvmc_files .onnx .tvmc)
 # tvmc records
 complete -c tvmc -n '__tvmc_argument 0 tvmc records' -a 'best' -d 'Keep only the best error-free record per workload and target of RECORDS_FILE.'
 complete -c tvmc -n '__tvmc_argument 0 tvmc records' -a 'plot' -d 'Draw best GFLOP/s so far against trials, one line per task of RECORDS_FILE,...'
-complete -c tvmc -n '__tvmc_argument 0 tvmc records' -a 'show' -d 'Per workload of RECORDS_FILE: trials, the best time and GFLOP/s, errors by kind.'
+complete -c tvmc -n '__tvmc_argument 0 tvmc records' -a 'show' -d 'Per workload of RECORDS_FILE: trials, the best time and GFLOP/s, what compile...'
 complete -c tvmc -n '__tvmc_command tvmc records' -s 'v' -l 'verbose' -d 'More logging (-v info, -vv debug); tracebacks. Same as before the command.'
 complete -c tvmc -n '__tvmc_command tvmc records' -s 'h' -l 'help' -d 'Show this message and exit.'
 
