@@ -26,14 +26,15 @@ REPEAT = 30  # timed runs of each package: enough for a stable median on a quiet
 
 
 class DemoProgress(TuningProgress):
-    """One line per tuned task: trials, best and default GFLOP/s."""
+    """One line per tuned task: trials, best and default GFLOP/s, what compile applies."""
 
     def task_end(self, stats: TaskStats) -> None:
         best = f"{stats.best_gflops:.1f}" if stats.best_gflops else "-"
         default = f"{stats.default_gflops:.1f}" if stats.default_gflops else "-"
         task = stats.task
         print(f"      #{stats.index} {task.op} {args_summary(task.op, task.args)}: "
-              f"{stats.done} trials, {default} -> {best} GFLOP/s", flush=True)  # fmt: skip
+              f"{stats.done} trials, {default} -> {best} GFLOP/s, applied: "
+              f"{stats.verdict_text()}", flush=True)  # fmt: skip
 
 
 def seconds_since(start: float) -> str:

@@ -149,15 +149,30 @@ def test_describe_names_the_cluster(measurer, scheduler):
     assert set(measurer.in_flight()) == {"device"}
 
 
+class Summary(TuningProgress):
+    def finish(self, summary):
+        self.summary = summary
+
+
 def test_tune_tasks_writes_every_result_and_resumes(measurer, tmp_path):
     path = tmp_path / "records.json"
     task = conv_task()
-    tune_tasks([task], path, "random", [6], measurer=measurer, progress=TuningProgress(), seed=1)
+    progress = Summary()
+    tune_tasks([task], path, "random", [6], measurer=measurer, progress=progress, seed=1)
     records = list(read_records(path))
-    assert len(records) == 6 and len({r.config["index"] for r in records}) == 6
+    trials = [r for r in records if r.verdict is None]
+    assert len(trials) == 6 and len({r.config["index"] for r in trials}) == 6
     assert all(r.error_no == 0 for r in records)
+    # the paired check ran on the cluster too, unless the default was the best found
+    stats = progress.summary.tasks[0]
+    verdicts = [r for r in records if r.verdict is not None]
+    if stats.verdict == "default best":
+        assert verdicts == []
+    else:
+        assert stats.verdict in ("kept", "default won") and len(verdicts) == 1
+        assert len(verdicts[0].costs) == len(verdicts[0].verdict.default_costs) == 6
     tune_tasks([task], path, "random", [8], measurer=measurer, progress=TuningProgress(), seed=1)
-    again = list(read_records(path))
+    again = [r for r in read_records(path) if r.verdict is None]
     assert len(again) == 8 and len({r.config["index"] for r in again}) == 8
     assert_serial(measurer.spans)
 
@@ -166,7 +181,7 @@ def test_tune_tasks_connects_by_itself(scheduler, tmp_path):
     path = tmp_path / "records.json"
     progress = TuningProgress()
     tune_tasks([conv_task()], path, "random", [2], scheduler=scheduler, device_key=DEVICE,
-               priority=1, progress=progress, seed=2)  # fmt: skip
+               priority=1, progress=progress, seed=2, paired_rounds=0)  # fmt: skip
     assert [r.error_no for r in read_records(path)] == [0, 0]
 
 

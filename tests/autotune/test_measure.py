@@ -16,6 +16,7 @@ from tvmc.autotune.measure import (
     BuildResult,
     MeasureInput,
     MeasureOptions,
+    default_entity,
     measure_default,
     output_mismatch,
     stable_costs,
@@ -240,3 +241,23 @@ def test_outputs_are_judged_at_the_scale_of_the_output():
     wrong = want.copy()
     wrong[0, 2] = 0.5
     assert "1 of 4 elements differ" in output_mismatch(built, {"out0": wrong})
+
+
+def test_a_config_listed_twice_is_built_once_and_run_each_time(measurer, monkeypatch):
+    from tvmc.autotune import local
+
+    built: list[int] = []
+    real = local.run_parallel
+
+    def counting(workers, jobs, timeout):
+        built.append(len(jobs))
+        return real(workers, jobs, timeout)
+
+    monkeypatch.setattr(local, "run_parallel", counting)
+    task = conv_task()
+    a, b = (MeasureInput(task, task.space.get(i)) for i in (0, len(task.space) - 1))
+    default = MeasureInput(task, default_entity())  # no knobs: another build than config 0
+    results = measurer.measure([a, b, b, a, default, default])
+    assert built == [3] and len(results) == 6
+    assert all(r.error_no == 0 and min(r.costs) > 0 for r in results)
+    assert results[0] is not results[3]  # each listing is its own run

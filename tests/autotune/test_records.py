@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tvmc.autotune import Record, append_records, best_records, read_records
+from tvmc.autotune.records import Verdict
 from tvmc.errors import UsageError
 from tvmc.ops.space import ConfigSpace, factor_splits
 
@@ -173,3 +174,71 @@ def test_sigkill_mid_run_leaves_only_loadable_lines(tmp_path):
     complete = [line for line in lines if line.endswith("}")]
     assert len(records) == len(complete) >= 50
     assert [r.config["index"] for r in records] == list(range(len(records)))
+
+
+# ---- verdicts: the paired check's record -----------------------------------------------------
+def _verdict(index, costs, default_costs, kept, task="dense.llvm"):
+    record = _record(index, 0.0, task=task)
+    record.costs = list(costs)
+    record.verdict = Verdict(kept, tuple(default_costs))
+    return record
+
+
+def test_a_verdict_round_trips_and_old_readers_see_a_plain_record(tmp_path):
+    path = str(tmp_path / "log.json")
+    verdict = _verdict(2, [1.0, 1.1, 0.9], [1.2, 1.3, 1.2], kept=True)
+    append_records(path, [_record(2, 0.5), verdict])
+    again = list(read_records(path))
+    assert again[1] == verdict and again[0].verdict is None
+    assert not again[1].applies_default
+    doc = json.loads(verdict.encode())  # AutoTVM's keys as ever, one more beside them
+    assert doc["verdict"] == {"kept": True, "default_costs": [1.2, 1.3, 1.2]}
+    assert set(doc) == {"input", "config", "result", "version", "tvm_version", "verdict"}
+    del doc["verdict"]  # what a reader that ignores the key sees: a record of that config
+    assert Record.decode(json.dumps(doc)).config["index"] == 2
+
+
+def test_the_last_verdict_decides_over_lower_costs():
+    lucky = _record(1, 0.5)  # measured once in the machine's fast mode
+    lost = _verdict(1, [2.0, 2.1, 1.9], [1.0, 1.0, 1.0], kept=False)
+    later = _record(3, 0.1)  # measured after the check: never compared with the default
+    best = best_records([_record(0, 1.0), lucky, lost, later], "llvm")
+    assert best[lucky.workload] is lost and best[lucky.workload].applies_default
+    kept = _verdict(3, [0.5, 0.6, 0.5], [1.0, 1.0, 1.0], kept=True)
+    best = best_records([_record(0, 1.0), lucky, lost, later, kept], "llvm")
+    assert best[lucky.workload] is kept and not kept.applies_default
+    # without verdicts (older files): the lowest mean cost, as before
+    assert best_records([_record(0, 1.0), lucky, later], "llvm")[lucky.workload] is later
+
+
+FORGED = {
+    "kept but lost": {"kept": True, "default_costs": [0.001, 0.001]},
+    "kept on a tie": {"kept": True, "default_costs": [0.00123, 0.00125]},
+    "one round short": {"kept": False, "default_costs": [0.002]},
+    "kept not a bool": {"kept": 1, "default_costs": [0.002, 0.002]},
+    "zero cost": {"kept": False, "default_costs": [0, 0.002]},
+    "no default costs": {"kept": False},
+    "not an object": [True, [0.002, 0.002]],
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORGED))
+def test_a_forged_or_corrupt_verdict_is_a_corrupt_record(name, tmp_path, caplog):
+    line = json.loads(LINE)
+    line["verdict"] = FORGED[name]
+    path = tmp_path / "log.json"
+    path.write_text(json.dumps(line) + "\n" + LINE + "\n")
+    with caplog.at_level(logging.WARNING, logger="tvmc.autotune"):
+        records = list(read_records(str(path)))
+    assert len(records) == 1 and records[0].verdict is None
+    assert ":1: skipping a corrupt" in caplog.text and "verdict" in caplog.text
+
+
+def test_a_verdict_of_a_failed_measurement_is_corrupt():
+    line = json.loads(LINE)
+    line["verdict"] = {"kept": False, "default_costs": [0.002, 0.002]}
+    line["result"][1] = 4
+    with pytest.raises(ValueError, match="verdict"):
+        Record.decode(json.dumps(line))
+    line["result"][1] = 0
+    assert Record.decode(json.dumps(line)).applies_default

@@ -64,7 +64,7 @@ def test_user_errors_are_one_line(model: Path, tmp_path: Path):
 def test_short_real_tune_then_compile_and_records(model: Path, tmp_path: Path):
     log, best = tmp_path / "log.json", tmp_path / "best.json"
     args = ["tune", model, "--tuning-records", log, "--trials", "4", "--tuner", "random"]
-    result = ok(tvmc(*args, "--repeat", "1"))
+    result = ok(tvmc(*args, "--repeat", "1", "--paired-rounds", "2"))
     for setting in (
         "tuning settings",
         "early stopping",
@@ -74,29 +74,38 @@ def test_short_real_tune_then_compile_and_records(model: Path, tmp_path: Path):
         "(new)",
         "tuning summary",
         "speedup",
+        "paired check",
+        "applied",
     ):
         assert setting in result.stdout, setting
     assert (
         "task 1/2 #0 Conv 3x3 3->8 @16x16: 2 trials" in result.stderr
         and "next: tvmc compile" in result.stderr
     )
-    assert len(list(read_records(str(log)))) == 4
+    verdicts = [r for r in read_records(str(log)) if r.verdict is not None]
+    assert len(list(read_records(str(log)))) == 4 + len(verdicts) and len(verdicts) <= 2
 
-    document = json.loads(ok(tvmc(*args, "--trials", "6", "--format", "json")).stdout)
+    document = json.loads(
+        ok(tvmc(*args, "--trials", "6", "--paired-rounds", "0", "--format", "json")).stdout
+    )
     assert (
         document["settings"]["tuner"] == "random" and document["settings"]["resumed_records"] == 4
     )
     assert document["new_records"] == 2 and [t["resumed"] for t in document["tasks"]] == [2, 2]
+    assert document["settings"]["paired_rounds"] == 0
+    assert [t["verdict"] for t in document["tasks"]] == [None, None]
     assert all(t["best_gflops"] and t["speedup"] for t in document["tasks"])
 
     compiled = ok(tvmc("compile", model, "--tuning-records", log, "-o", tmp_path / "m.tar"))
     assert "tuning  2 of 2 tasks tuned" in compiled.stdout
 
     shown = ok(tvmc("records", "show", log)).stdout
-    assert "conv.llvm" in shown and "6 record(s), 2 workload(s)" in shown
+    total = 6 + len(verdicts)
+    assert "conv.llvm" in shown and "6 record(s), 2 workload(s)" in shown  # verdicts: no trials
+    assert "applied" in shown
     workloads = json.loads(ok(tvmc("records", "show", log, "--json")).stdout)["workloads"]
     assert [w["trials"] for w in workloads] == [3, 3] and workloads[0]["best_gflops"] > 0
-    assert "kept 2 of 6" in ok(tvmc("records", "best", log, "-o", best)).stdout
+    assert f"kept 2 of {total}" in ok(tvmc("records", "best", log, "-o", best)).stdout
     assert len(list(read_records(str(best)))) == 2
 
 
@@ -115,9 +124,12 @@ def test_ctrl_c_exits_130_with_the_records_on_disk(model, tmp_path, fake_measure
 def test_progress_bars_on_a_terminal(model, tmp_path, monkeypatch, fake_measurers):
     screen = io.StringIO()
     monkeypatch.setattr("tvmc.cli.tune.err", Console(file=screen, force_terminal=True, width=120))
-    ok(tvmc("tune", model, "-o", tmp_path / "log.json", "--trials", "6", "--tuner", "random"))
+    shown = ok(tvmc("tune", model, "-o", tmp_path / "log.json", "--trials", "6", "--tuner",
+                    "random")).stdout  # fmt: skip
     assert "#0 Conv 3x3 3->8 @16x16" in screen.getvalue() and "GFLOP/s" in screen.getvalue()
-    assert len(fake_measurers.made[0].measured) == 6
+    measured = fake_measurers.made[0].measured
+    assert len(set(measured)) == 6  # and the paired checks re-time some of them
+    assert "applied" in shown and "6 rounds of the best config" in shown
 
 
 def test_tasks_list_in_a_subprocess(model: Path):
@@ -135,6 +147,7 @@ def test_tvmc_form_prior_records_are_read_and_out_is_written(model, tmp_path, fa
     before = prior.read_bytes()
     seen = {(r.workload, r.config["index"]) for r in read_records(str(prior))}
     args = ["tune", model, "--tuning-records", prior, "-o", out, "--trials", "6"]
+    args += ["--paired-rounds", "0"]  # a check could re-time a prior config
     document = json.loads(ok(tvmc(*args, "--tuner", "random", "--format", "json")).stdout)
     assert document["settings"]["prior_records"] == str(prior)
     assert prior.read_bytes() == before  # only read

@@ -79,7 +79,8 @@ def test_tune_takes_options_or_keywords_alike(tmp_path: Path, monkeypatch):
     )
     by_keywords = model.tune("llvm", tmp_path / "b.json", 6, tuner="random", tasks="1", seed=0,
                              progress=Events())  # fmt: skip
-    a, b = (list(read_records(path)) for path in (by_options, by_keywords))
+    a, b = ([r for r in read_records(path) if r.verdict is None]
+            for path in (by_options, by_keywords))  # fmt: skip
     assert len(a) == len(b) == 6 and {r.task_name for r in a} == {"conv.llvm"}
     assert [r.config["index"] for r in a] == [r.config["index"] for r in b]
     with pytest.raises(TypeError, match="unknown tuning option"):

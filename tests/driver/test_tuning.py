@@ -9,6 +9,7 @@ import logging
 import time
 from pathlib import Path
 
+import jsonschema
 import numpy as np
 import onnx
 import pytest
@@ -179,7 +180,8 @@ def test_tune_tasks_appends_records_and_resumes_without_measuring_twice(model_pa
     tasks = tvmc.extract_tasks(str(model_path))
     assert len(tasks) == 2 and all(t.op == "Conv" and len(t.space) > 8 for t in tasks)
     measurer, events = FakeMeasurer(), Events()
-    path = tvmc.tune_tasks(tasks, log, "random", [4, 4], measurer=measurer, progress=events)
+    path = tvmc.tune_tasks(tasks, log, "random", [4, 4], measurer=measurer, progress=events,
+                           paired_rounds=0)  # fmt: skip
     assert path == str(log) and len(measurer.measured) == 8
     assert events.names[0] == "start" and events.names[-1] == "finish"
     assert events.names.count("task_start") == 2 and "update" in events.names
@@ -195,9 +197,9 @@ def test_tune_tasks_appends_records_and_resumes_without_measuring_twice(model_pa
 
     again = FakeMeasurer()
     tvmc.tune_tasks(tasks, log, "random", [4, 4], measurer=again, progress=Events())
-    assert again.measured == []  # all planned trials were in the file
+    assert again.measured == []  # all planned trials were in the file: no search, no check
     more, events = FakeMeasurer(), Events()
-    tvmc.tune_tasks(tasks, log, "xgb", [10, 6], measurer=more, progress=events)
+    tvmc.tune_tasks(tasks, log, "xgb", [10, 6], measurer=more, progress=events, paired_rounds=0)
     assert len(more.measured) == 8 and events.plan.resumed == [4, 4]
     keys = measured_keys(log)
     assert len(keys) == 16 and len(set(keys)) == 16  # nothing measured twice
@@ -225,7 +227,8 @@ def test_ctrl_c_leaves_every_finished_measurement_on_disk(model_path, tmp_path):
     assert summary.interrupted and summary.new_records == 4
     assert [s.state for s in summary.tasks] == ["interrupted", "waiting"]
     resumed = FakeMeasurer()
-    tvmc.tune_tasks(tasks, log, "random", [5, 5], measurer=resumed, progress=Events())
+    tvmc.tune_tasks(tasks, log, "random", [5, 5], measurer=resumed, progress=Events(),
+                    paired_rounds=0)  # fmt: skip
     assert len(resumed.measured) == 6 and len(set(measured_keys(log))) == 10
 
 
@@ -251,6 +254,88 @@ def test_compile_applies_the_best_record_per_workload(model_path, tmp_path, capl
     x = np.random.default_rng(1).standard_normal((1, 3, 16, 16)).astype(np.float32)
     expected = run_reference(tvmc.load(str(model_path)).graph, {"x": x})["y"]
     np.testing.assert_allclose(package.run(inputs={"x": x}).outputs["y"], expected, 1e-4, 1e-4)
+
+
+class LuckyMeasurer:
+    """The default schedule costs 10 us; the first other config measured costs `first` the
+    first time (the machine's fast mode) and `after` ever after; every other config 20 us."""
+
+    def __init__(self, first: float, after: float):
+        self.first, self.after = first, after
+        self.lucky: tuple | None = None
+        self.seen = 0
+
+    def measure(self, inputs):
+        results = []
+        for inp in inputs:
+            key = (inp.task.workload, json.dumps(inp.config.entity))
+            if inp.config.index == inp.task.space.default_index:
+                cost = 1e-5
+            elif self.lucky in (None, key):
+                cost = self.first if self.lucky is None else self.after
+                self.lucky = key
+            else:
+                cost = 2e-5
+            results.append(MeasureResult([cost], 0, 0.01, time.time()))
+        return results
+
+    def close(self) -> None:
+        pass
+
+    def check_device(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    "after, verdict, shown",
+    [(1.2e-5, "default won", "default 0.83x"), (5e-6, "kept", "kept 2.00x")],
+)
+def test_the_paired_check_decides_what_compile_applies(model_path, tmp_path, after, verdict,
+                                                       shown):  # fmt: skip
+    log = tmp_path / "log.json"
+    task = tvmc.extract_tasks(str(model_path))[0]
+    measurer, events = LuckyMeasurer(5e-6, after), Events()
+    tvmc.tune_tasks([task], log, "random", [4], measurer=measurer, progress=events)
+    stats = events.summary.tasks[0]
+    assert stats.speedup == pytest.approx(2.0)  # the search saw the lucky measurement
+    assert stats.verdict == verdict and stats.verdict_text() == shown
+    check = stats.to_json()["paired_check"]
+    assert check["rounds"] == 6 and check["wins"] == (6 if verdict == "kept" else 0)
+    schema = json.loads((Path(tvmc.__file__).parent / "schemas/tune.schema.json").read_text())
+    jsonschema.validate(stats.to_json(), {**schema["$defs"]["task"], "$defs": schema["$defs"]})
+    records = list(read_records(str(log)))
+    assert len(records) == 5 and records[-1].verdict is not None  # 4 trials, then the verdict
+    lucky = min(records[:4], key=lambda r: r.mean_cost)
+    assert records[-1].config == lucky.config and lucky.mean_cost == 5e-6
+    package = tvmc.compile(str(model_path), tuning_records=log, package_path=tmp_path / "m.tar")
+    configs = list(package.metadata["configs"].values())  # the other task: untuned, {}
+    values = {name: value for name, _kind, value in lucky.config["entity"]}
+    assert (values in configs) == (verdict == "kept")
+    assert all(c in ({}, values) for c in configs)
+    assert package.metadata["tuning"]["tuned"] == 1
+    shown = [g for g in summarize_records(log) if g.verdict is not None]
+    assert len(shown) == 1 and shown[0].trials == 4  # the verdict is no trial
+    assert shown[0].to_json()["verdict"] == {
+        "kept": verdict == "kept",
+        "speedup": check["speedup"],
+        "config_index": lucky.config["index"],
+    }
+    # `records best` keeps the verdict, so the reduced file compiles the same
+    best = tmp_path / "best.json"
+    write_best_records(log, best)
+    assert [r.verdict for r in read_records(str(best))] == [records[-1].verdict]
+
+
+def test_without_the_check_the_lowest_cost_wins(model_path, tmp_path):
+    log = tmp_path / "log.json"
+    task = tvmc.extract_tasks(str(model_path))[0]
+    tvmc.tune_tasks([task], log, "random", [4], measurer=LuckyMeasurer(5e-6, 1.2e-5),
+                    progress=Events(), paired_rounds=0)  # fmt: skip
+    records = list(read_records(str(log)))
+    assert len(records) == 4 and all(r.verdict is None for r in records)
+    package = tvmc.compile(str(model_path), tuning_records=log, package_path=tmp_path / "m.tar")
+    values = {name: value for name, _kind, value in records[1].config["entity"]}
+    assert values in package.metadata["configs"].values()  # the lucky config, unchecked
 
 
 def test_records_of_another_template_version_are_ignored_with_one_warning(
@@ -318,12 +403,15 @@ def test_a_short_real_tune_then_compile(model_path, tmp_path):
     log = tmp_path / "log.json"
     model = tvmc.load(str(model_path))
     path = model.tune(tuning_records=str(log), trials=8, tuner="random", repeat=1, seed=0)
-    records = list(read_records(path))
+    records = [r for r in read_records(path) if r.verdict is None]
     assert len(records) == 8 and sum(r.error_no == 0 for r in records) >= 6
     assert all(0 < min(r.costs) < 1 for r in records if r.error_no == 0)
     assert len({(r.workload, r.config["index"]) for r in records}) == 8
+    verdicts = [r for r in read_records(path) if r.verdict is not None]
+    assert len(verdicts) <= 2  # a paired check per task whose search beat the default
+    assert all(len(r.costs) == len(r.verdict.default_costs) == 6 for r in verdicts)
     assert tvmc.tune(model, tuning_records=path, trials=8, tuner="random") == path
-    assert len(list(read_records(path))) == 8  # resumed: nothing left to measure
+    assert len(list(read_records(path))) == 8 + len(verdicts)  # resumed: nothing to measure
     package = tvmc.compile(model, tuning_records=path)
     assert package.metadata["tuning"]["tuned"] == 2
     x = np.random.default_rng(2).standard_normal((1, 3, 16, 16)).astype(np.float32)

@@ -7,6 +7,8 @@ its config (error 2 or 6 for a build, 4 or 7 for a run), never the tuner.
 
 from __future__ import annotations
 
+import json
+
 from tvmc.autotune.backends import measure_backend
 from tvmc.autotune.measure import (
     BuildResult,
@@ -19,6 +21,12 @@ from tvmc.autotune.measure import (
 from tvmc.autotune.worker import Job, Outcome, Worker, run_parallel
 from tvmc.codegen import num_threads, physical_cores
 from tvmc.errors import UsageError
+
+
+def _build_key(inp: MeasureInput) -> tuple[str, ...]:
+    """What a build depends on: the task's target and workload, and the config's knobs."""
+    task = inp.task
+    return (task.target, task.op, *task.workload, json.dumps(inp.config.entity))
 
 
 class LocalMeasurer:
@@ -34,17 +42,23 @@ class LocalMeasurer:
         self._runner = Worker(self.backend.preload)
 
     def measure(self, inputs: list[MeasureInput]) -> list[MeasureResult]:
-        """One result per input, in order; each config alone, on fresh buffers."""
+        """One result per input, in order; each config alone, on fresh buffers. A config listed
+        more than once (a paired check's rounds) is built once and run each time."""
         if not inputs:
             return []
         opts = self.options
         if self._runner.stale:
             self._runner.start()  # imports while the builds run
         threads = num_threads()  # this process's setting (set_num_threads) holds in the workers
+        slot: dict[tuple[str, ...], int] = {}
+        unique: list[MeasureInput] = []
+        for inp in inputs:
+            if slot.setdefault(_build_key(inp), len(unique)) == len(unique):
+                unique.append(inp)
         jobs: list[Job] = [(self.backend.build, (inp, opts.check_correctness, threads),
-                            task_imports(inp.task)) for inp in inputs]  # fmt: skip
+                            task_imports(inp.task)) for inp in unique]  # fmt: skip
         built = run_parallel(self._builders, jobs, opts.build_timeout)
-        return [self._run(b) for b in built]
+        return [self._run(built[slot[_build_key(inp)]]) for inp in inputs]
 
     def _run(self, outcome: Outcome) -> MeasureResult:
         if outcome.status == "timeout":

@@ -5,6 +5,13 @@
      "result": [[cost_seconds, ...], error_no, all_cost_seconds, timestamp],
      "version": 0.2, "tvm_version": "<tvmc version>"}
 
+A *verdict* record (tune's final paired check of a task's best config against the default
+schedule) is the same line with one more key, `"verdict": {"kept": bool, "default_costs":
+[seconds, ...]}`: its costs are the searched best config's, one per paired round, beside the
+default's of the same rounds. Per workload the last verdict decides what compile applies (the
+config when kept, the default schedule when not), whatever lower costs other lines hold; a
+reader that does not know the key sees one more record of that config.
+
 Records are appended and flushed one measurement at a time under an exclusive lock, so two
 tuners sharing a file lose nothing and a crash loses at most the line being written; reading
 skips (and names) corrupt or truncated lines.
@@ -17,8 +24,9 @@ import json
 import logging
 import math
 import os
+import statistics
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,9 +53,48 @@ ERROR_NAMES = {
 }
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """A paired check: the record's config (costs: one per round) against the default
+    schedule timed in the same rounds (`default_costs`); `kept` when the config won."""
+
+    kept: bool
+    default_costs: tuple[float, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kept": self.kept, "default_costs": list(self.default_costs)}
+
+
+def paired_ratios(costs: Sequence[float], default_costs: Sequence[float]) -> tuple[float, int]:
+    """(median of the per-round cost ratios config / default, rounds the config was faster)."""
+    ratios = [c / d for c, d in zip(costs, default_costs)]
+    return statistics.median(ratios), sum(1 for r in ratios if r < 1)
+
+
+def _verdict(doc: Any, costs: list[float], error_no: int) -> Verdict:
+    """A record's verdict, checked against its costs: a ValueError unless it is well formed and
+    consistent (a config kept only when it won most rounds and its median ratio is below 1).
+    Other keys are left to newer readers."""
+    if not isinstance(doc, dict) or not {"kept", "default_costs"} <= set(doc):
+        raise ValueError("a verdict is {'kept': bool, 'default_costs': [seconds, ...]}")
+    kept, default_costs = doc["kept"], doc["default_costs"]
+    if type(kept) is not bool or not isinstance(default_costs, list):
+        raise ValueError("a verdict's kept is a boolean and its default_costs a list")
+    if error_no != 0 or not costs or len(default_costs) != len(costs):
+        raise ValueError("a verdict has one cost per round for each side, and no error")
+    defaults = tuple(float(c) for c in default_costs)
+    if not all(math.isfinite(c) and c > 0 for c in (*costs, *defaults)):
+        raise ValueError("a verdict's costs must be positive")
+    ratio, wins = paired_ratios(costs, defaults)
+    if kept and not (ratio < 1 and 2 * wins > len(costs)):
+        raise ValueError(f"a verdict keeps a config that lost (median ratio {ratio:.3f}, "
+                         f"{wins} of {len(costs)} rounds won)")  # fmt: skip
+    return Verdict(kept, defaults)
+
+
 @dataclass
 class Record:
-    """One measurement of one config of one task."""
+    """One measurement of one config of one task (or, with `verdict`, a paired check of it)."""
 
     target: str
     task_name: str
@@ -58,6 +105,7 @@ class Record:
     all_cost: float = 0.0
     timestamp: float = field(default_factory=time.time)
     kwargs: dict[str, Any] = field(default_factory=dict)
+    verdict: Verdict | None = None
 
     @property
     def workload(self) -> tuple[str, str]:
@@ -68,18 +116,23 @@ class Record:
     def mean_cost(self) -> float:
         return sum(self.costs) / len(self.costs) if self.costs else FAILED_COST
 
+    @property
+    def applies_default(self) -> bool:
+        """Whether this record stands for the default schedule: a verdict the default won."""
+        return self.verdict is not None and not self.verdict.kept
+
     def encode(self) -> str:
         """The record as one JSON line (no newline)."""
-        return json.dumps(
-            {
-                "input": [self.target, self.task_name, self.args, self.kwargs],
-                "config": self.config,
-                "result": [self.costs, self.error_no, self.all_cost, self.timestamp],
-                "version": RECORD_VERSION,
-                "tvm_version": __version__,
-            },
-            separators=(",", ":"),
-        )
+        doc = {
+            "input": [self.target, self.task_name, self.args, self.kwargs],
+            "config": self.config,
+            "result": [self.costs, self.error_no, self.all_cost, self.timestamp],
+            "version": RECORD_VERSION,
+            "tvm_version": __version__,
+        }
+        if self.verdict is not None:
+            doc["verdict"] = self.verdict.to_json()
+        return json.dumps(doc, separators=(",", ":"))
 
     @classmethod
     def decode(cls, line: str) -> Record:
@@ -105,6 +158,8 @@ class Record:
             record = cls(str(target), str(task_name), list(args), dict(config),
                          [float(c) for c in costs], error_no, float(all_cost),
                          float(timestamp), dict(kwargs or {}))  # fmt: skip
+            if "verdict" in doc:
+                record.verdict = _verdict(doc["verdict"], record.costs, error_no)
         except RecursionError:
             raise ValueError("not a tuning record: nested too deeply") from None
         except (KeyError, TypeError, ValueError, OverflowError) as exc:
@@ -209,12 +264,20 @@ def read_records(path: str, must_exist: bool = True) -> Iterator[Record]:
 
 
 def best_records(records: Iterable[Record], kind: str) -> dict[tuple[str, str], Record]:
-    """Per workload, the error-free record with the lowest mean cost, for targets of this kind."""
+    """Per workload, for targets of this kind, the record that decides its schedule: the last
+    verdict (`applies_default` when the default won; lines after it were never checked against
+    the default, so they do not override it), else the error-free record of lowest mean cost."""
     best: dict[tuple[str, str], Record] = {}
+    decided: set[tuple[str, str]] = set()
     for record in records:
         if record.error_no != 0 or target_kind(record.target) != kind:
             continue
-        current = best.get(record.workload)
-        if current is None or record.mean_cost < current.mean_cost:
-            best[record.workload] = record
+        workload = record.workload
+        if record.verdict is not None:
+            best[workload] = record
+            decided.add(workload)
+            continue
+        current = best.get(workload)
+        if workload not in decided and (current is None or record.mean_cost < current.mean_cost):
+            best[workload] = record
     return best

@@ -24,7 +24,8 @@ def records_group() -> None:
 @click.argument("records_file", type=RECORDS_FILE)
 @format_option
 def show_command(records_file: str, output_format: str, json_flag: bool) -> None:
-    """Per workload of RECORDS_FILE: trials, the best time and GFLOP/s, errors by kind."""
+    """Per workload of RECORDS_FILE: trials, the best time and GFLOP/s, what compile applies,
+    errors by kind."""
     groups = summarize_records(records_file)
     if wants_json(output_format, json_flag):
         print_json({"records": records_file, "workloads": [g.to_json() for g in groups]})
@@ -39,16 +40,25 @@ def show_command(records_file: str, output_format: str, json_flag: bool) -> None
         "trials",
         "best (ms)",
         "best GFLOP/s",
+        "applied",
         "errors",
     ]
     for column in columns:
         right = column in ("#", "trials", "best (ms)", "best GFLOP/s")
-        table.add_column(column, justify="right" if right else "left")
+        # on a narrow terminal the args and errors wrap; names and numbers stay whole
+        table.add_column(column, justify="right" if right else "left",
+                         no_wrap=column not in ("args", "errors"))  # fmt: skip
     for number, group in enumerate(groups):
         data = group.to_json()
         best = f"{1e3 * data['best_seconds']:.4f}" if data["best_seconds"] is not None else "-"
         rate = f"{data['best_gflops']:.1f}" if data["best_gflops"] is not None else "-"
         errors = ", ".join(f"{name} x{n}" for name, n in data["errors"].items()) or "-"
+        verdict = data["verdict"]
+        applied = (
+            "-"
+            if verdict is None
+            else (f"{'kept' if verdict['kept'] else 'default'} {verdict['speedup']:.2f}x")
+        )
         cells = [
             str(number),
             group.name,
@@ -57,6 +67,7 @@ def show_command(records_file: str, output_format: str, json_flag: bool) -> None
             str(group.trials),
             best,
             rate,
+            applied,
             errors,
         ]
         table.add_row(*cells)

@@ -20,7 +20,12 @@ from tvmc.cli.types import (
     model_options,
 )
 from tvmc.driver import TARGET_KINDS, TuneOptions, extract_tasks, load, tune
-from tvmc.driver.tune_options import MEASURE_DEFAULTS, TUNER_NAMES, select_tasks
+from tvmc.driver.tune_options import (
+    MEASURE_DEFAULTS,
+    PAIRED_MARGIN,
+    TUNER_NAMES,
+    select_tasks,
+)
 from tvmc.driver.tuning_report import (
     TaskStats,
     TuningInterrupted,
@@ -176,11 +181,12 @@ def settings_table(plan: TuningPlan, engine: Any = None) -> Table:
 
 def print_summary(summary: TuningSummary, console: Console) -> None:
     """Per task: trials, best GFLOP/s (and GB/s when some task does no FLOPs: pools,
-    reductions), speedup, share of peak; then where it went."""
+    reductions), speedup, what compile applies (the paired check's verdict), share of peak;
+    then where it went."""
     table = Table(title="tuning summary", title_justify="left")
     memory = any(not s.task.flops for s in summary.tasks)
     headers = ["#", "task", "trials", "best\nGFLOP/s", *(["best\nGB/s"] if memory else []),
-               "speedup", "of\npeak", "errors", "state"]  # fmt: skip
+               "speedup", "applied", "of\npeak", "errors", "state"]  # fmt: skip
     for column in headers:
         left = column in ("task", "errors", "state")
         # on a narrow terminal the task's label wraps; numbers and the state stay whole
@@ -198,6 +204,7 @@ def print_summary(summary: TuningSummary, console: Console) -> None:
             _rate(s.best_gflops),
             *([_rate(s.best_gbps)] if memory else []),
             f"{s.speedup:.2f}x" if s.speedup else "-",
+            s.verdict_text(),
             f"{100 * share:.{0 if share >= 0.1 else 1}f}%" if share else "-",
             errors or "-",
             s.state,
@@ -209,7 +216,9 @@ def print_summary(summary: TuningSummary, console: Console) -> None:
         f"{summary.new_records} new record(s) in {summary.records_path}, {summary.seconds:.1f} s"
         f" (#: as in --tasks list; trials: this run/planned +resumed; "
         + ("GB/s: of the task's tensors, for tasks of no FLOPs; " if memory else "")
-        + f"speedup: over the default schedule; peak: {peak}{plan.peak_source})",
+        + "speedup: over the default schedule, as searched; applied: what compile uses, with "
+        "the best config's speedup over the default timed in alternation (kept: it won by "
+        f"{1 - PAIRED_MARGIN:.0%} in most rounds); peak: {peak}{plan.peak_source})",
         markup=False,
     )
 
@@ -320,6 +329,16 @@ def print_task_list(rows: list[dict[str, Any]], model_file: str) -> None:
 )
 @click.option("--flush-cache", is_flag=True, help="Flush the CPU caches before each run.")
 @click.option(
+    "--paired-rounds",
+    type=click.IntRange(min=0),
+    default=DEFAULTS.paired_rounds,
+    show_default=True,
+    metavar="N",
+    help="After each task's search, time its best config and the default schedule alternately "
+    f"N times; compile keeps the config only if it wins by {1 - PAIRED_MARGIN:.0%} in most rounds "
+    "(0: no check, the lowest cost wins).",
+)
+@click.option(
     "--tasks",
     "tasks_spec",
     default="all",
@@ -366,6 +385,7 @@ def tune_command(
     timeout: float,
     parallel: int | None,
     flush_cache: bool,
+    paired_rounds: int,
     tasks_spec: str,
     scheduler: str | None,
     device_key: str | None,
@@ -391,6 +411,7 @@ def tune_command(
         timeout=timeout,
         parallel=parallel,
         flush_cache=flush_cache,
+        paired_rounds=paired_rounds,
         tasks=tasks_spec,
         scheduler=scheduler,
         device_key=device_key,

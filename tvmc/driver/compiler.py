@@ -171,7 +171,8 @@ def build(
 def apply_records(
     graph: Graph, path: str, target: str, lowering_target: LoweringTarget
 ) -> AppliedTuning:
-    """Per task of the optimized `graph`, the config of its best error-free record in `path`."""
+    """Per task of the optimized `graph`, the config `best_records` picks in `path`: the last
+    paired check's verdict, else the best error-free record."""
     path = os.fspath(path)
     tasks = {t.workload: t for t in extract_tasks(graph, target, lowering_target)}
     usable, stale = [], set()
@@ -189,7 +190,12 @@ def apply_records(
     tuned = 0
     for workload, record in best_records(usable, target_kind(target)).items():
         try:
-            values = tasks[workload].space.from_entity(record.config["entity"]).values
+            # a verdict the default won: its schedule, checked to be at least as fast
+            values = (
+                {}
+                if record.applies_default
+                else (tasks[workload].space.from_entity(record.config["entity"]).values)
+            )
         except (ValueError, TypeError):
             stale.add(workload)
             continue

@@ -56,6 +56,8 @@ def convergence(path: str | os.PathLike[str]) -> tuple[list[Convergence], list[s
     curves: dict[tuple[str, str, str], Convergence] = {}
     flops: dict[tuple[str, str, str], int | None] = {}
     for record in load_records(path):
+        if record.verdict is not None:  # a paired check's re-timing, not a trial
+            continue
         key = (record.target, *record.workload)
         if key not in curves:
             label = describe_workload(task_op(record.task_name), record.args, record.task_name)

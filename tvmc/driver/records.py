@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tvmc.autotune import ERROR_NAMES, Record, append_records, best_records, read_records
+from tvmc.autotune.records import paired_ratios
 from tvmc.codegen.target import target_kind
 from tvmc.driver.outputs import check_records_output
 from tvmc.driver.tuning_report import args_summary, gflops, task_op, workload_flops
@@ -28,6 +29,15 @@ class WorkloadRecords:
     trials: int = 0
     errors: Counter[int] = field(default_factory=Counter)
     best: Record | None = None
+    verdict: Record | None = None  # the last paired check's: what compile applies
+
+    def verdict_json(self) -> dict[str, Any] | None:
+        """The last paired check: kept or not, the config's paired speedup, its index."""
+        if self.verdict is None or self.verdict.verdict is None:
+            return None
+        ratio, _ = paired_ratios(self.verdict.costs, self.verdict.verdict.default_costs)
+        return {"kept": self.verdict.verdict.kept, "speedup": round(1 / ratio, 3),
+                "config_index": self.verdict.config.get("index")}  # fmt: skip
 
     @property
     def flops(self) -> int | None:
@@ -49,6 +59,7 @@ class WorkloadRecords:
             "best_seconds": best.mean_cost if best else None,
             "best_gflops": round(rate, 3) if rate is not None else None,
             "best_config": best.config if best else None,
+            "verdict": self.verdict_json(),
             "errors": {ERROR_NAMES.get(k, str(k)): v for k, v in sorted(self.errors.items())},
         }
 
@@ -80,13 +91,17 @@ def check_target_kind(records: list[Record], target: str, path: str) -> None:
 
 
 def summarize_records(path: str | os.PathLike[str]) -> list[WorkloadRecords]:
-    """Per workload and target, in the order of first appearance: trials, errors, the best."""
+    """Per workload and target, in the order of first appearance: trials, errors, the best
+    measured, the last paired check's verdict (not a trial)."""
     groups: dict[tuple[str, str, str], WorkloadRecords] = {}
     for record in load_records(path):
         key = (record.target, *record.workload)
         if key not in groups:
             groups[key] = WorkloadRecords(record.target, record.task_name, record.args)
         group = groups[key]
+        if record.verdict is not None:
+            group.verdict = record
+            continue
         group.trials += 1
         if record.error_no:
             group.errors[record.error_no] += 1

@@ -15,6 +15,8 @@ from typing import Any
 
 from tvmc.autotune.measure import MeasureOptions
 from tvmc.autotune.tuners import TUNERS
+from tvmc.autotune.verify import MARGIN as PAIRED_MARGIN  # noqa: F401  (the CLI's help)
+from tvmc.autotune.verify import PAIRED_ROUNDS
 from tvmc.driver.compiler import checked_kind
 from tvmc.errors import UsageError, did_you_mean, unknown_choice
 
@@ -39,6 +41,7 @@ class TuneOptions:
     timeout: float = MEASURE_DEFAULTS.timeout  # seconds one config may run
     parallel: int | None = None  # builds at once (None: the physical cores)
     flush_cache: bool = MEASURE_DEFAULTS.flush_cache
+    paired_rounds: int = PAIRED_ROUNDS  # the final check of each task's best (0: none)
     tasks: str | tuple[int, ...] | None = None  # TVMC's --tasks grammar or task numbers: all
     seed: int | None = None  # the tuners' random seed
     scheduler: str | None = None  # a Dask scheduler to measure on (with device_key)
@@ -53,7 +56,8 @@ class TuneOptions:
         check_tuner(self.tuner)
         check_trials(self.trials)
         at_least = [("early_stopping", self.early_stopping, 1), ("number", self.number, 1),
-                    ("repeat", self.repeat, 1), ("parallel", self.parallel, 1)]  # fmt: skip
+                    ("repeat", self.repeat, 1), ("parallel", self.parallel, 1),
+                    ("paired_rounds", self.paired_rounds, 0)]  # fmt: skip
         for name, value, low in at_least:
             if value is not None and (not isinstance(value, int) or value < low):
                 raise UsageError(f"{name} must be an integer of at least {low}, got {value!r}")

@@ -31,6 +31,7 @@ from tvmc.autotune.measure import (
 )
 from tvmc.autotune.tuner import FAILED, Tuner
 from tvmc.autotune.tuners import TUNERS
+from tvmc.autotune.verify import PAIRED_ROUNDS, paired_check
 from tvmc.codegen import CUDATarget, physical_cores, target_kind
 from tvmc.driver.compiler import CompileOptions, optimize, parse_target
 from tvmc.driver.outputs import check_records_output
@@ -208,6 +209,7 @@ def tune_tasks(
     device_key: str | None = None,
     priority: int = 0,
     prior_records: str | os.PathLike[str] | None = None,
+    paired_rounds: int = PAIRED_ROUNDS,
 ) -> str:
     """Tune `tasks`, appending every measurement to `tuning_records`; returns its path.
 
@@ -215,7 +217,10 @@ def tune_tasks(
     file resume the run: their configs are not measured again, count toward the trials and seed
     the tuners. `prior_records` (TVMC's --tuning-records beside -o): another file, only read:
     its configs are not measured again and seed the tuners (the cost model learns from them, of
-    other workloads too), but do not count toward the trials. `measurer`: default a
+    other workloads too), but do not count toward the trials. After a task's search, unless
+    `paired_rounds` is 0, its best config is timed against the default schedule in that many
+    alternating rounds (`verify.paired_check`) and the verdict appended: compile applies the
+    config only if it won. `measurer`: default a
     LocalMeasurer with `measure_options`, or a DaskMeasurer on the Dask `scheduler` measuring on
     the workers that advertise `device_key` (tasks of a higher `priority` run first). Ctrl-C
     raises TuningInterrupted, with every finished measurement on disk.
@@ -228,14 +233,16 @@ def tune_tasks(
     target = _check_target(tasks, local=not remote)
     shares = _shares(tasks, trials)
     kind = target_kind(target)
-    known = [r for r in read_records(path, must_exist=False) if target_kind(r.target) == kind]
+    # verdicts are re-timings of configs already recorded: they decide compile, not the search
+    known = [r for r in read_records(path, must_exist=False)
+             if target_kind(r.target) == kind and r.verdict is None]  # fmt: skip
     prior: list[Record] = []
     prior_path = None if prior_records is None else os.fspath(prior_records)
     if prior_path is not None and os.path.abspath(prior_path) == os.path.abspath(path):
         prior_path = None  # the same file: it resumes
     if prior_path is not None:
         prior = [r for r in read_records(prior_path, must_exist=True)
-                 if target_kind(r.target) == kind]  # fmt: skip
+                 if target_kind(r.target) == kind and r.verdict is None]  # fmt: skip
     _check_writable(path)
     if measurer is None:
         check_cluster(scheduler, device_key)
@@ -265,6 +272,7 @@ def tune_tasks(
         measurer if isinstance(measurer, DaskMeasurer) else None,
         prior_path,
         len(prior),
+        paired_rounds,
     )
     progress.start(plan)
     stats = [
@@ -306,6 +314,9 @@ def tune_tasks(
                 s.state = "stopped early" if session.has_next() else "space exhausted"
             else:
                 s.state = "done"
+            if paired_rounds > 0:
+                _check_best(task, session, inner, path, paired_rounds, s)
+                progress.update(s)
             s.finished = time.perf_counter()
             progress.task_end(s)
     except KeyboardInterrupt:
@@ -321,6 +332,28 @@ def tune_tasks(
     if interrupted:
         raise TuningInterrupted(summary)
     return path
+
+
+def _check_best(task: Task, tuner: Tuner, measurer: Measurer, path: str, rounds: int,
+                stats: TaskStats) -> None:  # fmt: skip
+    """The paired check of the task's best config against the default, its verdict appended
+    to the records and noted in `stats` (nothing to check when the default is the best)."""
+    best = tuner.best_config
+    if best is None:
+        return
+    if best.index == task.space.default_index and best.space is task.space:
+        stats.verdict = "default best"
+        return
+    check = paired_check(task, best, measurer, rounds)
+    if check is None:
+        stats.verdict = "check failed"
+        logger.warning("%s: the paired check of config %d against the default ran no round "
+                       "without error; compile takes the lowest cost", task.name,
+                       best.index)  # fmt: skip
+        return
+    append_records(path, [check.record(task)])
+    stats.check = check
+    stats.verdict = "kept" if check.kept else "default won"
 
 
 def connect(
@@ -398,6 +431,7 @@ def tune_graph(
         device_key=options.device_key,
         priority=options.priority,
         prior_records=options.prior_records,
+        paired_rounds=options.paired_rounds,
     )
 
 

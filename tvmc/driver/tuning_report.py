@@ -25,6 +25,7 @@ from tvmc.runtime.peak import peak_gflops as measured_peak
 
 if TYPE_CHECKING:
     from tvmc.autotune.measure import MeasureOptions
+    from tvmc.autotune.verify import PairedCheck
 
 logger = logging.getLogger("tvmc")
 
@@ -150,6 +151,10 @@ class TaskStats:
     started: float | None = None
     finished: float | None = None
     state: str = "waiting"  # running, done, stopped early, done before, skipped, interrupted
+    # the paired check after the search: kept, default won, default best (nothing to check),
+    # check failed; None: not checked (no search this run, interrupted, or checks off)
+    verdict: str | None = None
+    check: PairedCheck | None = None  # its rounds, when one ran
 
     @classmethod
     def begin(
@@ -215,6 +220,18 @@ class TaskStats:
         return self.default_cost / self.best_cost if self.default_cost and self.best_cost else None
 
     @property
+    def paired_speedup(self) -> float | None:
+        """The searched best config over the default, timed in alternation (the check's)."""
+        return self.check.speedup if self.check else None
+
+    def verdict_text(self) -> str:
+        """What compile applies, as the summary shows it: `kept 1.12x`, `default 0.98x`."""
+        if self.check is not None:
+            word = "kept" if self.check.kept else "default"
+            return f"{word} {self.check.speedup:.2f}x"
+        return {"default best": "default", "check failed": "failed"}.get(self.verdict or "", "-")
+
+    @property
     def peak_share(self) -> float | None:
         best = self.best_gflops
         return best / self.peak_gflops if best and self.peak_gflops else None
@@ -268,6 +285,17 @@ class TaskStats:
             "default_gflops": rounded(self.default_gflops),
             "best_gbps": rounded(self.best_gbps),
             "speedup": rounded(self.speedup),
+            "verdict": self.verdict,
+            "paired_check": None
+            if self.check is None
+            else {
+                "kept": self.check.kept,
+                "speedup": rounded(self.check.speedup),
+                "wins": self.check.wins,
+                "rounds": len(self.check.costs),
+                "costs": list(self.check.costs),
+                "default_costs": list(self.check.default_costs),
+            },
             "peak_share": rounded(self.peak_share),
             "seconds": rounded(self.elapsed, 2),
             "errors": self.error_counts(),
@@ -294,6 +322,7 @@ class TuningPlan:
     cluster: Any = None  # the DaskMeasurer measuring on a cluster: the CLI shows its workers
     prior_path: str | None = None  # records only read (TVMC's --tuning-records beside -o)
     prior_records: int = 0  # of them, those of this target kind
+    paired_rounds: int = 0  # rounds of each task's final check (0: none)
 
     def settings(self) -> list[tuple[str, str]]:
         """(setting, value) rows, in the order shown."""
@@ -322,6 +351,12 @@ class TuningPlan:
             ("timeout", f"{o.timeout:g} s to run, {o.build_timeout:g} s to build"),
             ("parallel builds", f"{builds}" + ("" if o.n_parallel else " (physical cores)")),
             ("flush cache", "yes" if o.flush_cache else "no"),
+            (
+                "paired check",
+                f"{self.paired_rounds} rounds of the best config against the default per task"
+                if self.paired_rounds
+                else "off: compile takes the lowest cost",
+            ),
             ("check correctness", "yes" if o.check_correctness else "no"),
             ("tuning records", self.records_path + ("" if exists else " (new)")),
             (
@@ -364,6 +399,7 @@ class TuningPlan:
             "parallel": o.n_parallel or physical_cores(),
             "flush_cache": o.flush_cache,
             "check_correctness": o.check_correctness,
+            "paired_rounds": self.paired_rounds,
             "tuning_records": self.records_path,
             "resumed_records": self.records_in_file,
             "prior_records": self.prior_path,

@@ -51,8 +51,8 @@ __tvmc_spec() {
             ;;
         'tvmc tune')
             subcommands=()
-            options=(--device-key --early-stopping --flush-cache --format --help --input-dtypes --input-shapes --json --min-repeat-ms --model-format --number --output --parallel --priority --repeat --scheduler --target --target-llvm-mattr --target-llvm-mcpu --tasks --timeout --trials --tuner --tuning-records --verbose -h -o -v)
-            value_options=(--device-key --early-stopping --format --input-dtypes --input-shapes --min-repeat-ms --model-format --number --output --parallel --priority --repeat --scheduler --target --target-llvm-mattr --target-llvm-mcpu --tasks --timeout --trials --tuner --tuning-records -o)
+            options=(--device-key --early-stopping --flush-cache --format --help --input-dtypes --input-shapes --json --min-repeat-ms --model-format --number --output --paired-rounds --parallel --priority --repeat --scheduler --target --target-llvm-mattr --target-llvm-mcpu --tasks --timeout --trials --tuner --tuning-records --verbose -h -o -v)
+            value_options=(--device-key --early-stopping --format --input-dtypes --input-shapes --min-repeat-ms --model-format --number --output --paired-rounds --parallel --priority --repeat --scheduler --target --target-llvm-mattr --target-llvm-mcpu --tasks --timeout --trials --tuner --tuning-records -o)
             ;;
         'tvmc worker')
             subcommands=()

@@ -28,7 +28,7 @@ function __tvmc_value_options
         case 'tvmc run'
             printf '%s\n' '--device' '--device-key' '--duration' '--fill-mode' '--format' '--inputs' '--min-repeat-ms' '--num-threads' '--number' '--outputs' '--print-top' '--profile-out' '--remote-timeout' '--repeat' '--rpc-key' '--rpc-tracker' '--scheduler' '--warmup' '-i' '-o'
         case 'tvmc tune'
-            printf '%s\n' '--device-key' '--early-stopping' '--format' '--input-dtypes' '--input-shapes' '--min-repeat-ms' '--model-format' '--number' '--output' '--parallel' '--priority' '--repeat' '--scheduler' '--target' '--target-llvm-mattr' '--target-llvm-mcpu' '--tasks' '--timeout' '--trials' '--tuner' '--tuning-records' '-o'
+            printf '%s\n' '--device-key' '--early-stopping' '--format' '--input-dtypes' '--input-shapes' '--min-repeat-ms' '--model-format' '--number' '--output' '--paired-rounds' '--parallel' '--priority' '--repeat' '--scheduler' '--target' '--target-llvm-mattr' '--target-llvm-mcpu' '--tasks' '--timeout' '--trials' '--tuner' '--tuning-records' '-o'
         case 'tvmc worker'
             printf '%s\n' '--connect-timeout' '--device-key' '--name' '--nthreads' '--scheduler'
     end
@@ -153,7 +153,7 @@ complete -c tvmc -n '__tvmc_argument 0 tvmc load' -a '(__tvmc_files .onnx .tvmc)
 # tvmc records
 complete -c tvmc -n '__tvmc_argument 0 tvmc records' -a 'best' -d 'Keep only the best error-free record per workload and target of RECORDS_FILE.'
 complete -c tvmc -n '__tvmc_argument 0 tvmc records' -a 'plot' -d 'Draw best GFLOP/s so far against trials, one line per task of RECORDS_FILE,...'
-complete -c tvmc -n '__tvmc_argument 0 tvmc records' -a 'show' -d 'Per workload of RECORDS_FILE: trials, the best time and GFLOP/s, errors by kind.'
+complete -c tvmc -n '__tvmc_argument 0 tvmc records' -a 'show' -d 'Per workload of RECORDS_FILE: trials, the best time and GFLOP/s, what compile...'
 complete -c tvmc -n '__tvmc_command tvmc records' -s 'v' -l 'verbose' -d 'More logging (-v info, -vv debug); tracebacks. Same as before the command.'
 complete -c tvmc -n '__tvmc_command tvmc records' -s 'h' -l 'help' -d 'Show this message and exit.'
 
@@ -223,6 +223,7 @@ complete -c tvmc -n '__tvmc_command tvmc tune' -l 'min-repeat-ms' -x -d 'Raise -
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'timeout' -x -d 'Seconds one config may run before it counts as a run timeout.'
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'parallel' -x -d 'Builds at once (default: the physical cores); runs are one at a time.'
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'flush-cache' -d 'Flush the CPU caches before each run.'
+complete -c tvmc -n '__tvmc_command tvmc tune' -l 'paired-rounds' -x -d 'After each task\'s search, time its best config and the default schedule alternately N times; compile keeps the config only if it wins by 3% in most rounds (0: no check, the lowest cost wins).'
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'tasks' -x -d 'Tasks to tune, as TVMC: \'0\', \'0,2\', \'3-5\', \'-5\' (0 to 5), \'6-\' (6 on), \'all\'; \'list\' prints the tasks and tunes nothing.'
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'scheduler' -x -d 'Measure on a Dask cluster: its scheduler, e.g. tcp://host:8786 (needs tvmc[dist]; see docs/distributed.md). Records stay on this machine.'
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'device-key' -x -d 'With --scheduler: the device resource to measure on (tvmc worker --device-key KEY).'
