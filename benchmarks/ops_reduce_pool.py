@@ -42,6 +42,12 @@ def randn(*shape: int) -> np.ndarray:
 CASES: list[tuple[str, str, np.ndarray, dict[str, Any], dict[str, np.ndarray], int]] = [
     ("resnet stem MaxPool 3x3 s2", "MaxPool", randn(1, 64, 112, 112),
      {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}, {}, 13),
+    ("squeezenet MaxPool 3x3 s2 55", "MaxPool", randn(1, 128, 55, 55),
+     {"kernel_shape": [3, 3], "strides": [2, 2]}, {}, 13),
+    ("squeezenet MaxPool 3x3 s2 27", "MaxPool", randn(1, 256, 27, 27),
+     {"kernel_shape": [3, 3], "strides": [2, 2]}, {}, 13),
+    ("zoo squeezenet MaxPool ceil", "MaxPool", randn(1, 64, 31, 31),
+     {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}, {}, 13),
     ("MaxPool 3x3 s1 p1", "MaxPool", randn(1, 192, 28, 28),
      {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, {}, 13),
     ("AveragePool 3x3 s1 p1", "AveragePool", randn(1, 256, 28, 28),
