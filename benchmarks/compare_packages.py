@@ -32,6 +32,7 @@ def main() -> None:
     parser.add_argument("packages", nargs=2, metavar="PACKAGE")
     parser.add_argument("inputs", help=".npz of the inputs by name")
     parser.add_argument("--repeat", type=int, default=90, help="timed runs per runtime, in all")
+    parser.add_argument("--rounds", type=int, default=3, help="blocks per runtime, per order")
     args = parser.parse_args()
     threads = num_threads()
     feed = dict(np.load(args.inputs))
@@ -46,8 +47,8 @@ def main() -> None:
     runs += [openvino] if openvino is not None else []
     load = os.getloadavg()[0]
     half = max(args.repeat // 2, 1)
-    forward = blocked_median_ms(*runs, repeat=half)
-    backward = blocked_median_ms(runs[1], runs[0], *runs[2:], repeat=half)
+    forward = blocked_median_ms(*runs, repeat=half, rounds=args.rounds)
+    backward = blocked_median_ms(runs[1], runs[0], *runs[2:], repeat=half, rounds=args.rounds)
     backward[0], backward[1] = backward[1], backward[0]
     times = [(f + b) / 2 for f, b in zip(forward, backward)]
     best = min(times[2:])
