@@ -22,6 +22,7 @@ from tvmc.kernel import Allocate, Kernel
 from tvmc.kernel.transform import walk
 from tvmc.ops import evaluate_node
 from tvmc.ops.lowering import LoweringTarget
+from tvmc.ops.pool import cpu as pool_cpu
 from tvmc.ops.pool.cpu import axis_runs
 
 POOLS = ["MaxPool", "AveragePool"]
@@ -199,9 +200,13 @@ def test_strided_pools_combine_columns_first(op, x_shape, attrs, rng):
     assert line.buffer.shape == (x_shape[-1],) and "vectorized" in loop_kinds(kernels)
 
 
-def test_strided_1d_pools_keep_the_plain_loop(rng):
+def test_strided_1d_pools_and_long_rows_keep_the_plain_loop(rng, monkeypatch):
     attrs = {"kernel_shape": [3], "strides": [2]}
     kernels = check_template("MaxPool", {"x": randn(rng, 1, 4, 41)}, attrs, opset=13)
+    assert not scratch_rows(kernels)
+    monkeypatch.setattr(pool_cpu, "MAX_LINE", 40)  # rows of 41: the stack scratch would not fit
+    attrs = {"kernel_shape": [3, 3], "strides": [2, 2]}
+    kernels = check_template("MaxPool", {"x": randn(rng, 1, 4, 5, 41)}, attrs, opset=13)
     assert not scratch_rows(kernels)
 
 

@@ -53,6 +53,7 @@ from tvmc.ops.schedule.reduction import (
 )
 
 MAX_UNROLLED_TAPS = 64  # larger windows loop over their outer dims with a register accumulator
+MAX_LINE = 1 << 14  # longest input row combined by columns: its scratch row lives on the stack
 POOL_KINDS = {"MaxPool": "max", "AveragePool": "sum", "LpPool": "sum"}
 
 
@@ -219,10 +220,15 @@ class _WindowPool:
         return level(0, [])
 
     def by_columns(self, runs: list[list[Run]]) -> bool:
-        """Whether `rows_by_columns` serves this pool: 2+ spatial axes, a strided last axis
-        and windows unrolled in registers."""
+        """Whether `rows_by_columns` serves this pool: 2+ spatial axes, a strided last axis,
+        windows unrolled in registers and input rows short enough for a stack scratch row."""
         taps = math.prod(max(r.k_hi - r.k_lo for r in axis) for axis in runs)
-        return len(runs) >= 2 and self.attrs["strides"][-1] > 1 and taps <= MAX_UNROLLED_TAPS
+        return (
+            len(runs) >= 2
+            and self.attrs["strides"][-1] > 1
+            and taps <= MAX_UNROLLED_TAPS
+            and self.x.shape[-1] <= MAX_LINE
+        )
 
     def rows_by_columns(
         self, n: Expr, c: Expr, outer: tuple[Run, ...], last: list[Run], line: Buffer
