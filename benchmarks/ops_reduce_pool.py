@@ -48,6 +48,8 @@ CASES: list[tuple[str, str, np.ndarray, dict[str, Any], dict[str, np.ndarray], i
      {"kernel_shape": [3, 3], "strides": [2, 2]}, {}, 13),
     ("zoo squeezenet MaxPool ceil", "MaxPool", randn(1, 64, 31, 31),
      {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}, {}, 13),
+    ("densenet AveragePool 2x2 s2", "AveragePool", randn(1, 256, 56, 56),
+     {"kernel_shape": [2, 2], "strides": [2, 2]}, {}, 13),
     ("MaxPool 3x3 s1 p1", "MaxPool", randn(1, 192, 28, 28),
      {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, {}, 13),
     ("AveragePool 3x3 s1 p1", "AveragePool", randn(1, 256, 28, 28),
