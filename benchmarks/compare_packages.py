@@ -11,19 +11,47 @@ one package's median by 5-20%; each figure is the mean of the two orders' median
 
 Inputs: an .npz by input name. Prints the medians (ms), each package's ratio to the faster
 baseline, the speedup of the second package over the first and the load average.
+
+`--cpu-time` times the two packages only, on one thread, each run by the thread's CPU time (time
+off the core does not count, so a loaded machine's neighbours barely move it), alternating in
+`--rounds` rounds of 5 runs each; prints the medians and the median of the per-round speedups.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
+import time
 
 import numpy as np
 from baselines import onnxruntime_session, openvino_session
 from models import blocked_median_ms
 
-from tvmc.codegen import num_threads
+from tvmc.codegen import num_threads, set_num_threads
 from tvmc.driver.objects import TVMCPackage
+
+
+def cpu_time_speedup(model: str, runs: list, rounds: int, block: int = 5) -> None:
+    """One-thread CPU time of the two packages, alternating blocks; prints medians and speedup."""
+    times: list[list[float]] = [[], []]
+    speedups = []
+    for _ in range(rounds):
+        medians = []
+        for run, out in zip(runs, times):
+            run()  # warm-up after the other package
+            spent = []
+            for _ in range(block):
+                start = time.thread_time()
+                run()
+                spent.append(time.thread_time() - start)
+            out += spent
+            medians.append(statistics.median(spent))
+        speedups.append(medians[0] / medians[1])
+    first, second = (statistics.median(t) * 1e3 for t in times)
+    print(f"{os.path.basename(model)}: 1 thread, CPU time: first {first:.3f} ms, second "
+          f"{second:.3f} ms; per-round speedup {statistics.median(speedups):.3f} over {rounds} "
+          f"rounds; load average {os.getloadavg()[0]:.1f}")  # fmt: skip
 
 
 def main() -> None:
@@ -32,7 +60,11 @@ def main() -> None:
     parser.add_argument("packages", nargs=2, metavar="PACKAGE")
     parser.add_argument("inputs", help=".npz of the inputs by name")
     parser.add_argument("--repeat", type=int, default=90, help="timed runs per runtime, in all")
+    parser.add_argument("--rounds", type=int, default=3, help="blocks per runtime, per order")
+    parser.add_argument("--cpu-time", action="store_true", help="1 thread, timed by CPU time")
     args = parser.parse_args()
+    if args.cpu_time:
+        set_num_threads(1)
     threads = num_threads()
     feed = dict(np.load(args.inputs))
     runs = []
@@ -41,13 +73,16 @@ def main() -> None:
         executor = package.executor()
         executor.set_inputs([feed[name] for name in package.inputs])
         runs.append(executor.call)
+    if args.cpu_time:
+        cpu_time_speedup(args.model, runs, args.rounds)
+        return
     runs.append(onnxruntime_session(args.model, feed, threads))
     openvino = openvino_session(args.model, feed, threads)
     runs += [openvino] if openvino is not None else []
     load = os.getloadavg()[0]
     half = max(args.repeat // 2, 1)
-    forward = blocked_median_ms(*runs, repeat=half)
-    backward = blocked_median_ms(runs[1], runs[0], *runs[2:], repeat=half)
+    forward = blocked_median_ms(*runs, repeat=half, rounds=args.rounds)
+    backward = blocked_median_ms(runs[1], runs[0], *runs[2:], repeat=half, rounds=args.rounds)
     backward[0], backward[1] = backward[1], backward[0]
     times = [(f + b) / 2 for f, b in zip(forward, backward)]
     best = min(times[2:])

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from tests.lower.tiny_graphs import (
     conv1x1,
     graph_of,
+    lower_for_interpreter,
     node,
     random_inputs,
     run_native,
@@ -191,7 +192,7 @@ def test_disabled_plan_is_empty(build):
 def test_lowered_plan_computes_the_reference(build, fuse):
     graph = build()
     inputs = random_inputs(graph)
-    lowered = lower_graph(graph, fuse=fuse)
+    lowered = lower_for_interpreter(graph, fuse=fuse)
     assert summary(lowered.fusion) == (PLANS[build] if fuse else (set(), {}))
     inside = {n.outputs[0] for chain in lowered.fusion.epilogues.values() for n in chain[:-1]}
     assert not (lowered.fusion.inlined | inside) & set(lowered.tensor_of.values())  # no buffer

@@ -134,6 +134,27 @@ def conv_chain_graph():
     return graph_of({"x": (1, 4, 8, 8)}, nodes, ["r4"], {"w": w})
 
 
+@pytest.mark.parametrize("size", [(5, 7), (13, 13), (3, 37)])
+def test_pointwise_conv_reads_an_intermediate_past_its_end_in_place(size):
+    """A 1x1 conv whose last register tiles run past the input's last plane reads an
+    intermediate where it is (the workspace is padded by what was granted) and copies a graph
+    input (the caller allocated it exactly)."""
+    w = (np.random.default_rng(2).standard_normal((8, 4, 1, 1)) * 0.5).astype(np.float32)
+    nodes = [conv1x1("x", "w", "c1"), node("Relu", ["c1"], "r1")]
+    nodes += [conv1x1("r1", "v", "c2"), node("Relu", ["c2"], "r2")]
+    v = (np.random.default_rng(3).standard_normal((4, 8, 1, 1)) * 0.5).astype(np.float32)
+    graph = graph_of({"x": (1, 4, *size)}, nodes, ["r2"], {"w": w, "v": v})
+    inputs = random_inputs(graph)
+    lowered = lower_graph(graph)
+    program = lowered.program
+    kernels = [c.kernel for c in program.calls]
+    assert kernels == ["c1_conv_input", "c1_conv", "c2_conv"]  # x copied, r1 read in place
+    r1 = program.buffers["r1"]
+    assert 0 < program.workspace_bytes - (r1.offset + 8 * size[0] * size[1] * 4) <= 2048
+    (got,) = run_native(lowered, inputs)
+    np.testing.assert_allclose(got, run_reference(graph, inputs)["r2"], rtol=1e-5, atol=1e-5)
+
+
 def test_unfused_chain_reuses_the_first_intermediate():
     graph = chain_graph()
     lowered = lower_graph(graph, fuse=False)

@@ -18,8 +18,11 @@ from tests.lowering_helpers import check_lowered, run_node
 from tests.ops.kernel_checks import check
 from tests.ops.template_checks import FORCE_PARALLEL, check_template, loop_kinds
 from tvmc.graph import Node, TensorType
+from tvmc.kernel import Allocate, Kernel
+from tvmc.kernel.transform import walk
 from tvmc.ops import evaluate_node
 from tvmc.ops.lowering import LoweringTarget
+from tvmc.ops.pool import cpu as pool_cpu
 from tvmc.ops.pool.cpu import axis_runs
 
 POOLS = ["MaxPool", "AveragePool"]
@@ -164,7 +167,7 @@ def test_axis_runs_split_interior_and_borders():
     "op,x_shape,attrs,kinds",
     [
         ("MaxPool", (1, 16, 56, 56), {"kernel_shape": [3, 3], "strides": [2, 2],
-                                      "pads": [1, 1, 1, 1]}, {"parallel"}),  # LLVM vectorizes
+                                      "pads": [1, 1, 1, 1]}, {"parallel", "vectorized"}),
         ("AveragePool", (2, 32, 28, 28), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]},
          {"parallel", "vectorized"}),
     ],
@@ -172,6 +175,39 @@ def test_axis_runs_split_interior_and_borders():
 def test_large_pools_run_in_parallel(op, x_shape, attrs, kinds, rng):
     kernels = check_template(op, {"x": randn(rng, *x_shape)}, attrs, opset=13, epilogue=False)
     assert kinds <= loop_kinds(kernels)
+
+
+def scratch_rows(kernels: list[Kernel]) -> list[Allocate]:
+    return [n for k in kernels for n in walk(k.body) if isinstance(n, Allocate)]
+
+
+@pytest.mark.parametrize("op", [*POOLS, "LpPool"])
+@pytest.mark.parametrize(
+    "x_shape,attrs",
+    [
+        ((1, 8, 27, 27), {"kernel_shape": [3, 3], "strides": [2, 2]}),  # squeezenet: 13 wide
+        ((1, 4, 31, 31), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
+        ((1, 3, 9, 45), {"kernel_shape": [3, 2], "strides": [2, 3], "pads": [1, 1, 2, 0],
+                         "dilations": [2, 1]}),  # begin pads differ from end pads
+        ((1, 2, 3, 50, 33), {"kernel_shape": [2, 3, 3], "strides": [1, 2, 2]}),  # 3D
+        ((1, 2, 4, 4), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [2, 2, 2, 2],
+                        "ceil_mode": 1}),  # rows whose window lies wholly in the padding
+    ],
+)  # fmt: skip
+def test_strided_pools_combine_columns_first(op, x_shape, attrs, rng):
+    kernels = check_template(op, {"x": randn(rng, *x_shape)}, attrs, opset=19, epilogue=True)
+    (line,) = scratch_rows(kernels)
+    assert line.buffer.shape == (x_shape[-1],) and "vectorized" in loop_kinds(kernels)
+
+
+def test_strided_1d_pools_and_long_rows_keep_the_plain_loop(rng, monkeypatch):
+    attrs = {"kernel_shape": [3], "strides": [2]}
+    kernels = check_template("MaxPool", {"x": randn(rng, 1, 4, 41)}, attrs, opset=13)
+    assert not scratch_rows(kernels)
+    monkeypatch.setattr(pool_cpu, "MAX_LINE", 40)  # rows of 41: the stack scratch would not fit
+    attrs = {"kernel_shape": [3, 3], "strides": [2, 2]}
+    kernels = check_template("MaxPool", {"x": randn(rng, 1, 4, 5, 41)}, attrs, opset=13)
+    assert not scratch_rows(kernels)
 
 
 @pytest.mark.parametrize(

@@ -63,6 +63,7 @@ class KernelLowering:
         self.temps: set[Buffer] = set()
         self.output_copies: dict[str, str] = {}  # copy buffer -> the graph output it holds
         self.out_slots: dict[int, Buffer] = {}  # graph output index -> its buffer (copy_outputs)
+        self.read_slack = 0  # bytes kernels may read past a workspace buffer (may_read_past_end)
 
     # ---- buffers and refs ----------------------------------------------------------------------
     def unique(self, hint: str) -> str:
@@ -97,8 +98,23 @@ class KernelLowering:
         return [self.graph.types[name] for name in node.outputs]
 
     def context(self, node: Node) -> LowerContext:
-        return LowerContext(self.target, self.configs.get(node.name, {}), node.name,
-                            _names=self.names)  # fmt: skip
+        config = self.configs.get(node.name, {})
+        return LowerContext(self.target, config, node.name, _names=self.names,
+                            may_read_past_end=self.may_read_past_end)  # fmt: skip
+
+    def may_read_past_end(self, buf: Buffer, nbytes: int) -> bool:
+        """Whether a kernel may read `nbytes` past `buf`'s end (values it drops): yes for an
+        intermediate, whose storage is in the workspace (`plan_memory` pads the workspace by
+        the most granted); no for inputs and outputs (the caller allocates them) and params."""
+        graph, tensor_of = self.graph, {b: t for t, b in self.buffers.items()}
+        for b in (buf, self.storage_owner(buf)):
+            tensor = tensor_of.get(b)
+            if tensor is None or tensor in graph.params:
+                return False
+            if tensor in graph.inputs or tensor in graph.outputs:
+                return False
+        self.read_slack = max(self.read_slack, nbytes)
+        return True
 
     # ---- nodes ---------------------------------------------------------------------------------
     def lower_node(self, node: Node) -> None:
@@ -347,6 +363,7 @@ def plan_memory(state: KernelLowering) -> LoweredModel:
     workspace = {o.name: o.nbytes for o in set(owners.values()) if o not in fixed}
     call_args = [[owners[b].name for b in k.params] for k, *_ in state.calls]
     offsets, total = plan_workspace(workspace, call_args)
+    total += state.read_slack  # what may_read_past_end promised
 
     buffers: dict[str, ProgramBuffer] = {}
     for buf, owner in owners.items():

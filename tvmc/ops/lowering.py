@@ -113,6 +113,9 @@ class LowerContext:
     params: list[tuple[Buffer, np.ndarray]] = field(default_factory=list)
     temps: list[Buffer] = field(default_factory=list)
     _names: set[str] = field(default_factory=set)
+    # may a kernel read (buffer, bytes) past that buffer's end, values it drops? A yes is a
+    # promise the lowering keeps (workspace intermediates); inputs, outputs, params: no
+    may_read_past_end: Callable[[Buffer, int], bool] = lambda buf, nbytes: False
 
     def param(self, array: np.ndarray, hint: str) -> Buffer:
         """A new constant (e.g. weights packed into a blocked layout at compile time)."""

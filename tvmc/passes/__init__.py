@@ -13,6 +13,7 @@ from tvmc.graph import Graph
 from tvmc.ops import infer_node
 from tvmc.passes.fold_batch_norm import fold_batch_norm
 from tvmc.passes.norm_patterns import match_decomposed_norms
+from tvmc.passes.pool_before_conv import pool_before_conv
 from tvmc.passes.simplify import eliminate_dead_nodes, fold_constants, remove_identities
 
 
@@ -40,6 +41,11 @@ OPTIMIZE_PIPELINE: list[Pass] = [
         "a decomposed LayerNorm or RMSNorm (ReduceMean, Pow, Sqrt, Div...) is one row kernel",
     ),
     Pass("fold-batch-norm", fold_batch_norm, "a BatchNormalization after a Conv is a new weight"),
+    Pass(
+        "pool-before-conv",
+        pool_before_conv,
+        "an AveragePool after a 1x1 conv runs first: the conv works on the smaller image",
+    ),
     Pass("eliminate-dead-nodes", eliminate_dead_nodes, "drop the params folding replaced"),
 ]
 
@@ -76,6 +82,7 @@ __all__ = [
     "fold_batch_norm",
     "fold_constants",
     "match_decomposed_norms",
+    "pool_before_conv",
     "remove_identities",
     "run_passes",
 ]

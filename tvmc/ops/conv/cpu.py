@@ -24,7 +24,8 @@ Knobs (ctx.config; `plan` reads them, with the defaults in DEFAULTS and `_estima
   loads across taps and runs out of registers.
 - in_place: read an input already in plane form (1x1 stride-1 unpadded) where it is (default
   True); its vectors run across rows through the flat offset, which the kernel IR interpreter's
-  per-axis bounds check rejects, so interpreted runs set it False.
+  per-axis bounds check rejects, so interpreted runs set it False. Where the last tiles run past
+  the input's end, only if the lowering allows it (`LowerContext.may_read_past_end`).
 - order: "pixels_outer" (consecutive tiles share input rows) or "channels_outer" (they share a
   weight block); the default is `default_order`'s.
 
@@ -210,7 +211,10 @@ def conv_lowering(
     def base(n: Expr, c: Expr) -> Expr:
         return (n * geo.channels + c) * cs
 
-    if geo.is_identity and reads_end <= cs and p.in_place:
+    # in place, the last plane's last tiles read past the input's end: where the lowering allows
+    past_end = (reads_end - cs) * x_buf.itemsize
+    readable = past_end <= 0 or ctx.may_read_past_end(x_buf, past_end)
+    if geo.is_identity and p.in_place and readable:
         rank = x_buf.ndim
 
         def load(off: Expr, w: int) -> Expr:  # a flat offset through the last axis (row-major)

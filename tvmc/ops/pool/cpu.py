@@ -5,8 +5,13 @@ split at compile time into runs that share one clipped window (the interior, whe
 window is inside the input, and each border output), so padding costs no test or clamp in the
 hot loop, and each output is one register expression over its taps (a loop with a register
 accumulator for windows over 64 taps). Along the last axis, stride 1 is vectorized explicitly
-(contiguous loads); larger strides stay a plain loop that LLVM's loop vectorizer turns into
-wide loads plus shuffles, where kernel IR vectors would gather lane by lane.
+(contiguous loads). A larger stride along the last axis of a 2D/3D pool combines by columns
+first (`_WindowPool.rows_by_columns`): each output row's window rows are combined into a scratch
+row over the whole input row in contiguous vectors, then each output combines only its few taps
+along that row, a plain loop (LLVM vectorizes it where the row is long enough). Reading every tap
+of the window per output instead left the loop scalar on rows shorter than two vectors:
+squeezenet's 27 -> 13 MaxPool ran 3x slower than onnxruntime, 10x slower than by columns
+(docs/performance.md, "Strided pools by columns"). A 1D pool keeps the plain strided loop.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from tvmc.ops.schedule.reduction import (
 )
 
 MAX_UNROLLED_TAPS = 64  # larger windows loop over their outer dims with a register accumulator
+MAX_LINE = 1 << 14  # longest input row combined by columns: its scratch row lives on the stack
 POOL_KINDS = {"MaxPool": "max", "AveragePool": "sum", "LpPool": "sum"}
 
 
@@ -158,24 +164,33 @@ class _WindowPool:
                    a["dilations"], a["pads"][:nd], a["pads"][nd:])  # fmt: skip
         return [axis_runs(*axis, include_pad=include) for axis in axes]
 
+    def tap(
+        self, n: Expr, c: Expr, o: list[Expr], ks: tuple[int | Expr, ...], rest: tuple = ()
+    ) -> Expr:
+        """The term tap `ks` of output (n, c, *o) contributes; `o` and `ks` may cover the
+        leading spatial axes only, `rest` then being the input position along the others."""
+        strides, dilations, pads = (self.attrs[k] for k in ("strides", "dilations", "pads"))
+        pos = [o[i] * strides[i] - pads[i] + k * dilations[i] for i, k in enumerate(ks)]
+        v = self.x.read((n, c, *pos, *rest)).astype(self.acc)
+        return lp_power(v, self.p) if self.p else v
+
+    def store(self, n: Expr, c: Expr, o: list[Expr], rs: tuple[Run, ...], v: Expr) -> Stmt:
+        """Stores the combined window `v` as output (n, c, *o), clipped as `rs` say."""
+        if self.p:
+            v = lp_root(v, self.p)
+        elif self.kind == "sum":
+            v = v / const(float(math.prod(r.count for r in rs)), self.acc)
+        v, where = v.astype(self.out.dtype), (n, c, *o)
+        return self.out.store(where, self.epilogue(where, v) if self.epilogue is not None else v)
+
     def output(self, n: Expr, c: Expr, o: list[Expr], rs: tuple[Run, ...]) -> Stmt:
         """Stores output (n, c, *o), whose window is clipped as `rs` say."""
-        strides, dilations, pads = (self.attrs[k] for k in ("strides", "dilations", "pads"))
 
         def at(ks: tuple[int | Expr, ...]) -> Expr:
-            pos = [o[i] * strides[i] - pads[i] + k * dilations[i] for i, k in enumerate(ks)]
-            v = self.x.read((n, c, *pos)).astype(self.acc)
-            return lp_power(v, self.p) if self.p else v
+            return self.tap(n, c, o, ks)
 
         def store(v: Expr) -> Stmt:
-            if self.p:
-                v = lp_root(v, self.p)
-            elif self.kind == "sum":
-                v = v / const(float(math.prod(r.count for r in rs)), self.acc)
-            v, where = v.astype(self.out.dtype), (n, c, *o)
-            return self.out.store(
-                where, self.epilogue(where, v) if self.epilogue is not None else v
-            )
+            return self.store(n, c, o, rs, v)
 
         spans = [range(r.k_lo, r.k_hi) for r in rs]
         taps = math.prod(len(s) for s in spans)
@@ -204,6 +219,59 @@ class _WindowPool:
 
         return level(0, [])
 
+    def by_columns(self, runs: list[list[Run]]) -> bool:
+        """Whether `rows_by_columns` serves this pool: 2+ spatial axes, a strided last axis,
+        windows unrolled in registers and input rows short enough for a stack scratch row."""
+        taps = math.prod(max(r.k_hi - r.k_lo for r in axis) for axis in runs)
+        return (
+            len(runs) >= 2
+            and self.attrs["strides"][-1] > 1
+            and taps <= MAX_UNROLLED_TAPS
+            and self.x.shape[-1] <= MAX_LINE
+        )
+
+    def rows_by_columns(
+        self, n: Expr, c: Expr, outer: tuple[Run, ...], last: list[Run], line: Buffer
+    ) -> Stmt:
+        """Every output of plane (n, c) whose leading axes lie in the runs `outer`: per output
+        row, its window rows combined into `line` (scratch as long as an input row) in
+        contiguous vectors, then each output combines its taps of `line` (the last axis' kernel
+        taps only)."""
+        strides, dilations, pads = (self.attrs[k] for k in ("strides", "dilations", "pads"))
+        spans = [range(r.k_lo, r.k_hi) for r in outer]
+        width = self.x.shape[-1]
+
+        def row(o: list[Expr]) -> Stmt:
+            if not all(spans):  # a window row wholly in the padding (ceil mode)
+                return seq(*(self.rows(n, c, (*outer, r)) for r in last))
+
+            def column(w: Expr) -> Stmt:
+                terms = [self.tap(n, c, o, ks, (w,)) for ks in itertools.product(*spans)]
+                return line.store(w, combine_all(self.kind, terms))
+
+            def output(r: Run, w: Expr) -> Stmt:
+                start = w * strides[-1] - pads[len(strides) - 1]  # the last axis' begin pad
+                terms = [line[start + k * dilations[-1]] for k in range(r.k_lo, r.k_hi)]
+                v = combine_all(self.kind, terms) if terms else identity(self.kind, self.acc)
+                return self.store(n, c, [*o, w], (*outer, r), v)
+
+            everywhere = Run(0, width, 0, 0, 1)
+            fill = _over_run("iw", everywhere, self.lanes, True, True, column)
+            # taps are loads of `line`, not of the input: the plain loop as `rows` writes it
+            outputs = [_over_run("ow", r, self.lanes, False, False, lambda w, r=r: output(r, w))
+                       for r in last]  # fmt: skip
+            return seq(fill, *outputs)
+
+        def level(i: int, o: list[Expr]) -> Stmt:
+            if i == len(outer):
+                return row(o)
+            r = outer[i]
+            if r.stop - r.first == 1:
+                return level(i + 1, [*o, const(r.first)])
+            return loop(f"o{i}", r.stop - r.first, lambda v: level(i + 1, [*o, r.first + v]))
+
+        return level(0, [])
+
 
 def pool_template(op: str) -> TemplateFn:
     """The CPU template of MaxPool, AveragePool or LpPool."""
@@ -225,6 +293,14 @@ def pool_template(op: str) -> TemplateFn:
 
         def plane(p: Expr) -> Stmt:
             n, c = p // channels, p % channels
+            if pool.by_columns(runs):
+                outer = list(itertools.product(*runs[:-1]))
+                return allocate(
+                    "line", (x.shape[-1],),
+                    lambda line: seq(*(pool.rows_by_columns(n, c, rs, runs[-1], line)
+                                       for rs in outer)),
+                    dtype=pool.acc,
+                )  # fmt: skip
             return seq(*(pool.rows(n, c, rs) for rs in itertools.product(*runs)))
 
         body = loop("p", planes, plane, kind=parallel_kind(ctx, x.type.size, planes))
