@@ -155,7 +155,10 @@ def test_unroll_knob(unroll, rng):
 @settings(max_examples=15, deadline=None)
 def test_random_axes(shape, picks, keepdims, op, seed):
     axes = sorted({p % len(shape) for p in picks}) or None  # none: every axis
-    check_reduce(op, data(op, tuple(shape), np.random.default_rng(seed)), axes, keepdims)
+    # up to 20^4 float32 terms summed in another order than numpy's: 1e-5 is too tight (a
+    # 14,580-term ReduceSum differed by 1.9e-5 relative)
+    check_reduce(op, data(op, tuple(shape), np.random.default_rng(seed)), axes, keepdims,
+                 rtol=1e-4, atol=1e-4)  # fmt: skip
 
 
 # ---- ArgMax / ArgMin -----------------------------------------------------------------------------
