@@ -4,10 +4,12 @@ a hang, a lost worker and a missing key each one clear error."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import socket
 import threading
 import time
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -262,3 +264,41 @@ def test_a_lost_worker_with_another_holding_the_key_costs_a_rerun(package, caplo
     assert results, "the run did not finish on the other worker"
     assert results[0].worker is not None and not results[0].worker.startswith(first)
     assert f"worker '{first}" in caplog.text and "runs it again on another" in caplog.text
+
+
+def test_a_worker_leaving_between_two_scheduler_questions_is_asked_again(monkeypatch):
+    """The scheduler answers `processing` with a KeyError for a worker that left after it was
+    listed (seen in CI); the wait asks again instead of failing with that KeyError."""
+
+    class Future:
+        key, status = "tvmc-run-1", "finished"
+        polls = 0
+
+        def done(self) -> bool:
+            self.polls += 1
+            return self.polls > 3
+
+        def result(self):
+            return "ok", None, "device"
+
+    class Client:
+        questions = 0
+
+        def as_current(self):
+            return contextlib.nullcontext()
+
+        def processing(self, workers):
+            self.questions += 1
+            if self.questions == 1:
+                raise KeyError("tcp://192.0.2.2:34537")
+            return {w: ["tvmc-run-1"] for w in workers}
+
+    def wait(futures, timeout):
+        raise TimeoutError
+
+    fake = types.SimpleNamespace(wait=wait, TimeoutError=TimeoutError)
+    monkeypatch.setattr(remote, "import_distributed", lambda: fake)
+    monkeypatch.setattr(remote, "_device_workers", lambda client, key: {"tcp://a:1": "device"})
+    client = Client()
+    assert remote._await(client, Future(), Remote("tcp://s:1", DEVICE)) == ("ok", None, "device")
+    assert client.questions == 3  # one per poll; the first one failed

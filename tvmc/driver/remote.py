@@ -168,7 +168,11 @@ def _await(client: Any, future: Any, remote: Remote) -> tuple[str, Any, str]:
                            "again on another worker with device key %r", running_on,
                            remote.device_key)  # fmt: skip
             running_on = ""
-        for address, keys in client.processing(list(devices)).items():
+        try:
+            processing = client.processing(list(devices))
+        except KeyError:  # a worker left between the two questions: ask again next poll
+            continue
+        for address, keys in processing.items():
             if future.key in keys:
                 running_on = devices[address]
         if devices:
