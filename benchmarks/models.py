@@ -44,10 +44,13 @@ from tvmc.runtime.peak import peak_gflops
 def blocked_times(*fns, repeat: int, rounds: int = 3) -> list[list[list[float]]]:
     """Seconds of each run, per function and round: alternating blocks of runs (one runtime's
     thread pool never spins while the other one runs), so that slow drifts of the machine hit
-    all alike."""
+    all alike; the order rotates from round to round."""
     times: list[list[list[float]]] = [[] for _ in fns]
-    for _ in range(rounds):
-        for fn, per_round in zip(fns, times):
+    for r in range(rounds):
+        # each round starts one runtime later: the block after another runtime's pays for its
+        # threads still spinning (OpenVINO's for milliseconds), so no runtime always follows one
+        order = [(r + i) % len(fns) for i in range(len(fns))]
+        for fn, per_round in ((fns[i], times[i]) for i in order):
             fn()  # warm-up after the other runtime had the cores
             block = []
             for _ in range(max(repeat // rounds, 1)):
