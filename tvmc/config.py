@@ -19,15 +19,15 @@ def env_int(name: str) -> int | None:
     return int(value) if value else None
 
 
-# Set to 0 to run every inference on the full thread count. By default an executor times its
-# runs and uses fewer threads while that has lately been faster (a busy machine; see
+# Set to 1 to let an executor time its runs and use fewer threads while that has lately been
+# faster (a busy machine; off by default: it also reacts to short disturbances; see
 # tvmc/runtime/thread_choice.py).
 ADAPTIVE_THREADS_ENV = "TVMC_ADAPTIVE_THREADS"
 
 
-def env_off(name: str) -> bool:
-    """Whether a switch that is on by default was turned off: 0, false, no or off."""
-    return os.environ.get(name, "").strip().lower() in ("0", "false", "no", "off")
+def env_on(name: str) -> bool:
+    """Whether a switch that is off by default was turned on: 1, true, yes or on."""
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 # Which threads run parallel loops: unset, tvmc's own pool (tvmc/codegen/pool.c: the caller works

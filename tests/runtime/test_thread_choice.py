@@ -93,11 +93,13 @@ def test_executor_runs_each_inference_on_the_count_chosen(tmp_path, monkeypatch,
         set_num_threads(None)
 
 
-def test_adaptive_threads_can_be_turned_off_from_the_environment(tmp_path, monkeypatch):
+def test_adaptive_threads_are_turned_on_from_the_environment(tmp_path, monkeypatch):
     package, _ = _conv_package(tmp_path)
+    monkeypatch.delenv("TVMC_ADAPTIVE_THREADS", raising=False)
+    assert tvmc.TVMCPackage(package).executor().adaptive_threads is False
     monkeypatch.setenv("TVMC_ADAPTIVE_THREADS", "off")
     assert tvmc.TVMCPackage(package).executor().adaptive_threads is False
-    monkeypatch.setenv("TVMC_ADAPTIVE_THREADS", "1")
+    monkeypatch.setenv("TVMC_ADAPTIVE_THREADS", "on")
     assert tvmc.TVMCPackage(package).executor().adaptive_threads is True
 
 

@@ -11,7 +11,9 @@ chooser runs on one rung and now and then probes a neighbouring rung, rarely whi
 losing clearly, at once when the times of the rung in use move (a neighbour came or went).
 
 Policy constants below are ratios and run counts, not timings: nothing here depends on the
-machine. $TVMC_ADAPTIVE_THREADS=0 keeps the full count on every run.
+machine. Off by default ($TVMC_ADAPTIVE_THREADS=1 turns it on): in a process that runs other
+runtimes between blocks of runs (benchmarks/models.py), their threads spinning for milliseconds
+after each block looked like a lasting neighbour, and it took one thread where two were faster.
 """
 
 from __future__ import annotations
