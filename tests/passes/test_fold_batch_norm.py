@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 import pytest
 from onnx import helper, numpy_helper
 
-from tests.onnx_helpers import assert_close, onnx_type, run_onnxruntime
-from tvmc.frontend import convert_model
-from tvmc.ops import infer_node, run_reference
+from tests.onnx_helpers import onnx_type
+from tests.passes.checks import apply_and_compare
 from tvmc.passes.fold_batch_norm import fold_batch_norm
 
 # Folding rescales the weights before the float32 sums instead of after: a few ulps per product.
@@ -44,16 +41,8 @@ def bn(prefix, data, out, params, epsilon=1e-5):
 
 def check_fold(model, inputs, expect_ops):
     """Fold, verify, and compare against the unfolded graph and onnxruntime."""
-    graph = convert_model(model)
-    before = run_reference(copy.deepcopy(graph), inputs)
-    folded = fold_batch_norm(graph)
-    folded.verify(infer_node)
+    folded = apply_and_compare(model, inputs, fold_batch_norm, TOL)
     assert folded.op_counts() == expect_ops
-    after = run_reference(folded, inputs)
-    assert list(after) == [o.name for o in model.graph.output]  # output names survive
-    for name, expected in zip(after, run_onnxruntime(model, inputs)):
-        assert_close(after[name], np.asarray(expected), **TOL)
-        assert_close(after[name], before[name], **TOL)
     return folded
 
 

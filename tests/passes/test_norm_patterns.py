@@ -3,16 +3,12 @@ and only when the pattern computes what the op does; results stay onnxruntime's.
 
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 import pytest
 from onnx import helper
 
-from tests.onnx_helpers import assert_close, run_onnxruntime
+from tests.passes.checks import apply_and_compare
 from tests.passes.test_fold_batch_norm import make_model
-from tvmc.frontend import convert_model
-from tvmc.ops import infer_node, run_reference
 from tvmc.passes import match_decomposed_norms
 
 SHAPE = (2, 5, 16)  # normalized over the last dim
@@ -95,15 +91,8 @@ def check(nodes, params, expect_ops, outputs=("y",), opset=17):
     onnxruntime."""
     x = (np.random.default_rng(0).standard_normal(SHAPE) * 3 + 1).astype(np.float32)
     model = make_model(nodes, {"x": x}, list(outputs), params, opset=opset)
-    graph = convert_model(model)
-    before = run_reference(copy.deepcopy(graph), {"x": x})
-    matched = match_decomposed_norms(graph)
-    matched.verify(infer_node)
+    matched = apply_and_compare(model, {"x": x}, match_decomposed_norms, TOL)
     assert {k: v for k, v in matched.op_counts().items() if k != "Identity"} == expect_ops
-    after = run_reference(matched, {"x": x})
-    for name, expected in zip(outputs, run_onnxruntime(model, {"x": x})):
-        assert_close(after[name], np.asarray(expected), **TOL)
-        assert_close(after[name], before[name], **TOL)
     return matched
 
 

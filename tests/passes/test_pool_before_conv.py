@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 import pytest
 from onnx import helper
 
 from tests.onnx_helpers import assert_close, run_onnxruntime
+from tests.passes.checks import apply_and_compare
 from tests.passes.test_fold_batch_norm import make_model
 from tvmc.frontend import convert_model
-from tvmc.ops import infer_node, run_reference
+from tvmc.ops import run_reference
 from tvmc.passes import OPTIMIZE_PIPELINE, run_passes
 from tvmc.passes.pool_before_conv import pool_before_conv
 
@@ -40,18 +39,10 @@ def transition(rng, conv_attrs=None, pool_attrs=None, bias=True, size=8, extra=(
 
 def check_swap(model, inputs, swapped: bool):
     """Run the pass, verify, compare with the graph before and onnxruntime; say if it moved."""
-    graph = convert_model(model)
-    before = run_reference(copy.deepcopy(graph), inputs)
-    after_graph = pool_before_conv(graph)
-    after_graph.verify(infer_node)
+    after_graph = apply_and_compare(model, inputs, pool_before_conv, TOL)
     order = [n.op for n in after_graph.nodes]
     pool = next(i for i, op in enumerate(order) if op.endswith("Pool"))
     assert (pool < order.index("Conv")) == swapped
-    after = run_reference(after_graph, inputs)
-    assert list(after) == [o.name for o in model.graph.output]  # output names survive
-    for name, expected in zip(after, run_onnxruntime(model, inputs)):
-        assert_close(after[name], np.asarray(expected), **TOL)
-        assert_close(after[name], before[name], **TOL)
     return after_graph
 
 
