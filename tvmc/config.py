@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+from tvmc.errors import UsageError
+
 # Number of worker threads for compiled code; default: the machine's physical cores.
 NUM_THREADS_ENV = "TVMC_NUM_THREADS"
 # Processes generating code for one compile (1: all in the compiling process); default: the
@@ -14,9 +16,14 @@ NO_COLOR_ENV = "NO_COLOR"
 
 
 def env_int(name: str) -> int | None:
-    """An integer environment variable, or None when unset or empty."""
+    """An integer environment variable, or None when unset or empty; a UsageError otherwise."""
     value = os.environ.get(name, "").strip()
-    return int(value) if value else None
+    if not value:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise UsageError(f"${name} must be an integer, got {value!r}") from None
 
 
 # Set to 1 to let an executor time its runs and use fewer threads while that has lately been
@@ -26,8 +33,14 @@ ADAPTIVE_THREADS_ENV = "TVMC_ADAPTIVE_THREADS"
 
 
 def env_on(name: str) -> bool:
-    """Whether a switch that is off by default was turned on: 1, true, yes or on."""
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+    """Whether a switch that is off by default was turned on (1, true, yes, on; unset, empty,
+    0, false, no, off: not); a UsageError for anything else."""
+    value = os.environ.get(name, "").strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    raise UsageError(f"${name} must be 1 or 0 (true/false, yes/no, on/off), got {value!r}")
 
 
 # Which threads run parallel loops: unset, tvmc's own pool (tvmc/codegen/pool.c: the caller works

@@ -22,7 +22,8 @@ from tvmc.codegen import (
     set_num_threads,
 )
 from tvmc.codegen import threads as threads_mod
-from tvmc.config import CODEGEN_JOBS_ENV, NUM_THREADS_ENV
+from tvmc.config import ADAPTIVE_THREADS_ENV, CODEGEN_JOBS_ENV, NUM_THREADS_ENV, env_on
+from tvmc.errors import UsageError
 from tvmc.kernel import Buffer, Kernel, nest
 
 
@@ -160,3 +161,23 @@ def test_codegen_jobs_setting(monkeypatch):
     assert threads_mod.codegen_jobs() == 3
     monkeypatch.setenv(CODEGEN_JOBS_ENV, "")
     assert threads_mod.codegen_jobs() == physical_cores()
+
+
+def test_a_bad_thread_count_in_the_environment_is_a_usage_error(monkeypatch):
+    monkeypatch.setattr(threads_mod, "_num_threads", None)
+    monkeypatch.setenv(NUM_THREADS_ENV, "abc")
+    with pytest.raises(UsageError, match=r"\$TVMC_NUM_THREADS must be an integer, got 'abc'"):
+        threads_mod.num_threads()
+
+
+@pytest.mark.parametrize("value,on", [("", False), ("0", False), ("off", False), ("No", False),
+                                      ("1", True), ("true", True), (" ON ", True)])  # fmt: skip
+def test_switches_read_from_the_environment(monkeypatch, value, on):
+    monkeypatch.setenv(ADAPTIVE_THREADS_ENV, value)
+    assert env_on(ADAPTIVE_THREADS_ENV) is on
+
+
+def test_a_switch_that_is_neither_on_nor_off_is_a_usage_error(monkeypatch):
+    monkeypatch.setenv(ADAPTIVE_THREADS_ENV, "banana")
+    with pytest.raises(UsageError, match=r"\$TVMC_ADAPTIVE_THREADS must be 1 or 0"):
+        env_on(ADAPTIVE_THREADS_ENV)

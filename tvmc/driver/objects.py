@@ -399,7 +399,7 @@ def format_more_times(t: Timings) -> str:
     runs = "run" if t.warmup == 1 else "runs"
     cold.append(f"{t.warmup} warm-up {runs}, {t.runs} timed in {len(t.results)} measurements "
                 f"over {t.seconds:.3f} s")  # fmt: skip
-    if len(t.thread_runs) > 1:  # the executor took one thread on some runs: say so
+    if len(t.thread_runs) > 1:  # the executor took fewer threads on some runs: say so
         (full, on_full), *rest = t.thread_runs
         fewer = ", ".join(f"{r} on {n}" for n, r in rest)
         cold.append(f"runs on {full} threads {on_full}, {fewer} (tried, and kept while faster; "
