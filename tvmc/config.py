@@ -26,19 +26,20 @@ def env_int(name: str) -> int | None:
         raise UsageError(f"${name} must be an integer, got {value!r}") from None
 
 
-# Set to 1 to let an executor time its runs and use fewer threads while that has lately been
-# faster (a busy machine; off by default: it also reacts to short disturbances; see
-# tvmc/runtime/thread_choice.py).
+# An executor times its runs and uses fewer threads while that has lately been faster (a busy
+# machine; tvmc/runtime/thread_choice.py); set to 0 to run every inference on the full count.
 ADAPTIVE_THREADS_ENV = "TVMC_ADAPTIVE_THREADS"
 
 
-def env_on(name: str) -> bool:
-    """Whether a switch that is off by default was turned on (1, true, yes, on; unset, empty,
-    0, false, no, off: not); a UsageError for anything else."""
+def env_on(name: str, default: bool = False) -> bool:
+    """Whether a switch is on: 1, true, yes, on; or 0, false, no, off; unset or empty:
+    `default`; a UsageError for anything else."""
     value = os.environ.get(name, "").strip().lower()
+    if not value:
+        return default
     if value in ("1", "true", "yes", "on"):
         return True
-    if value in ("", "0", "false", "no", "off"):
+    if value in ("0", "false", "no", "off"):
         return False
     raise UsageError(f"${name} must be 1 or 0 (true/false, yes/no, on/off), got {value!r}")
 

@@ -175,6 +175,7 @@ def test_a_bad_thread_count_in_the_environment_is_a_usage_error(monkeypatch):
 def test_switches_read_from_the_environment(monkeypatch, value, on):
     monkeypatch.setenv(ADAPTIVE_THREADS_ENV, value)
     assert env_on(ADAPTIVE_THREADS_ENV) is on
+    assert env_on(ADAPTIVE_THREADS_ENV, default=True) is (on or value == "")
 
 
 def test_a_switch_that_is_neither_on_nor_off_is_a_usage_error(monkeypatch):

@@ -241,7 +241,7 @@ def test_format_times_says_when_runs_took_fewer_threads():
     times = Timings((0.001, 0.002), runs=2, seconds=0.003, warmup=1, thread_runs=((2, 90), (1, 11)))
     text = format_more_times(times)
     assert "runs on 2 threads 90, 11 on 1 (tried, and kept while faster; " in text
-    assert "TVMC_ADAPTIVE_THREADS=1)" in text
+    assert "TVMC_ADAPTIVE_THREADS=0: always 2)" in text
     assert times.to_json()["thread_runs"] == [
         {"threads": 2, "runs": 90},
         {"threads": 1, "runs": 11},

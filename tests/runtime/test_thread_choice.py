@@ -25,6 +25,9 @@ def simulate(choice: ThreadChoice, seconds_of, runs: int) -> list[int]:
     return used
 
 
+TRIAL_DOWN = [1, 1, 1] + [2] * 7 + [1, 1, 1]  # a whole trial of one thread against two
+
+
 def noisy(times: dict[int, float], seed: int = 0):
     rng = np.random.default_rng(seed)
     return lambda threads, i: times[threads] * rng.uniform(0.95, 1.05)
@@ -45,7 +48,10 @@ def test_keeps_the_full_count_when_it_is_faster_and_probes_ever_less():
 
 def test_takes_one_thread_when_that_is_faster():
     used = simulate(ThreadChoice(2), noisy({2: 1.5, 1: 1.0}), 500)
-    assert used[4:40].count(1) >= 24  # switched at the first probe
+    # a trial down (blocks of three runs; two threads after one start with a run that wakes
+    # the workers, untimed), switched; four runs on, a trial up: the run that wakes the workers,
+    # then one timed run that loses clearly and ends it
+    assert used[4:23] == TRIAL_DOWN + [1, 1, 1, 1] + [2, 2]
     assert used[100:].count(2) / len(used[100:]) < 0.03  # the full count still probed, rarely
 
 
@@ -93,10 +99,10 @@ def test_executor_runs_each_inference_on_the_count_chosen(tmp_path, monkeypatch,
         set_num_threads(None)
 
 
-def test_adaptive_threads_are_turned_on_from_the_environment(tmp_path, monkeypatch):
+def test_adaptive_threads_are_on_unless_the_environment_turns_them_off(tmp_path, monkeypatch):
     package, _ = _conv_package(tmp_path)
     monkeypatch.delenv("TVMC_ADAPTIVE_THREADS", raising=False)
-    assert tvmc.TVMCPackage(package).executor().adaptive_threads is False
+    assert tvmc.TVMCPackage(package).executor().adaptive_threads is True
     monkeypatch.setenv("TVMC_ADAPTIVE_THREADS", "off")
     assert tvmc.TVMCPackage(package).executor().adaptive_threads is False
     monkeypatch.setenv("TVMC_ADAPTIVE_THREADS", "on")
@@ -118,14 +124,57 @@ def test_settles_on_a_middle_rung_when_that_is_fastest():
     assert {8, 2} <= set(used[500:])  # both neighbours still probed
 
 
-def test_one_lucky_probe_does_not_switch():
+def test_one_lucky_run_does_not_switch():
     rng = np.random.default_rng(1)
 
     def times(threads: int, i: int) -> float:
         if threads == 1 and i == 4:
-            return 0.5  # the first probe ran while the machine was briefly quiet
+            return 0.5  # the trial's first timed run came while the machine was briefly quiet
         return {2: 1.0, 1: 1.9}[threads] * rng.uniform(0.95, 1.05)
 
     used = simulate(ThreadChoice(2), times, 40)
-    assert used[4:7] == [1, 1, 2]  # looked again, and stayed on two threads
-    assert used[7:].count(1) <= 2
+    assert used[4:17] == TRIAL_DOWN  # the lucky run did not move its block's median
+    assert used[17:25] == [2] * 8  # kept two threads; the next trial, after 8 runs,
+    assert used[17:].count(1) == 1  # ends at its first run, a clear loss
+
+
+def test_a_clear_loss_ends_the_trial_after_its_first_timed_run():
+    used = simulate(ThreadChoice(2), noisy({2: 1.0, 1: 1.9}), 12)
+    assert used[4:6] == [1, 2]
+
+
+def test_short_disturbances_do_not_move_it_to_one_thread():
+    # another runtime's threads spin for a few runs at the start of each block of 30 runs
+    def times(threads: int, i: int) -> float:
+        disturbed = i % 30 < 3
+        return {2: 3.0 if disturbed else 1.0, 1: 1.9}[threads]
+
+    used = simulate(ThreadChoice(2), times, 3000)
+    assert used[100:].count(1) / len(used[100:]) < 0.02
+
+
+def test_a_machine_slowing_steadily_during_a_trial_favours_neither_count():
+    # both counts equally fast, every run 3% slower than the one before: in the order
+    # candidate, current, current, candidate each count gains in one pair and loses in the other
+    choice = ThreadChoice(2)
+    used = simulate(choice, lambda threads, i: 1.03**i, 80)
+    assert used[4:17] == TRIAL_DOWN
+    assert longest_run_of(1, used) == 3 and choice.current == 2  # trials only, never a switch
+
+
+def test_waking_the_workers_is_not_charged_to_more_threads():
+    # two threads 10% faster back to back, but a run on two threads right after one on one
+    # thread wakes the pool's sleeping workers and costs half again
+    choice, used, last = ThreadChoice(2), [], 2
+    for _ in range(2000):
+        threads = choice.next_threads()
+        seconds = 1.0 if threads == 1 else (1.5 if last == 1 else 0.9)
+        choice.observe(threads, seconds)
+        used.append(threads)
+        last = threads
+    assert longest_run_of(1, used) == 3 and choice.current == 2  # trials only, never a switch
+    assert used[200:].count(2) / len(used[200:]) > 0.9  # trials every 64 runs: about as fast
+
+
+def longest_run_of(threads: int, used: list[int]) -> int:
+    return max((len(list(g)) for n, g in itertools.groupby(used) if n == threads), default=0)

@@ -109,8 +109,8 @@ from tvmc.driver.plots import PROFILE_FORMATS, check_extension, write_profile
     "--num-threads",
     type=click.IntRange(min=1),
     metavar="N",
-    help="Worker threads (default: $TVMC_NUM_THREADS, else the physical cores); with"
-    " TVMC_ADAPTIVE_THREADS=1, at most: runs take fewer while that has lately been faster.",
+    help="Worker threads (default: $TVMC_NUM_THREADS, else the physical cores), at most: runs"
+    " take fewer while that has lately been faster (TVMC_ADAPTIVE_THREADS=0: always N).",
 )
 @click.option(
     "--scheduler",

@@ -403,5 +403,5 @@ def format_more_times(t: Timings) -> str:
         (full, on_full), *rest = t.thread_runs
         fewer = ", ".join(f"{r} on {n}" for n, r in rest)
         cold.append(f"runs on {full} threads {on_full}, {fewer} (tried, and kept while faster; "
-                    f"TVMC_ADAPTIVE_THREADS=1)")  # fmt: skip
+                    f"TVMC_ADAPTIVE_THREADS=0: always {full})")  # fmt: skip
     return "\n".join([*lines, ", ".join(cold)])

@@ -118,7 +118,7 @@ class Executor:
         self._entry = module[info.entry]
         self._args_ptr = ctypes.cast(self._args, ctypes.c_void_p)
         self._workspace_ptr = ctypes.c_void_p(self.workspace.ctypes.data)
-        self.adaptive_threads = env_on(ADAPTIVE_THREADS_ENV)  # see thread_choice.py
+        self.adaptive_threads = env_on(ADAPTIVE_THREADS_ENV, default=True)  # thread_choice.py
         self._choices: dict[int, ThreadChoice] = {}
 
     def set_inputs(self, arrays: list[np.ndarray]) -> None:
@@ -133,9 +133,9 @@ class Executor:
         return [array.copy() for array in self._outputs]
 
     def call(self) -> None:
-        """One call of the entry function (what benchmarks time); with `adaptive_threads`
-        ($TVMC_ADAPTIVE_THREADS=1), on the thread count the executor's ThreadChoice picks for it
-        (the count set, or fewer when that has been faster lately)."""
+        """One call of the entry function (what benchmarks time); with `adaptive_threads` (the
+        default; $TVMC_ADAPTIVE_THREADS=0 turns it off), on the thread count the executor's
+        ThreadChoice picks for it (the count set, or fewer when that has been faster lately)."""
         if any(array is None for array in self._inputs):
             raise InputError("inputs are not bound; call set_inputs first")
         choice = self._thread_choice()

@@ -5,30 +5,38 @@ claimed holds the join of its loop until the scheduler runs it again, a slice of
 milliseconds; beside one busy core that happens in most inferences, and 2 threads take longer
 than 1 (docs/performance.md, the noisy-neighbour benchmark). A rule inside the pool that judged
 single loops was measured and dropped: a loop's time says too little. Whole inferences do, so
-the executor times every run and keeps the recent times of each count it tried. The counts form
-a ladder, the count set and its halves down to one (16, 8, 4, 2, 1; on 2 cores 2 and 1); the
-chooser runs on one rung and now and then probes a neighbouring rung, rarely while that keeps
-losing clearly, at once when the times of the rung in use move (a neighbour came or went).
+the executor times every run. The counts form a ladder, the count set and its halves down to one
+(16, 8, 4, 2, 1; on 2 cores 2 and 1); the chooser runs on one rung and now and then holds a
+trial against a neighbouring rung, rarely while that keeps losing clearly, soon when the times
+of the rung in use stay moved (a neighbour came or went).
+
+A trial compares fresh runs only, in alternating blocks (candidate, current, current,
+candidate), so that neither old times from another state of the machine nor a machine getting
+steadily faster or slower during the trial decides it; blocks of a few runs, since beside a
+neighbour single runs of the same count vary by half. A block on more threads than the run
+before it starts with an untimed run: the pool's workers fell asleep during the run on fewer
+threads, and waking them is a cost that runs back to back on one count do not pay. A disturbance of a few runs (another runtime's
+threads spinning for milliseconds after its own work) neither moves the median watched nor
+wins both pairs of a trial.
 
 Policy constants below are ratios and run counts, not timings: nothing here depends on the
-machine. Off by default ($TVMC_ADAPTIVE_THREADS=1 turns it on): in a process that runs other
-runtimes between blocks of runs (benchmarks/models.py), their threads spinning for milliseconds
-after each block looked like a lasting neighbour, and it took one thread where two were faster.
+machine. $TVMC_ADAPTIVE_THREADS=0 turns it off (every run on the count set).
 """
 
 from __future__ import annotations
 
 from collections import deque
 
-WINDOW = 5  # recent runs per thread count whose median stands for that count
-PROBE_UP_RUNS = 2  # runs per probe of more threads (the first may find the workers asleep)
-FIRST_INTERVAL = 4  # runs before the first probe, and after a switch or a change of the machine
-CLOSE_INTERVAL = 32  # most runs between probes while the rungs probed are about as fast
-MAX_INTERVAL = 256  # most runs between probes while they lose clearly
-CLEAR_LOSS = 1.25  # a rung slower by this factor loses clearly
-SWITCH_BELOW = 0.95  # switch when a probed rung's median is under this share of the current's
-SWITCH_SAMPLES = 3  # ... over at least this many of its runs (keeping it needs only one)
-DRIFT = 1.3  # the current rung's median moved by this factor since the last decision: probe now
+WINDOW = 5  # recent runs of the rung in use whose median is watched for a change of the machine
+DRIFT = 1.3  # that median moved by this factor from the first window after the last trial ...
+DRIFT_WINDOWS = 2  # ... in this many windows in a row: the machine changed, hold a trial now
+BLOCK_RUNS = 3  # timed runs per block of a trial
+FIRST_INTERVAL = 4  # runs before the first trial, and after a switch or a change of the machine
+CLOSE_INTERVAL = 64  # most runs between trials while the rungs tried are about as fast
+MAX_INTERVAL = 256  # most runs between trials while they lose clearly
+CLEAR_LOSS = 1.25  # a rung slower by this factor loses clearly (its first run ends the trial)
+SWITCH_BELOW = 0.95  # switch when the candidate's median is under this share of the current's,
+# and each of its blocks was faster than the current's block beside it
 
 
 def ladder(full: int) -> list[int]:
@@ -51,73 +59,95 @@ class ThreadChoice:
         self.counts = ladder(full)
         self.current = full
         self.runs = dict.fromkeys(self.counts, 0)  # runs observed per thread count
-        self._recent = {n: deque(maxlen=WINDOW) for n in self.counts}
+        self._window: deque[float] = deque(maxlen=WINDOW)  # the rung in use, outside trials
+        self._baseline: float | None = None  # the rung in use's first window after a trial
+        self._moved_windows = 0
         self._interval = FIRST_INTERVAL
-        self._since_probe = 0
-        self._probe: int | None = None  # the count being probed
-        self._probe_left = 0
-        self._next_fewer = True  # the next probe goes down the ladder (else up), where both exist
-        self._baseline: float | None = None  # the current count's median at the last decision
+        self._since_trial = 0
+        self._plan: list[tuple[int, bool]] = []  # the trial's runs to come: (count, timed)
+        self._candidate = full
+        self._timed: dict[int, list[float]] = {}  # the trial's timed runs per count
+        self._next_fewer = True  # the next trial goes down the ladder (else up), where both exist
 
     def next_threads(self) -> int:
-        return self._probe if self._probe_left else self.current
+        return self._plan[0][0] if self._plan else self.current
 
     def observe(self, threads: int, seconds: float) -> None:
-        if threads not in self._recent or len(self.counts) == 1:
+        if threads not in self.runs or len(self.counts) == 1:
             return
         self.runs[threads] += 1
-        self._recent[threads].append(seconds)
-        if threads != self.current:  # a probe run
-            self._probe_left = max(self._probe_left - 1, 0)
-            if not self._probe_left:
-                self._decide(threads)
-            return
-        self._since_probe += 1
-        if self._since_probe % WINDOW == 0 and self._moved():
-            # the machine changed: what the other counts did before is stale
-            for n in self.counts:
-                if n != self.current:
-                    self._recent[n].clear()
-            self._interval = FIRST_INTERVAL
-            self._since_probe = self._interval
-        if self._since_probe >= self._interval:
-            self._start_probe()
-            self._since_probe = 0
+        if self._plan:
+            if threads == self._plan[0][0]:  # else a run not of our choosing (observe is public)
+                self._trial_run(threads, seconds)
+        elif threads == self.current:
+            self._steady_run(seconds)
 
-    def _start_probe(self) -> None:
+    def _steady_run(self, seconds: float) -> None:
+        self._window.append(seconds)
+        self._since_trial += 1
+        if self._since_trial % WINDOW == 0 and len(self._window) == WINDOW:
+            self._moved_windows = self._moved_windows + 1 if self._moved() else 0
+            if self._moved_windows >= DRIFT_WINDOWS:  # what the other rungs did is stale
+                self._interval = FIRST_INTERVAL
+        if self._since_trial >= self._interval:
+            self._start_trial()
+
+    def _moved(self) -> bool:
+        median = _median(self._window)
+        if self._baseline is None:
+            self._baseline = median
+            return False
+        return median > self._baseline * DRIFT or median * DRIFT < self._baseline
+
+    def _start_trial(self) -> None:
         at = self.counts.index(self.current)
         fewer = self.counts[at + 1] if at + 1 < len(self.counts) else None
         more = self.counts[at - 1] if at > 0 else None
-        if fewer is not None and (more is None or self._next_fewer):
-            self._probe, self._probe_left = fewer, 1
-        else:
-            self._probe, self._probe_left = more, PROBE_UP_RUNS
+        candidate = fewer if fewer is not None and (more is None or self._next_fewer) else more
+        assert candidate is not None  # a ladder has two rungs or more here
         self._next_fewer = not self._next_fewer
+        self._candidate = candidate
+        self._plan, before = [], self.current
+        for n in (candidate, self.current, self.current, candidate):
+            if n > before:
+                self._plan.append((n, False))  # wakes the workers: not timed
+            self._plan += [(n, True)] * BLOCK_RUNS
+            before = n
+        self._timed = {candidate: [], self.current: []}
+        self._since_trial = 0
+        self._moved_windows = 0
 
-    def _moved(self) -> bool:
-        """Whether the rung in use got faster or slower by DRIFT since the last decision."""
-        if self._baseline is None:
-            return False
-        current = _median(self._recent[self.current])
-        return current > self._baseline * DRIFT or current * DRIFT < self._baseline
+    def _trial_run(self, threads: int, seconds: float) -> None:
+        _, timed = self._plan.pop(0)
+        if timed:
+            self._timed[threads].append(seconds)
+        candidate = self._timed[self._candidate]
+        if len(candidate) == 1 and not self._timed[self.current] and self._window:
+            if seconds > _median(self._window) * CLEAR_LOSS and threads == self._candidate:
+                self._plan = []  # lost clearly against the runs just before: not worth more
+                self._end_trial(switch=False, clear_loss=True)
+                return
+        if not self._plan:
+            current = self._timed[self.current]
+            ratio = _median(candidate) / _median(current)
+            halves = [(candidate[:BLOCK_RUNS], current[:BLOCK_RUNS]),
+                      (candidate[BLOCK_RUNS:], current[BLOCK_RUNS:])]  # fmt: skip
+            each = all(_median(c) < _median(k) for c, k in halves)
+            self._end_trial(switch=ratio < SWITCH_BELOW and each, clear_loss=ratio > CLEAR_LOSS)
 
-    def _decide(self, probed: int) -> None:
-        if not self._recent[self.current] or not self._recent[probed]:
-            return  # runs not of our choosing (observe is public)
-        current = _median(self._recent[self.current])
-        other = _median(self._recent[probed])
-        if other < current * SWITCH_BELOW and len(self._recent[probed]) < SWITCH_SAMPLES:
-            self._probe_left = 1  # one fast run is not enough to switch on: look again
-            return
-        if other < current * SWITCH_BELOW:
-            self.current = probed
+    def _end_trial(self, switch: bool, clear_loss: bool) -> None:
+        if switch:
+            self.current = self._candidate
             self._interval = FIRST_INTERVAL
-        else:  # kept: probe half as often, up to a bound that depends on how far behind
-            bound = MAX_INTERVAL if other > current * CLEAR_LOSS else CLOSE_INTERVAL
+        else:  # kept: try half as often, up to a bound that depends on how far behind
+            bound = MAX_INTERVAL if clear_loss else CLOSE_INTERVAL
             self._interval = min(self._interval * 2, max(bound, self._interval // 2))
-        self._baseline = _median(self._recent[self.current])
+        self._baseline = None
+        self._window.clear()
+        self._since_trial = 0
 
 
-def _median(times: deque[float]) -> float:
+def _median(times) -> float:
     """The middle value (the upper one of an even count): cheap, and runs can take 20 us."""
-    return sorted(times)[len(times) // 2]
+    ordered = sorted(times)
+    return ordered[len(ordered) // 2]

@@ -195,7 +195,7 @@ complete -c tvmc -n '__tvmc_command tvmc run' -l 'duration' -x -d 'With --print-
 complete -c tvmc -n '__tvmc_command tvmc run' -l 'profile' -d 'Time each kernel call; print the time per model node (ONNX name, op, shapes).'
 complete -c tvmc -n '__tvmc_command tvmc run' -l 'profile-out' -x -a '(__tvmc_files .json .svg)' -d 'Write the profile (implies --profile): .json a Chrome trace (Perfetto, chrome://tracing), .svg a bar chart of time per node and op type. Repeatable.'
 complete -c tvmc -n '__tvmc_command tvmc run' -l 'end-to-end' -d 'With --device cuda, time copying inputs in and outputs out too (on the CPU nothing is copied: no change).'
-complete -c tvmc -n '__tvmc_command tvmc run' -l 'num-threads' -x -d 'Worker threads (default: $TVMC_NUM_THREADS, else the physical cores); with TVMC_ADAPTIVE_THREADS=1, at most: runs take fewer while that has lately been faster.'
+complete -c tvmc -n '__tvmc_command tvmc run' -l 'num-threads' -x -d 'Worker threads (default: $TVMC_NUM_THREADS, else the physical cores), at most: runs take fewer while that has lately been faster (TVMC_ADAPTIVE_THREADS=0: always N).'
 complete -c tvmc -n '__tvmc_command tvmc run' -l 'scheduler' -l 'rpc-tracker' -x -d 'Run on a Dask worker of this scheduler (tcp://host:8786; TVMC\'s --rpc-tracker HOST:PORT names it too), one with --device-key; see docs/distributed.md.'
 complete -c tvmc -n '__tvmc_command tvmc run' -l 'device-key' -l 'rpc-key' -x -d 'With --scheduler: the device key of the worker to run on (`tvmc worker --device-key`).'
 complete -c tvmc -n '__tvmc_command tvmc run' -l 'remote-timeout' -x -d 'With --scheduler: stop the run on the worker past this many seconds.'
