@@ -15,9 +15,9 @@ candidate), so that neither old times from another state of the machine nor a ma
 steadily faster or slower during the trial decides it; blocks of a few runs, since beside a
 neighbour single runs of the same count vary by half. A block on more threads than the run
 before it starts with an untimed run: the pool's workers fell asleep during the run on fewer
-threads, and waking them is a cost that runs back to back on one count do not pay. A disturbance of a few runs (another runtime's
-threads spinning for milliseconds after its own work) neither moves the median watched nor
-wins both pairs of a trial.
+threads, and waking them is a cost that runs back to back on one count do not pay. A
+disturbance of a few runs (another runtime's threads spinning for milliseconds after its own
+work) neither moves the median watched in two windows in a row nor wins both blocks.
 
 Policy constants below are ratios and run counts, not timings: nothing here depends on the
 machine. $TVMC_ADAPTIVE_THREADS=0 turns it off (every run on the count set).
