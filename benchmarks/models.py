@@ -15,7 +15,9 @@ With `--tuned DIR` (records from benchmarks/tune_models.py, DIR/<model>.json) tv
 compiled with those records, in the same alternation: the tuned latency, its ratio to the
 faster baseline, its speedup over untuned, the noise (the spread of the per-round ratios of tuned
 to untuned, each pair timed back to back) and a flag where tuned is slower than untuned in every
-round, i.e. beyond that noise.
+round, i.e. beyond that noise. With `--fixed-threads` the same untuned executor also runs with its
+thread count fixed (TVMC_ADAPTIVE_THREADS=0) in the same alternation: the default (choosing the
+count run by run, tvmc/runtime/thread_choice.py) against fixed, per model and as a geometric mean.
 Medians of `--repeat` timed runs after warm-up; the machine is shared, so compare ratios, not
 lone times.
 """
@@ -119,7 +121,21 @@ def relative_error(ours: list[np.ndarray], theirs: list[np.ndarray]) -> float:
     return worst
 
 
-def bench_model(model: BenchModel, tmp: str, repeat: int, threads: int, tuned: str | None) -> dict:
+def fixed_threads(executor: Executor):
+    """A call of `executor` on its full thread count, as with TVMC_ADAPTIVE_THREADS=0."""
+
+    def call() -> None:
+        executor.adaptive_threads = False
+        try:
+            executor.call()
+        finally:
+            executor.adaptive_threads = True
+
+    return call
+
+
+def bench_model(model: BenchModel, tmp: str, repeat: int, threads: int, tuned: str | None,
+                fixed: bool = False) -> dict:  # fmt: skip
     """One model's row: load and compile times, medians of tvmc (and tuned), the baselines."""
     path = model.onnx_path(tmp)
     inputs = model.inputs(path)
@@ -141,6 +157,8 @@ def bench_model(model: BenchModel, tmp: str, repeat: int, threads: int, tuned: s
             )
             runs.append(tuned_executor.call)
             outputs.append(tuned_executor.run())
+        if fixed:
+            runs.append(fixed_threads(executor))
     except Exception as exc:  # tvmc's own failure: a bug to report, not a baseline's gap
         raise LeftOut(f"tvmc fails on it (a bug): {type(exc).__name__}: {exc}"[:200]) from exc
     p = result.lowered.program
@@ -150,6 +168,7 @@ def bench_model(model: BenchModel, tmp: str, repeat: int, threads: int, tuned: s
     times = blocked_times(*runs, *baselines, repeat=repeat)
     medians = [statistics.median(t for block in f for t in block) * 1e3 for f in times]
     tvmc_ms, base_ms = medians[: len(runs)], medians[len(runs) :]
+    fixed_ms = tvmc_ms.pop() if fixed else None
     del theirs, baselines  # free their thread pools before the next model runs
     best = min(base_ms)
     flops = sum(c.flops for c in p.calls)
@@ -158,9 +177,10 @@ def bench_model(model: BenchModel, tmp: str, repeat: int, threads: int, tuned: s
         "tvmc_ms": tvmc_ms[0], "ort_ms": base_ms[0],
         "ov_ms": base_ms[1] if len(base_ms) > 1 else None, "ratio": tvmc_ms[0] / best,
         "gflops": flops / tvmc_ms[0] / 1e6, "workspace_mb": p.workspace_bytes / 1e6,
-        "naive_mb": p.naive_bytes / 1e6, "error": error, "tuned_ms": None,
+        "naive_mb": p.naive_bytes / 1e6, "error": error, "tuned_ms": None, "fixed_ms": fixed_ms,
+        "one_thread_runs": executor.thread_runs.get(1, 0),
     }  # fmt: skip
-    if len(runs) > 1:
+    if len(tvmc_ms) > 1:
         # tuned / untuned per round: each pair ran back to back, so drifts of the machine cancel
         paired = [statistics.median(t) / statistics.median(u) for t, u in zip(times[1], times[0])]
         row.update(tuned_ms=tvmc_ms[1], tuned_ratio=tvmc_ms[1] / best,
@@ -214,6 +234,13 @@ def summary(rows: list[dict], left_out: list[tuple[str, str]]) -> list[str]:
             "tuned slower than untuned in every round (beyond the noise): "
             + (", ".join(slower) if slower else "none")
         )
+    fixed = [r for r in rows if r["fixed_ms"] is not None]
+    if fixed:
+        by = [r["tvmc_ms"] / r["fixed_ms"] for r in fixed]
+        w = max(fixed, key=lambda r: r["tvmc_ms"] / r["fixed_ms"])
+        lines.append(f"thread count chosen run by run / fixed: geometric mean {geomean(by):.3f} "
+                     f"over {len(fixed)} models; worst {w['model']} "
+                     f"{w['tvmc_ms'] / w['fixed_ms']:.2f}")  # fmt: skip
     for name, why in left_out:
         lines.append(f"left out {name}: {why}")
     return lines
@@ -228,6 +255,8 @@ def main() -> None:
                         help="light: the ONNX light models; zoo: tests/models/zoo")  # fmt: skip
     parser.add_argument("--repeat", type=int, default=30, help="timed runs per runtime")
     parser.add_argument("--tuned", metavar="DIR", help="records DIR/<model>.json to compare")
+    parser.add_argument("--fixed-threads", action="store_true",
+                        help="also time tvmc with its thread count fixed (no run-by-run choice)")
     args = parser.parse_args()
     models = by_names(args.names) if args.names else suite(args.models)
     threads = num_threads()
@@ -244,12 +273,14 @@ def main() -> None:
     )
     if args.tuned:
         header += f" {'tuned ms':>8} {'t.ratio':>7} {'speedup':>7} {'noise':>5}"
+    if args.fixed_threads:
+        header += f" {'fixed ms':>8} {'/fixed':>6} {'1t runs':>7}"
     print(header)
     rows, left_out = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for model in models:
             try:
-                r = bench_model(model, tmp, args.repeat, threads, args.tuned)
+                r = bench_model(model, tmp, args.repeat, threads, args.tuned, args.fixed_threads)
             except LeftOut as why:
                 left_out.append((model.name, str(why)))
                 print(f"{model.name:20} left out: {why}")
@@ -267,6 +298,9 @@ def main() -> None:
                     flag = "  SLOWER" if r["slower"] else ""
                     line += (f" {r['tuned_ms']:8.3f} {r['tuned_ratio']:7.2f} {r['speedup']:6.2f}x "
                              f"{r['noise']:5.0%}{flag}")  # fmt: skip
+            if args.fixed_threads:
+                line += (f" {r['fixed_ms']:8.3f} {r['tvmc_ms'] / r['fixed_ms']:6.2f} "
+                         f"{r['one_thread_runs']:7d}")  # fmt: skip
             print(line)
             sys.stdout.flush()
     if rows:
