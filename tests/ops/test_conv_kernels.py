@@ -556,3 +556,31 @@ def test_conv_prefetch_emits_llvm_prefetch():
     (ir_on, llvm_on), (ir_off, llvm_off) = text({"prefetch": True}), text({})
     assert "prefetch(" in ir_on and "prefetch(" not in ir_off
     assert "llvm.prefetch" in llvm_on and "llvm.prefetch" not in llvm_off
+
+
+@pytest.mark.parametrize(
+    "x_shape,w_shape,cache_bytes,fetch",
+    [
+        # channels_outer: the weights (1 MB) against a core's cache
+        ((1, 512, 7, 7), (512, 512, 1, 1), 512 << 10, True),
+        ((1, 512, 7, 7), (512, 512, 1, 1), 2 << 20, False),
+        # pixels_outer: the input (3.2 MB)
+        ((1, 256, 56, 56), (64, 256, 1, 1), 1 << 20, True),
+        ((1, 256, 56, 56), (64, 256, 1, 1), 4 << 20, False),
+        # a cache of unknown size: never
+        ((1, 256, 56, 56), (64, 256, 1, 1), 0, False),
+    ],
+)
+def test_default_prefetch_where_the_outer_operand_outgrows_the_cache(
+    x_shape, w_shape, cache_bytes, fetch
+):
+    chosen = default_plan(x_shape, w_shape, {})
+    n = len(w_shape) - 2
+    full = OPS["Conv"].normalize_attrs({"kernel_shape": w_shape[2:], "strides": [1] * n,
+                                        "pads": [0] * 2 * n, "dilations": [1] * n, "group": 1},
+                                       "Conv")  # fmt: skip
+    geo = geometry_of("Conv", full, [TensorType(s, "float32") for s in (x_shape, w_shape)])
+    with_cache = plan({}, geo, 16, 32, cache_bytes // 4)
+    assert with_cache.prefetch == fetch
+    assert with_cache.order == chosen.order  # the cache moves nothing else
+    assert plan({"prefetch": not fetch}, geo, 16, 32, cache_bytes // 4).prefetch == (not fetch)

@@ -28,6 +28,8 @@ Knobs (ctx.config; `plan` reads them, with the defaults in DEFAULTS and `_estima
   the input's end, only if the lowering allows it (`LowerContext.may_read_past_end`).
 - order: "pixels_outer" (consecutive tiles share input rows) or "channels_outer" (they share a
   weight block); the default is `default_order`'s.
+- prefetch: whether each tile fetches its share of the operand the tile loop's next outer step
+  reads (cpu_tiles.Ahead); the default is `default_prefetch`'s. Not in the knob space yet.
 
 The knob space (`conv_space`): every config builds and computes the same result.
 Knob spaces of the Conv and ConvTranspose templates: the names `plan` reads.
@@ -123,8 +125,11 @@ class Plan:
     prefetch: bool
 
 
-def plan(cfg: Mapping[str, Any], geo: ConvGeometry, lanes: int, registers: int) -> Plan:
-    """The knobs of `cfg`, with defaults chosen for `geo` and tiles that fit `registers`."""
+def plan(
+    cfg: Mapping[str, Any], geo: ConvGeometry, lanes: int, registers: int, cache_elements: int = 0
+) -> Plan:
+    """The knobs of `cfg`, with defaults chosen for `geo`, tiles that fit `registers` and a
+    core's own cache of `cache_elements` input elements (0: unknown)."""
     cfg = dict(cfg)
     if "plan" in cfg:
         cfg["schedule"], cfg["tile_vectors"], cfg["tile_rows"], *order = cfg.pop("plan")
@@ -141,10 +146,11 @@ def plan(cfg: Mapping[str, Any], geo: ConvGeometry, lanes: int, registers: int) 
     if schedule == "depthwise" and geo.icg != 1:
         schedule = "pixels"  # a tile loop builds the planes of one input channel only
     tiling = chn if schedule == "channels" else pix
+    order = str(cfg.get("order", default_order(geo, schedule, lanes)))
+    fetch = cfg.get("prefetch", default_prefetch(geo, schedule, order, cache_elements))
     return Plan(
-        schedule, tiling, str(cfg.get("order", default_order(geo, schedule, lanes))),
-        str(cfg.get("unroll_taps", "none")), bool(cfg.get("in_place", True)),
-        bool(cfg.get("prefetch", False)),
+        schedule, tiling, order, str(cfg.get("unroll_taps", "none")),
+        bool(cfg.get("in_place", True)), bool(fetch),
     )  # fmt: skip
 
 
@@ -167,6 +173,17 @@ def default_order(geo: ConvGeometry, schedule: str, lanes: int) -> str:
     return "channels_outer" if weights > geo.channels * geo.plane_size else "pixels_outer"
 
 
+def default_prefetch(geo: ConvGeometry, schedule: str, order: str, cache_elements: int) -> bool:
+    """Whether tiles fetch the next outer step's operand ahead by default: where that operand
+    (the weights, channels_outer; the input, pixels_outer) outgrows a core's own cache, so
+    that it comes from L3 or memory even in a loop of runs (docs/performance.md, "Prefetch")."""
+    if schedule == "depthwise" or cache_elements <= 0:
+        return False
+    if order == "channels_outer":
+        return geo.out_channels * geo.icg * len(geo.taps) > cache_elements
+    return geo.channels * geo.plane_size > cache_elements
+
+
 def conv_lowering(
     ctx: LowerContext,
     geo: ConvGeometry,
@@ -180,7 +197,8 @@ def conv_lowering(
     """Kernels computing `out` = conv(x, weight_fn(w)) + bias, then the epilogue."""
     acc = accumulator_dtype(out.dtype)
     lanes = ctx.target.lanes(acc)
-    p = plan(ctx.config, geo, lanes, ctx.target.vector_registers)
+    cache = ctx.target.cache_bytes // np.dtype(x.type.dtype).itemsize
+    p = plan(ctx.config, geo, lanes, ctx.target.vector_registers, cache)
     parallel = 2 * math.prod(out.shape) * geo.icg * len(geo.taps) >= PARALLEL_MIN_FLOPS
 
     def pack(v: np.ndarray) -> np.ndarray:
@@ -377,11 +395,12 @@ def conv_space(op: str) -> Callable[[Attrs, list[TensorType], LoweringTarget], C
         geo = geometry_of(op, attrs, input_types)
         lanes = target.lanes(accumulator_dtype(input_types[0].dtype))
         registers = target.vector_registers
+        cache = target.cache_bytes // np.dtype(input_types[0].dtype).itemsize
         configs = _space(geo, lanes, registers)
-        want = plan({}, geo, lanes, registers)
+        want = plan({}, geo, lanes, registers, cache)
         configs.default_index = next(
             (i for i in range(len(configs))
-             if plan(configs.get(i).values, geo, lanes, registers) == want),
+             if plan(configs.get(i).values, geo, lanes, registers, cache) == want),
             None,
         )  # fmt: skip
         return configs
