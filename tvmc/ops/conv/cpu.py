@@ -214,8 +214,8 @@ def conv_lowering(
     assert x_buf is not None, "a conv input is a buffer"
 
     def operands(
-        load: Callable[[Expr, int], Expr], fetch: Fetch, base: Callable[[Expr, Expr], Expr],
-        stride: int,
+        load: Callable[[Expr, int], Expr], fetch: Fetch | None,
+        base: Callable[[Expr, Expr], Expr], stride: int,
     ) -> Operands:  # fmt: skip
         red = Reduction(geo, per_step, table)
         return Operands(
@@ -334,12 +334,8 @@ def _depthwise(
     oblocks = ceil_div(geo.ocg, tiling.mr)
 
     def body(s: Buffer, n: Expr, g: Expr) -> Stmt:
-        ops = operands(
-            lambda off, w: s[lane_index(off, w)],
-            lambda off: prefetch(s, 0),
-            lambda n_, c_: const(0),
-            0,
-        )  # planes in scratch: never fetched ahead
+        # planes in scratch, built per channel: nothing to fetch ahead
+        ops = operands(lambda off, w: s[lane_index(off, w)], None, lambda n_, c_: const(0), 0)
 
         def at(idx: tuple[Expr, ...]) -> Stmt:
             o, rb, ch, ob = idx

@@ -160,6 +160,7 @@ def _weights_ahead(ops: Operands, ahead: Ahead, block: Expr, cols: int, w_step: 
 def _input_ahead(ops: Operands, ahead: Ahead, span: int, width: int, x_step: Expr) -> list[Stmt]:
     """Prefetches of the next pixel tile's input (`span` positions on) for the step reading
     `width` positions from `x_step`, over the step's taps."""
+    assert ops.fetch is not None, "an input fetched ahead has a prefetch"
     chunk = width + ops.reduction.column_offset(ops.reduction.taps - 1)
     offsets = _ahead_lines(ahead, chunk, ops.weights.itemsize, aligned=False)  # x's dtype too
     return [ops.fetch(x_step + span + o) for o in offsets]
@@ -171,7 +172,7 @@ class Operands:
 
     geo: ConvGeometry
     load: Load  # the transformed input (or the input itself)
-    fetch: Fetch  # a prefetch of the transformed input (clamped to it)
+    fetch: Fetch | None  # a prefetch of the transformed input (clamped to it); None: never
     channel_base: Callable[[Expr, Expr], Expr]  # (n, input channel) -> flat offset of its planes
     channel_stride: int  # flat offset from one input channel's planes to the next
     weights: Buffer  # packed, flat
