@@ -18,7 +18,10 @@ default plan with its other tile-loop order (pixels_outer / channels_outer), in 
 sums up the other orders too. Where a change of `default_order` flipped a conv's order, its
 other order is the old default: a before/after of the rule in one process. `--cold` (with
 `--cpu-time`) evicts the caches before each run (out of its timing), so that weights and input
-come from memory, as in a model whose weights do not fit in the caches.
+come from memory, as in a model whose weights do not fit in the caches. `--prefetch` (with
+`--cpu-time`, instead of `--orders`) times the default plan with its `prefetch` knob flipped in
+alternation (tiles fetching the tile loop's next outer operand ahead; tvmc/ops/conv/cpu_tiles.py)
+and sums that variant up too.
 """
 
 from __future__ import annotations
@@ -49,18 +52,21 @@ from tvmc.autotune.measure import (
 from tvmc.autotune.measure_cpu import allocate_buffers, build
 from tvmc.codegen import CPUTarget, load_object, num_threads, set_num_threads
 from tvmc.ops.conv.cpu import ORDERS, geometry_of, plan
+from tvmc.ops.space import ConfigEntity, ConfigSpace
 from tvmc.runtime.peak import peak_gflops
 
 TARGET_SHARE = 0.9
+HOST = CPUTarget.parse("llvm")  # what the tasks are lowered for (float32 throughout)
 
 
 def default_plan(task, lanes: int, registers: int) -> str:
     """The schedule and register tile (MR rows x NV vectors) the default config picks."""
     types, attrs = task_types(task)
     geo = geometry_of(task.op, TaskOp.of(task).node.attrs, types)
-    chosen = plan({}, geo, lanes, registers)
+    chosen = plan({}, geo, lanes, registers, HOST.private_cache_bytes // 4)
     t = chosen.tiling
-    return f"{chosen.schedule} {t.mr}x{t.nv} {chosen.order}"
+    fetch = " prefetch" if chosen.prefetch else ""
+    return f"{chosen.schedule} {t.mr}x{t.nv} {chosen.order}{fetch}"
 
 
 def last_level_cache_bytes() -> int:
@@ -122,6 +128,15 @@ def other_order(task):
     return None
 
 
+def flipped_prefetch(task, lanes: int, registers: int) -> ConfigEntity:
+    """The default config with its `prefetch` knob the other way round."""
+    types, _ = task_types(task)
+    geo = geometry_of(task.op, TaskOp.of(task).node.attrs, types)
+    default = plan({}, geo, lanes, registers, HOST.private_cache_bytes // 4)
+    space = ConfigSpace().other("prefetch", [not default.prefetch])
+    return ConfigEntity(space, 0, (0,))
+
+
 def wall_gflops(tasks: list, rounds: int) -> list[float]:
     """Each task's best GFLOP/s over `rounds`, measured as tuning measures (2 threads, wall)."""
     best = [0.0] * len(tasks)
@@ -142,11 +157,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cpu-time", action="store_true", help="1 thread, timed by CPU time")
     parser.add_argument("--orders", action="store_true", help="also the other tile-loop order")
+    parser.add_argument("--prefetch", action="store_true",
+                        help="with --cpu-time: also the default with prefetch flipped")  # fmt: skip
     parser.add_argument("--cold", action="store_true",
                         help="with --cpu-time: evict the caches before each run")  # fmt: skip
     args = parser.parse_args()
     if args.cpu_time:
         set_num_threads(1)
+    host = HOST
+    lanes = host.vector_bits // 32  # float32 lanes of this host
     threads = num_threads()
     peak, source = peak_gflops(threads)
     print(f"threads {threads}; peak {peak:.0f} GFLOP/s ({source}); "
@@ -166,6 +185,8 @@ def main() -> None:
         for i, (_, t) in enumerate(tasks):
             runs = [cpu_timed(t, default_entity(), flush)]
             other = other_order(t) if args.orders else None
+            if args.prefetch:
+                other = flipped_prefetch(t, lanes, host.vector_registers)
             if other is not None:
                 runs.append(cpu_timed(t, other, flush))
             seconds = cpu_seconds(runs, args.rounds)
@@ -174,10 +195,9 @@ def main() -> None:
                 flipped[i] = t.flops / seconds[1] / 1e9
     else:
         best = wall_gflops([t for _, t in tasks], args.rounds)
-    host = CPUTarget.parse("llvm")
-    lanes = host.vector_bits // 32  # float32 lanes of this host
+    variant = "with prefetch flipped" if args.prefetch else "with the other order"
     print(f"{'model':16} {'task':44} {'MFLOP':>7} {'GFLOP/s':>8} {'peak':>5}  default plan"
-          + ("  (GFLOP/s with the other order)" if args.orders else ""))  # fmt: skip
+          + (f"  (GFLOP/s {variant})" if args.orders or args.prefetch else ""))  # fmt: skip
     below = 0
     for (name, task), gflops, other in zip(tasks, best, flipped):
         share = gflops / peak
@@ -190,11 +210,11 @@ def main() -> None:
     print(f"all heavy convs, weighted by use: {weighted:.1f} GFLOP/s, "
           f"{weighted / peak:.0%} of peak; below {TARGET_SHARE:.0%}: "
           f"{below} of {len(tasks)}; load average {os.getloadavg()[0]:.1f}")  # fmt: skip
-    if args.orders:
+    if args.orders or args.prefetch:
         others = [b if o is None else o for b, o in zip(best, flipped)]
         weighted = weighted_gflops([t for _, t in tasks], others)
         low = sum(g / peak < TARGET_SHARE for g in others)
-        print(f"with the other orders instead: {weighted:.1f} GFLOP/s, {weighted / peak:.0%} of "
+        print(f"{variant} instead: {weighted:.1f} GFLOP/s, {weighted / peak:.0%} of "
               f"peak; below {TARGET_SHARE:.0%}: {low} of {len(tasks)}")  # fmt: skip
 
 

@@ -102,3 +102,9 @@ def test_target_kind_is_the_first_word(target: str, kind: str):
 )  # fmt: skip
 def test_vector_registers_from_the_architecture(target, registers):
     assert CPUTarget.parse(target).vector_registers == registers
+
+
+def test_private_cache_is_known_for_the_host_only():
+    """A core's cache size comes from this machine's sysfs: a cross target's is unknown (0)."""
+    assert CPUTarget.parse("llvm -mtriple=aarch64-linux-gnu").private_cache_bytes == 0
+    assert CPUTarget.parse("llvm").private_cache_bytes >= 0

@@ -497,3 +497,90 @@ def test_conv_default_orders(x_shape, w_shape, attrs, schedule, order, rng):
     chosen = default_plan(x_shape, w_shape, attrs)
     assert (chosen.schedule, chosen.order) == (schedule, order)
     check_conv("Conv", randn(rng, *x_shape), randn(rng, *w_shape), attrs, randn(rng, w_shape[0]))
+
+
+PREFETCH_CASES = [
+    # 1x1 in place, 7x7 planes (resnet50's last stage, small)
+    ((1, 64, 7, 7), (80, 64, 1, 1), {}),
+    # 3x3 padded through the input transform, 3 channel blocks of 16 for channels tiles
+    ((1, 20, 12, 12), (48, 20, 3, 3), {"pads": [1, 1, 1, 1]}),
+    # grouped and strided, row chunks
+    ((2, 8, 9, 40), (12, 4, 3, 3), {"group": 2, "strides": [2, 1], "pads": [1, 1, 1, 1]}),
+]
+
+
+@pytest.mark.parametrize("x_shape,w_shape,attrs", PREFETCH_CASES)
+@pytest.mark.parametrize("schedule", ["pixels", "channels"])
+@pytest.mark.parametrize("order", ["pixels_outer", "channels_outer"])
+def test_conv_prefetch_keeps_results(x_shape, w_shape, attrs, schedule, order, rng):
+    """Fetching the next outer step's operand ahead (weights or input) changes no value."""
+    config = {"schedule": schedule, "order": order, "prefetch": True, "tile_rows": 3}
+    check_conv("Conv", randn(rng, *x_shape), randn(rng, *w_shape), attrs,
+               randn(rng, w_shape[0]), config=config)  # fmt: skip
+
+
+@pytest.mark.parametrize("order", ["pixels_outer", "channels_outer"])
+@pytest.mark.parametrize("schedule", ["pixels", "channels"])
+def test_conv_prefetch_interpreted(schedule, order, rng):
+    # the interpreter reads each prefetched element: every address lies in its buffer
+    check_lowered(
+        "Conv",
+        {"x": randn(rng, 1, 6, 9, 10)},
+        {"pads": [1, 1, 1, 1]},
+        constants={"w": randn(rng, 40, 6, 3, 3)},
+        use_interpreter=True,
+        config={"in_place": False, "prefetch": True, "schedule": schedule, "order": order,
+                "tile_rows": 2},
+        **TOL,
+    )  # fmt: skip
+
+
+def test_conv_prefetch_emits_llvm_prefetch():
+    """The knob reaches the code: one prefetch per reduction step, none without it."""
+    x = np.zeros((1, 64, 7, 7), np.float32)
+    w = np.zeros((80, 64, 1, 1), np.float32)
+    node = Node("Conv", ["x", "w"], ["y"], OPS["Conv"].normalize_attrs(
+        {"kernel_shape": [1, 1], "strides": [1, 1], "pads": [0] * 4, "dilations": [1, 1],
+         "group": 1}, "Conv"))  # fmt: skip
+    out = TensorType((1, 80, 7, 7), "float32")
+
+    def text(config):
+        ctx = LowerContext(LoweringTarget(num_threads=2), config)
+        refs = [
+            ref_of_buffer("x", TensorType.of(x), Buffer("x", x.shape, "float32"), None),
+            ref_of_buffer("w", TensorType.of(w), Buffer("w", w.shape, "float32"), w),
+        ]
+        kernels = OPS["Conv"].build(ctx, node.attrs, refs, [Buffer("y", out.shape)], None)
+        return "\n".join(kernel_str(k) for k in kernels), emit_cpu(kernels).llvm_ir
+
+    (ir_on, llvm_on), (ir_off, llvm_off) = text({"prefetch": True}), text({})
+    assert "prefetch(" in ir_on and "prefetch(" not in ir_off
+    assert "llvm.prefetch" in llvm_on and "llvm.prefetch" not in llvm_off
+
+
+@pytest.mark.parametrize(
+    "x_shape,w_shape,cache_bytes,fetch",
+    [
+        # channels_outer: the weights (1 MB) against a core's cache
+        ((1, 512, 7, 7), (512, 512, 1, 1), 512 << 10, True),
+        ((1, 512, 7, 7), (512, 512, 1, 1), 2 << 20, False),
+        # pixels_outer: the input (3.2 MB)
+        ((1, 256, 56, 56), (64, 256, 1, 1), 1 << 20, True),
+        ((1, 256, 56, 56), (64, 256, 1, 1), 4 << 20, False),
+        # a cache of unknown size: never
+        ((1, 256, 56, 56), (64, 256, 1, 1), 0, False),
+    ],
+)
+def test_default_prefetch_where_the_outer_operand_outgrows_the_cache(
+    x_shape, w_shape, cache_bytes, fetch
+):
+    chosen = default_plan(x_shape, w_shape, {})
+    n = len(w_shape) - 2
+    full = OPS["Conv"].normalize_attrs({"kernel_shape": w_shape[2:], "strides": [1] * n,
+                                        "pads": [0] * 2 * n, "dilations": [1] * n, "group": 1},
+                                       "Conv")  # fmt: skip
+    geo = geometry_of("Conv", full, [TensorType(s, "float32") for s in (x_shape, w_shape)])
+    with_cache = plan({}, geo, 16, 32, cache_bytes // 4)
+    assert with_cache.prefetch == fetch
+    assert with_cache.order == chosen.order  # the cache moves nothing else
+    assert plan({"prefetch": not fetch}, geo, 16, 32, cache_bytes // 4).prefetch == (not fetch)

@@ -251,3 +251,21 @@ def test_conv_default_order(x_shape, w_shape, attrs, avx512, avx2):
     for target, order in ((TARGET, avx512), (AVX2, avx2)):
         chosen = plan({}, geo, target.lanes("float32"), target.vector_registers)
         assert chosen.order == order, (target, chosen)
+
+
+def test_conv_default_index_with_a_known_cache():
+    """With a core's cache size known the default may prefetch; the space's default config
+    (no prefetch knob) still lowers to the template's default plan."""
+    shapes = [(1, 512, 7, 7), (512, 512, 1, 1)]
+    attrs = {"kernel_shape": [1, 1], "strides": [1, 1], "pads": [0] * 4, "dilations": [1, 1],
+             "group": 1}  # fmt: skip
+    full = OPS["Conv"].normalize_attrs(attrs, "Conv")
+    types = [TensorType(s, "float32") for s in shapes]
+    geo = geometry_of("Conv", full, types)
+    target = LoweringTarget(num_threads=2, cache_bytes=256 << 10)
+    space = OPS["Conv"].space(full, types, target)
+    cache = target.cache_bytes // 4
+    want = plan({}, geo, target.lanes("float32"), target.vector_registers, cache)
+    assert want.prefetch
+    got = plan(space.get(space.default_index).values, geo, 16, 32, cache)
+    assert got == want

@@ -173,18 +173,19 @@ _ARITH = (Add, Sub, Mul, Div, Max, Min)
 
 def lowering_target(target: str) -> LoweringTarget:
     """What templates are told of `target` when tuning (its vector width, the runtime threads)."""
-    bits, registers = _vectors(target)
-    return LoweringTarget("cpu", bits, num_threads(), registers)
+    bits, registers, cache = _vectors(target)
+    return LoweringTarget("cpu", bits, num_threads(), registers, cache)
 
 
 @functools.lru_cache(maxsize=8)
-def _vectors(target: str) -> tuple[int, int]:
-    """(vector bits, vector registers) of a CPU target string."""
+def _vectors(target: str) -> tuple[int, int, int]:
+    """(vector bits, vector registers, private cache bytes) of a CPU target string."""
     try:
         parsed = CPUTarget.parse(target)
-        return parsed.vector_bits, parsed.vector_registers
+        return parsed.vector_bits, parsed.vector_registers, parsed.private_cache_bytes
     except Exception:  # an unparsable target still gets knob features
-        return LoweringTarget().vector_bits, LoweringTarget().vector_registers
+        default = LoweringTarget()
+        return default.vector_bits, default.vector_registers, default.cache_bytes
 
 
 def task_kernels(task: Task, config: Mapping[str, Any]) -> list[Kernel]:

@@ -51,7 +51,9 @@ def build(
         text = traceback.format_exc()[-MESSAGE_CHARS:]
         return BuildResult(seconds=time.perf_counter() - start, error_no=error_no, error_msg=text)
 
-    lowering = LoweringTarget("cpu", target.vector_bits, threads, target.vector_registers)
+    lowering = LoweringTarget(
+        "cpu", target.vector_bits, threads, target.vector_registers, target.private_cache_bytes
+    )
     ctx = LowerContext(lowering, inp.config.values, "k")
     try:
         kernels = op.lower(ctx)

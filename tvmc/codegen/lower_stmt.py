@@ -11,18 +11,20 @@ from dataclasses import dataclass, field
 
 from llvmlite import ir
 
-from tvmc.codegen.llvm_util import I64, PTR, declare, ir_type, mem_type
+from tvmc.codegen.llvm_util import I32, I64, PTR, declare, ir_type, mem_type
 from tvmc.codegen.lower_expr import ExprLowering
 from tvmc.kernel import (
     Allocate,
     Barrier,
     Buffer,
     Evaluate,
+    Expr,
     For,
     IfThenElse,
     IntImm,
     KernelIRError,
     Let,
+    Prefetch,
     SeqStmt,
     Stmt,
     Store,
@@ -30,6 +32,7 @@ from tvmc.kernel import (
 )
 from tvmc.kernel.transform import known_multiple, vectorize_loop
 
+PREFETCH_LOCALITY = 2  # llvm.prefetch: 0 no reuse ... 3 keep in every level; 2 = x86 prefetcht1
 MAX_UNROLL = 1024  # a loop asking to unroll (or scalarised vector loop) beyond this is a bug
 
 
@@ -101,6 +104,9 @@ class Lowering(ExprLowering):
 
     def visit_Evaluate(self, s: Evaluate) -> None:
         self.expr(s.value)
+
+    def visit_Prefetch(self, s: Prefetch) -> None:
+        self.prefetch(s.buffer, s.indices)
 
     def if_then_else(self, s: IfThenElse) -> None:
         """A branch on a scalar condition."""
@@ -175,6 +181,15 @@ class Lowering(ExprLowering):
     def gpu_loop(self, s: For) -> None:
         """Default: GPU-bound loops are an error (CPU targets)."""
         raise KernelIRError(f"loop {s.var.name} is bound to {s.kind}, which this target lacks")
+
+    def prefetch(self, buf: Buffer, indices: tuple[Expr, ...]) -> None:
+        """`llvm.prefetch` of the element's line for reading into every cache level but L1
+        (locality 2): what a tile fetches ahead is read one tile loop step later, when several
+        tiles' worth of other data has passed through L1."""
+        fn = declare(self.module, "llvm.prefetch.p0", ir.VoidType(), [PTR, I32, I32, I32])
+        ptr = self.element_ptr(buf, self.flat_offset(buf, indices))
+        read, locality, data = (ir.Constant(I32, v) for v in (0, PREFETCH_LOCALITY, 1))
+        self.b.call(fn, [ptr, read, locality, data])
 
     def barrier(self) -> None:
         """Default: barriers are an error (CPU targets)."""

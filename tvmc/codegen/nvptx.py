@@ -26,6 +26,7 @@ from tvmc.errors import UnsupportedModelError
 from tvmc.kernel import (
     Barrier,
     Buffer,
+    Expr,
     For,
     Kernel,
     KernelIRError,
@@ -127,6 +128,9 @@ class NVPTXLowering(Lowering):
         """Shared and local scratch are 16-byte aligned here, and so are params: a Program's
         buffers start on 64-byte boundaries (cuMemAlloc, WORKSPACE_ALIGN)."""
         return PARAM_ALIGN
+
+    def prefetch(self, buf: Buffer, indices: tuple[Expr, ...]) -> None:
+        """Nothing: no GPU template asks for one, and a hint may be dropped."""
 
     def barrier(self) -> None:
         """__syncthreads()."""

@@ -21,7 +21,13 @@ from tvmc.codegen.cuda_target import (  # noqa: F401  (re-exported: targets of b
     NVPTX_TRIPLE,
     CUDATarget,
 )
-from tvmc.codegen.host import host_cpu, host_triple, is_host_arch, triple_arch
+from tvmc.codegen.host import (
+    host_cpu,
+    host_private_cache_bytes,
+    host_triple,
+    is_host_arch,
+    triple_arch,
+)
 from tvmc.errors import UsageError, did_you_mean, suggest
 
 if TYPE_CHECKING:
@@ -120,6 +126,13 @@ class CPUTarget:
         if triple_arch(self.triple) in ("aarch64", "arm64") or self.vector_bits == 512:
             return 32
         return 16
+
+    @property
+    def private_cache_bytes(self) -> int:
+        """A core's own cache (L2) where the target is this machine's CPU, else 0 (unknown)."""
+        if self.is_native and self.cpu == host_cpu().name:
+            return host_private_cache_bytes()
+        return 0
 
     @property
     def is_native(self) -> bool:

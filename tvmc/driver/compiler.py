@@ -131,8 +131,10 @@ def compile_state(
     if isinstance(target, CUDATarget):
         lowering_target = LoweringTarget(kind="cuda")
     else:
-        lowering_target = LoweringTarget("cpu", target.vector_bits, num_threads(),
-                                         target.vector_registers)  # fmt: skip
+        lowering_target = LoweringTarget(
+            "cpu", target.vector_bits, num_threads(), target.vector_registers,
+            target.private_cache_bytes,
+        )  # fmt: skip
     records = options.tuning_records
 
     def apply(state: CompileState) -> AppliedTuning:

@@ -55,6 +55,7 @@ from tvmc.kernel.stmt import (
     IfThenElse,
     Kernel,
     Let,
+    Prefetch,
     SeqStmt,
     Stmt,
     Store,
@@ -175,6 +176,11 @@ class PythonEmitter(Visitor):
 
     def visit_Barrier(self, s: Barrier, depth: int, in_thread: bool) -> None:
         self.emit(depth, "yield _BARRIER" if in_thread else "pass")
+
+    def visit_Prefetch(self, s: Prefetch, depth: int, in_thread: bool) -> None:
+        # no effect, but the element must exist: the read checks the template's address
+        idx = self.index_tuple(self.exprs(depth, *s.indices))
+        self.emit(depth, f"_ = _ld({self.name(s.buffer)}, {s.buffer.name!r}, {idx})")
 
     def visit_Evaluate(self, s: Evaluate, depth: int, in_thread: bool) -> None:
         (value,) = self.exprs(depth, s.value)

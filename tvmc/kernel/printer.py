@@ -42,6 +42,7 @@ from tvmc.kernel.stmt import (
     IfThenElse,
     Kernel,
     Let,
+    Prefetch,
     SeqStmt,
     Stmt,
     Store,
@@ -221,6 +222,10 @@ class _StmtPrinter(Visitor):
 
     def visit_Barrier(self, s: Barrier, indent: int) -> None:
         self.emit(indent, "barrier()")
+
+    def visit_Prefetch(self, s: Prefetch, indent: int) -> None:
+        index = self.exprs(indent, *s.indices)
+        self.emit(indent, f"prefetch({s.buffer.name}[{', '.join(index)}])")
 
     def visit_Evaluate(self, s: Evaluate, indent: int) -> None:
         (value,) = self.exprs(indent, s.value)

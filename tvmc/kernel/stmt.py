@@ -132,6 +132,25 @@ def shuffle_xor(
 
 
 @dataclass(frozen=True)
+class Prefetch(Stmt):
+    """A hint that `buffer[indices]` (one scalar element, in bounds) is read soon: its cache line
+    is fetched towards the core. It changes no value; a target without prefetch skips it."""
+
+    buffer: Buffer
+    indices: tuple[Expr, ...]
+    child_fields = ("indices",)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "indices", tuple(as_expr(i) for i in self.indices))
+
+
+def prefetch(buffer: Buffer, index: ExprLike | tuple[ExprLike, ...]) -> Prefetch:
+    """`Prefetch` of the cache line holding `buffer[index]`."""
+    items = index if isinstance(index, tuple) else (index,)
+    return Prefetch(buffer, tuple(as_expr(i, "int32") for i in items))
+
+
+@dataclass(frozen=True)
 class Evaluate(Stmt):
     """Evaluates an expression for its effect (none today; kept for intrinsics with effects)."""
 

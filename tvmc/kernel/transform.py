@@ -39,6 +39,7 @@ from tvmc.kernel.stmt import (
     For,
     IfThenElse,
     Let,
+    Prefetch,
     SeqStmt,
     Stmt,
     Store,
@@ -148,12 +149,13 @@ class _FreeVars(Visitor):
 
 
 def free_buffers(node: Stmt) -> list[Buffer]:
-    """Buffers loaded or stored under `node` but not allocated inside it, in first-use order."""
+    """Buffers loaded, stored or prefetched under `node` but not allocated inside it, in
+    first-use order."""
     used: dict[Buffer, None] = {}
     nodes = list(distinct_nodes(node))
     allocated = {n.buffer for n in nodes if isinstance(n, Allocate)}
     for n in nodes:
-        if isinstance(n, (Load, Store)) and n.buffer not in allocated:
+        if isinstance(n, (Load, Store, Prefetch)) and n.buffer not in allocated:
             used.setdefault(n.buffer)
     return list(used)
 

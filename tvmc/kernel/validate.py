@@ -44,6 +44,7 @@ from tvmc.kernel.stmt import (
     IfThenElse,
     Kernel,
     Let,
+    Prefetch,
     SeqStmt,
     Stmt,
     Store,
@@ -148,6 +149,10 @@ class _Checker(Visitor):
         if any(x.name == b.name for x in scope.bufs):
             raise self.fail(f"allocate {b.name}: a buffer of that name is already in scope")
         self.stmt(s.body, scope.inner(buf=b))
+
+    def visit_Prefetch(self, s: Prefetch, scope: _Scope) -> None:
+        if self.access(s.buffer, s.indices, scope) != 1:
+            raise self.fail(f"a prefetch of {s.buffer.name} names one element, not a vector")
 
     def visit_Evaluate(self, s: Evaluate, scope: _Scope) -> None:
         self.expr(s.value, scope)

@@ -97,6 +97,7 @@ class LoweringTarget:
     vector_bits: int = 512  # widest SIMD register (512 AVX-512, 256 AVX2, 128 NEON/SSE)
     num_threads: int = 1  # worker threads the runtime will use (a hint for splitting work)
     vector_registers: int = 32  # SIMD registers a register tile may fill (16 on AVX2/SSE)
+    cache_bytes: int = 0  # a core's own cache (L2); 0 unknown: templates then assume data fits
 
     def lanes(self, dtype: str) -> int:
         """Vector lanes of `dtype` in one register."""

@@ -28,6 +28,8 @@ Knobs (ctx.config; `plan` reads them, with the defaults in DEFAULTS and `_estima
   the input's end, only if the lowering allows it (`LowerContext.may_read_past_end`).
 - order: "pixels_outer" (consecutive tiles share input rows) or "channels_outer" (they share a
   weight block); the default is `default_order`'s.
+- prefetch: whether each tile fetches its share of the operand the tile loop's next outer step
+  reads (cpu_tiles.Ahead); the default is `default_prefetch`'s. Not in the knob space yet.
 
 The knob space (`conv_space`): every config builds and computes the same result.
 Knob spaces of the Conv and ConvTranspose templates: the names `plan` reads.
@@ -61,10 +63,12 @@ from typing import Any
 import numpy as np
 
 from tvmc.graph import TensorType
-from tvmc.kernel import Buffer, Expr, Kernel, Stmt, allocate, const, loop, seq
+from tvmc.kernel import Buffer, Expr, Kernel, Stmt, allocate, const, loop, minimum, prefetch, seq
 from tvmc.ops.conv.cpu_layout import fill_planes, transform_kernel_body, vector_range
 from tvmc.ops.conv.cpu_tiles import (
+    Ahead,
     ChannelTiling,
+    Fetch,
     Operands,
     PixelTiling,
     Reduction,
@@ -118,10 +122,14 @@ class Plan:
     order: str
     unroll_taps: str
     in_place: bool
+    prefetch: bool
 
 
-def plan(cfg: Mapping[str, Any], geo: ConvGeometry, lanes: int, registers: int) -> Plan:
-    """The knobs of `cfg`, with defaults chosen for `geo` and tiles that fit `registers`."""
+def plan(
+    cfg: Mapping[str, Any], geo: ConvGeometry, lanes: int, registers: int, cache_elements: int = 0
+) -> Plan:
+    """The knobs of `cfg`, with defaults chosen for `geo`, tiles that fit `registers` and a
+    core's own cache of `cache_elements` input elements (0: unknown)."""
     cfg = dict(cfg)
     if "plan" in cfg:
         cfg["schedule"], cfg["tile_vectors"], cfg["tile_rows"], *order = cfg.pop("plan")
@@ -138,9 +146,11 @@ def plan(cfg: Mapping[str, Any], geo: ConvGeometry, lanes: int, registers: int) 
     if schedule == "depthwise" and geo.icg != 1:
         schedule = "pixels"  # a tile loop builds the planes of one input channel only
     tiling = chn if schedule == "channels" else pix
+    order = str(cfg.get("order", default_order(geo, schedule, lanes)))
+    fetch = cfg.get("prefetch", default_prefetch(geo, schedule, order, cache_elements))
     return Plan(
-        schedule, tiling, str(cfg.get("order", default_order(geo, schedule, lanes))),
-        str(cfg.get("unroll_taps", "none")), bool(cfg.get("in_place", True)),
+        schedule, tiling, order, str(cfg.get("unroll_taps", "none")),
+        bool(cfg.get("in_place", True)), bool(fetch),
     )  # fmt: skip
 
 
@@ -163,6 +173,17 @@ def default_order(geo: ConvGeometry, schedule: str, lanes: int) -> str:
     return "channels_outer" if weights > geo.channels * geo.plane_size else "pixels_outer"
 
 
+def default_prefetch(geo: ConvGeometry, schedule: str, order: str, cache_elements: int) -> bool:
+    """Whether tiles fetch the next outer step's operand ahead by default: where that operand
+    (the weights, channels_outer; the input, pixels_outer) outgrows a core's own cache, so
+    that it comes from L3 or memory even in a loop of runs (docs/performance.md, "Prefetch")."""
+    if schedule == "depthwise" or cache_elements <= 0:
+        return False
+    if order == "channels_outer":
+        return geo.out_channels * geo.icg * len(geo.taps) > cache_elements
+    return geo.channels * geo.plane_size > cache_elements
+
+
 def conv_lowering(
     ctx: LowerContext,
     geo: ConvGeometry,
@@ -176,7 +197,8 @@ def conv_lowering(
     """Kernels computing `out` = conv(x, weight_fn(w)) + bias, then the epilogue."""
     acc = accumulator_dtype(out.dtype)
     lanes = ctx.target.lanes(acc)
-    p = plan(ctx.config, geo, lanes, ctx.target.vector_registers)
+    cache = ctx.target.cache_bytes // np.dtype(x.type.dtype).itemsize
+    p = plan(ctx.config, geo, lanes, ctx.target.vector_registers, cache)
     parallel = 2 * math.prod(out.shape) * geo.icg * len(geo.taps) >= PARALLEL_MIN_FLOPS
 
     def pack(v: np.ndarray) -> np.ndarray:
@@ -192,10 +214,13 @@ def conv_lowering(
     assert x_buf is not None, "a conv input is a buffer"
 
     def operands(
-        load: Callable[[Expr, int], Expr], base: Callable[[Expr, Expr], Expr], stride: int
-    ) -> Operands:
+        load: Callable[[Expr, int], Expr], fetch: Fetch | None,
+        base: Callable[[Expr, Expr], Expr], stride: int,
+    ) -> Operands:  # fmt: skip
         red = Reduction(geo, per_step, table)
-        return Operands(geo, load, base, stride, weights, red, bias, out, epilogue, acc, lanes)
+        return Operands(
+            geo, load, fetch, base, stride, weights, red, bias, out, epilogue, acc, lanes
+        )  # fmt: skip
 
     if p.schedule == "depthwise":
         assert isinstance(p.tiling, PixelTiling)
@@ -220,7 +245,10 @@ def conv_lowering(
         def load(off: Expr, w: int) -> Expr:  # a flat offset through the last axis (row-major)
             return x_buf[(*(const(0),) * (rank - 1), lane_index(off, w))]
 
-        ops = operands(load, base, cs)
+        def fetch(off: Expr) -> Stmt:
+            return prefetch(x_buf, (*(const(0),) * (rank - 1), minimum(off, x_buf.size - 1)))
+
+        ops = operands(load, fetch, base, cs)
     else:
         size = (planes - 1) * cs + max(cs, reads_end)
         xt = ctx.temp((size,), x_buf.dtype, "x")
@@ -228,61 +256,72 @@ def conv_lowering(
         split = parallel and planes * cs >= PARALLEL_MIN_ELEMENTS
         body = seq(transform_kernel_body(geo, x_buf, xt, lanes, split), slack)
         kernels.append(make_kernel(ctx.name("conv_input"), body))
-        ops = operands(lambda off, w: xt[lane_index(off, w)], base, cs)
+        ops = operands(lambda off, w: xt[lane_index(off, w)],
+                       lambda off: prefetch(xt, minimum(off, size - 1)), base, cs)  # fmt: skip
 
     if isinstance(p.tiling, ChannelTiling):
-        main = _channel_loop(geo, p.tiling, ops, p.order, parallel)
+        main = _channel_loop(geo, p.tiling, ops, p.order, parallel, p.prefetch)
     else:
-        main = _pixel_loop(geo, p.tiling, ops, p.order, parallel)
+        main = _pixel_loop(geo, p.tiling, ops, p.order, parallel, p.prefetch)
     return [*kernels, make_kernel(ctx.name("conv"), main)]
 
 
 def _tile_loop(
     pixel_dims: tuple[int, ...], channel_dims: tuple[int, int], order: str, parallel: bool,
-    body: Callable[[tuple[Expr, ...], Expr, Expr], Stmt],
+    fetch_ahead: bool, body: Callable[[tuple[Expr, ...], Expr, Expr, Ahead | None], Stmt],
 ) -> Stmt:  # fmt: skip
-    """One loop over all tiles: body(pixel coordinates, group, channel block)."""
+    """One loop over all tiles: body(pixel coordinates, group, channel block, what the tile
+    prefetches of the next outer step: None unless `fetch_ahead` and there is one)."""
     outer_pixels = order != "channels_outer"
     shape = (*pixel_dims, *channel_dims) if outer_pixels else (*channel_dims, *pixel_dims)
     np_ = len(pixel_dims)
+    inner = math.prod(channel_dims if outer_pixels else pixel_dims)
+    fetch_ahead = fetch_ahead and math.prod(shape) > inner  # there is a next outer step
 
-    def coordinates(idx: tuple[Expr, ...]) -> Stmt:
+    def coordinates(t: Expr, idx: tuple[Expr, ...]) -> Stmt:
         pix, chans = (idx[:np_], idx[np_:]) if outer_pixels else (idx[2:], idx[:2])
-        return body(pix, chans[0], chans[1])
+        operand = "input" if outer_pixels else "weights"
+        ahead = Ahead(operand, t % inner, inner) if fetch_ahead else None
+        return body(pix, chans[0], chans[1], ahead)
 
     def tile(t: Expr) -> Stmt:
-        return let_all("c", unflatten(t, shape), coordinates)
+        return let_all("c", unflatten(t, shape), lambda idx: coordinates(t, idx))
 
     total = math.prod(shape)
     return loop("t", total, tile, "parallel" if parallel and total > 1 else "serial")
 
 
 def _pixel_loop(
-    geo: ConvGeometry, tiling: PixelTiling, ops: Operands, order: str, parallel: bool
-) -> Stmt:
+    geo: ConvGeometry, tiling: PixelTiling, ops: Operands, order: str, parallel: bool,
+    fetch_ahead: bool,
+) -> Stmt:  # fmt: skip
     blocks, _, outer = tiling.cover(geo)
     dims = (geo.batch, outer, blocks, tiling.chunks)
 
-    def body(p: tuple[Expr, ...], g: Expr, ob: Expr) -> Stmt:
+    def body(p: tuple[Expr, ...], g: Expr, ob: Expr, ahead: Ahead | None) -> Stmt:
         n, o, rb, ch = p
         lead = unflatten(o, geo.out_shape[:-2]) if len(geo.out_shape) > 2 else ()
-        return pixel_tile(ops, tiling, n, g, ob, lead, rb, ch)
+        return pixel_tile(ops, tiling, n, g, ob, lead, rb, ch, ahead)
 
-    return _tile_loop(dims, (geo.group, ceil_div(geo.ocg, tiling.mr)), order, parallel, body)
+    channels = (geo.group, ceil_div(geo.ocg, tiling.mr))
+    return _tile_loop(dims, channels, order, parallel, fetch_ahead, body)
 
 
 def _channel_loop(
-    geo: ConvGeometry, tiling: ChannelTiling, ops: Operands, order: str, parallel: bool
-) -> Stmt:
+    geo: ConvGeometry, tiling: ChannelTiling, ops: Operands, order: str, parallel: bool,
+    fetch_ahead: bool,
+) -> Stmt:  # fmt: skip
     rows = math.prod(geo.out_shape[:-1])
     dims = (geo.batch, rows, tiling.chunks(geo))
     width = tiling.nv * ops.lanes
 
-    def body(p: tuple[Expr, ...], g: Expr, ob: Expr) -> Stmt:
+    def body(p: tuple[Expr, ...], g: Expr, ob: Expr, ahead: Ahead | None) -> Stmt:
         n, row, pc = p
-        return channel_tile(ops, tiling, n, g, ob, unflatten(row, geo.out_shape[:-1]), pc)
+        lead = unflatten(row, geo.out_shape[:-1])
+        return channel_tile(ops, tiling, n, g, ob, lead, pc, ahead)
 
-    return _tile_loop(dims, (geo.group, ceil_div(geo.ocg, width)), order, parallel, body)
+    channels = (geo.group, ceil_div(geo.ocg, width))
+    return _tile_loop(dims, channels, order, parallel, fetch_ahead, body)
 
 
 def _depthwise(
@@ -295,7 +334,8 @@ def _depthwise(
     oblocks = ceil_div(geo.ocg, tiling.mr)
 
     def body(s: Buffer, n: Expr, g: Expr) -> Stmt:
-        ops = operands(lambda off, w: s[lane_index(off, w)], lambda n_, c_: const(0), 0)
+        # planes in scratch, built per channel: nothing to fetch ahead
+        ops = operands(lambda off, w: s[lane_index(off, w)], None, lambda n_, c_: const(0), 0)
 
         def at(idx: tuple[Expr, ...]) -> Stmt:
             o, rb, ch, ob = idx
@@ -351,11 +391,12 @@ def conv_space(op: str) -> Callable[[Attrs, list[TensorType], LoweringTarget], C
         geo = geometry_of(op, attrs, input_types)
         lanes = target.lanes(accumulator_dtype(input_types[0].dtype))
         registers = target.vector_registers
+        cache = target.cache_bytes // np.dtype(input_types[0].dtype).itemsize
         configs = _space(geo, lanes, registers)
-        want = plan({}, geo, lanes, registers)
+        want = plan({}, geo, lanes, registers, cache)
         configs.default_index = next(
             (i for i in range(len(configs))
-             if plan(configs.get(i).values, geo, lanes, registers) == want),
+             if plan(configs.get(i).values, geo, lanes, registers, cache) == want),
             None,
         )  # fmt: skip
         return configs

@@ -10,6 +10,11 @@
   `[group][oc block][icg][tap][NV*16]`. No lane is wasted on padding, but the tile leaves
   through a transposing store (pixels are contiguous in NCHW, channels are not), which only
   pays when the reduction (icg x taps) is long: 3x3 convs, small images.
+
+Either schedule may fetch ahead (`Ahead`): each step of a tile's reduction prefetches the tile's
+share of what the tile loop's next outer step will read in that step, so that the operand read
+once (the outer one) comes from memory spread over all the tiles of an outer step instead of in
+a burst at its first tile.
 """
 
 from __future__ import annotations
@@ -20,7 +25,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tvmc.kernel import Buffer, Expr, Stmt, const, if_then_else, loop, seq
+from tvmc.kernel import (
+    Buffer,
+    Expr,
+    Stmt,
+    const,
+    if_then_else,
+    loop,
+    minimum,
+    prefetch,
+    select,
+    seq,
+)
 from tvmc.ops.conv.geometry import ConvGeometry
 from tvmc.ops.lowering import Epilogue, TensorRef
 from tvmc.ops.schedule.microkernel import (
@@ -34,6 +50,8 @@ from tvmc.ops.schedule.microkernel import (
 )
 
 Load = Callable[[Expr, int], Expr]  # (flat offset into the transformed input, lanes) -> value
+Fetch = Callable[[Expr], Stmt]  # flat offset into the transformed input -> its prefetch
+LINE_BYTES = 64  # the cache line of x86-64 and of the usual AArch64 cores
 
 
 def density(mr: int, nv: int) -> float:
@@ -99,11 +117,62 @@ class Reduction:
 
 
 @dataclass(frozen=True)
+class Ahead:
+    """Prefetch the outer operand of the tile loop's next step: the next channel block's weights
+    ("weights", order channels_outer) or the next pixel tile's input ("input", pixels_outer).
+
+    The `tiles` tiles of one outer step share that work: in each reduction step, tile `inner`
+    prefetches lines inner*n .. inner*n+n-1 (modulo the step's lines) of what the next outer
+    step reads in that step, n = ceil(lines / tiles), so together they cover every line once
+    or more, at the pace of the whole outer step rather than of its first tile.
+    """
+
+    operand: str  # "weights" or "input"
+    inner: Expr  # this tile's position among the tiles of its outer step
+    tiles: int
+
+
+def _ahead_lines(ahead: Ahead, chunk: int, itemsize: int, aligned: bool) -> list[Expr]:
+    """Element offsets within a step's chunk of `chunk` elements of the lines this tile fetches
+    (`aligned`: the chunk starts on a line; else it may straddle one more)."""
+    per_line = max(1, LINE_BYTES // itemsize)
+    lines = ceil_div(chunk, per_line) if aligned else (chunk + per_line - 2) // per_line + 1
+    n = ceil_div(lines, ahead.tiles)
+    return [((ahead.inner * n + i) % lines) * per_line if lines > 1 else const(0)
+            for i in range(min(n, lines))]  # fmt: skip
+
+
+def _weights_ahead(ops: Operands, ahead: Ahead, block: Expr, cols: int, w_step: Expr) -> list[Stmt]:
+    """Prefetches of the next channel block's weights for the step at `w_step` (the last
+    block fetches its own: nothing is read past the weights)."""
+    geo, taps = ops.geo, ops.reduction.taps
+    block_elems = geo.icg * len(geo.taps) * cols
+    last = ops.weights.size // block_elems - 1
+    shift = select(block // geo.icg < last, const(block_elems), const(0))
+    aligned = cols * ops.weights.itemsize % LINE_BYTES == 0
+    offsets = _ahead_lines(ahead, taps * cols, ops.weights.itemsize, aligned)
+    # lines of an aligned step end with the step; a straddling one may run past the weights
+    end = ops.weights.size - 1
+    return [prefetch(ops.weights, w_step + shift + o if aligned else
+                     minimum(w_step + shift + o, end)) for o in offsets]  # fmt: skip
+
+
+def _input_ahead(ops: Operands, ahead: Ahead, span: int, width: int, x_step: Expr) -> list[Stmt]:
+    """Prefetches of the next pixel tile's input (`span` positions on) for the step reading
+    `width` positions from `x_step`, over the step's taps."""
+    assert ops.fetch is not None, "an input fetched ahead has a prefetch"
+    chunk = width + ops.reduction.column_offset(ops.reduction.taps - 1)
+    offsets = _ahead_lines(ahead, chunk, ops.weights.itemsize, aligned=False)  # x's dtype too
+    return [ops.fetch(x_step + span + o) for o in offsets]
+
+
+@dataclass(frozen=True)
 class Operands:
     """What a schedule reads and writes."""
 
     geo: ConvGeometry
     load: Load  # the transformed input (or the input itself)
+    fetch: Fetch | None  # a prefetch of the transformed input (clamped to it); None: never
     channel_base: Callable[[Expr, Expr], Expr]  # (n, input channel) -> flat offset of its planes
     channel_stride: int  # flat offset from one input channel's planes to the next
     weights: Buffer  # packed, flat
@@ -172,7 +241,7 @@ def pack_pixels(w: np.ndarray, geo: ConvGeometry, mr: int) -> np.ndarray:
 
 def pixel_tile(
     ops: Operands, tiling: PixelTiling, n: Expr, g: Expr, ob: Expr,
-    outer: tuple[Expr, ...], rb: Expr, ch: Expr,
+    outer: tuple[Expr, ...], rb: Expr, ch: Expr, ahead: Ahead | None = None,
 ) -> Stmt:  # fmt: skip
     """One MR x NV tile at row block `rb`, chunk `ch` of the rows with leading indices `outer`."""
     geo, lanes, mr, nv = ops.geo, ops.lanes, tiling.mr, tiling.nv
@@ -225,9 +294,19 @@ def pixel_tile(
             stmts.append(body if geo.ocg % mr == 0 else if_then_else(oc_local < geo.ocg, body))
         return seq(*stmts)
 
+    # the next pixel tile: the next chunk of the row, or the next block of rows
+    span = width if tiling.chunks > 1 else tiling.rows * wq
+
+    def fetch(bases: tuple[Expr, ...], b: tuple[Expr, ...]) -> Stmt | None:
+        if ahead is None:
+            return None
+        if ahead.operand == "weights":
+            return seq(*_weights_ahead(ops, ahead, bases[0], mr, b[0]))
+        return seq(*_input_ahead(ops, ahead, span, width, b[1]))
+
     def tile(bases: tuple[Expr, ...]) -> Stmt:
         return register_tile(mr, nv, lanes, ops.acc, red.loops, red.taps, scalar, vector, finish,
-                             lambda ks: bind(ks, *bases))  # fmt: skip
+                             lambda ks: bind(ks, *bases), lambda b: fetch(bases, b))  # fmt: skip
 
     block = (g * oblocks + ob) * geo.icg
     return let_all("t", (block, ops.channel_base(n, g * geo.icg) + qbase), tile)
@@ -281,7 +360,7 @@ def pack_channels(w: np.ndarray, geo: ConvGeometry, width: int) -> np.ndarray:
 
 def channel_tile(
     ops: Operands, tiling: ChannelTiling, n: Expr, g: Expr, ob: Expr, lead: tuple[Expr, ...],
-    pc: Expr,
+    pc: Expr, ahead: Ahead | None = None,
 ) -> Stmt:  # fmt: skip
     """One MR x NV tile: pixels pc*MR.. of the output row `lead`, channel block `ob`."""
     geo, lanes, mr, nv = ops.geo, ops.lanes, tiling.mr, tiling.nv
@@ -320,9 +399,16 @@ def channel_tile(
 
         return loop("j", width, channel)
 
+    def fetch(bases: tuple[Expr, ...], b: tuple[Expr, ...]) -> Stmt | None:
+        if ahead is None:
+            return None
+        if ahead.operand == "weights":
+            return seq(*_weights_ahead(ops, ahead, bases[0], width, b[0]))
+        return seq(*_input_ahead(ops, ahead, mr, mr, b[1]))  # the next tile: mr pixels on
+
     def tile(bases: tuple[Expr, ...]) -> Stmt:
         return register_tile(mr, nv, lanes, ops.acc, red.loops, red.taps, scalar, vector, finish,
-                             lambda ks: bind(ks, *bases))  # fmt: skip
+                             lambda ks: bind(ks, *bases), lambda b: fetch(bases, b))  # fmt: skip
 
     block = (g * oblocks + ob) * geo.icg
     return let_all("t", (block, ops.channel_base(n, g * geo.icg) + qbase), tile)

@@ -60,6 +60,7 @@ def register_tile(
     vector: Vector,
     finish: Callable[[Buffer], Stmt],
     bind: Callable[[tuple[Var, ...]], tuple[Expr, ...]] | None = None,
+    ahead: Callable[[tuple[Expr, ...]], Stmt | None] | None = None,
 ) -> Stmt:
     """acc[mr][nv*lanes] = sum over `loops` x `taps` of scalar(r) * vector(v); then finish(tile).
 
@@ -67,6 +68,7 @@ def register_tile(
     values (e.g. row base offsets) that scalar/vector receive in place of the loop vars, bound
     once per step. `finish` gets a copy of the accumulators in local memory: only constant-index
     accesses touch `acc`, so LLVM keeps it in registers whatever indexing the stores need.
+    `ahead(bound values)` (when given) opens each step: prefetches of what a later tile reads.
     """
     width = nv * lanes
 
@@ -75,14 +77,14 @@ def register_tile(
 
     def with_acc(acc: Buffer) -> Stmt:
         def updates(ks: tuple[Expr, ...]) -> Stmt:
-            body = []
+            body = [ahead(ks)] if ahead is not None else []
             for t in range(taps):
                 for r in range(mr):
                     a = broadcast(scalar(r, ks, t).astype(dtype), lanes)
                     for v in range(nv):
                         b = vector(v, ks, t).astype(dtype)
                         body.append(acc.store((r, vec(v)), mac(a, b, acc[r, vec(v)])))
-            return seq(*body)
+            return seq(*body)  # seq drops a None from `ahead`
 
         def step(*ks: Var) -> Stmt:
             return let_all("s", bind(ks), updates) if bind is not None else updates(ks)
