@@ -38,7 +38,7 @@ from tvmc.runtime import mean_seconds
 
 # ---- the probe op: y = x, or the failure its `mode` knob names -------------------------------
 PROBE = "MeasureProbe"
-MODES = ("ok", "raise", "wrong", "crash", "hang", "sleep")
+MODES = ("ok", "raise", "wrong", "crash", "hang", "sleep", "past_end")
 N = 16
 
 
@@ -65,6 +65,9 @@ def _probe_template(
         x0, x1 = x.read((const(0),)), x.read((const(1),))
         step = loop("j", (1 << 31) - 1, lambda j: y.store((0,), fma(y[0], x0, x1)))
         body = loop("i", (1 << 31) - 1, lambda i: step)
+    elif mode == "past_end":  # y = x + 0 * (the value N past x's end, granted): kept, not dropped
+        assert ctx.may_read_past_end(x.buffer, 4 * N)
+        body = loop("i", N, lambda i: y.store((i,), x.read((i,)) + x.read((i + N,)) * 0.0))
     else:
         shift = 1.0 if mode == "wrong" else 0.0
         body = loop("i", N, lambda i: y.store((i,), x.read((i,)) + const(shift, "float32")))
@@ -294,3 +297,11 @@ def test_a_config_listed_twice_is_built_once_and_run_each_time(measurer, monkeyp
     assert built == [3] and len(results) == 6
     assert all(r.error_no == 0 and min(r.costs) > 0 for r in results)
     assert results[0] is not results[3]  # each listing is its own run
+
+
+def test_a_kernel_keeping_a_value_read_past_the_end_fails_the_check():
+    """The padding a grant buys is poisoned: a kernel must drop what it reads there."""
+    built = build(probe(probe_task(), "past_end"))
+    assert built.error_no == 0 and built.read_slack == 4 * N, built.error_msg
+    result = run(built, MeasureOptions(repeat=1))
+    assert result.error_no == 5 and "differ from the reference" in result.error_msg
