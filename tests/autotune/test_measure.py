@@ -3,6 +3,7 @@ its template or kernel fail in each way the measurer must survive and tell apart
 
 from __future__ import annotations
 
+import ctypes
 import pickle
 import time
 from collections.abc import Iterator
@@ -10,12 +11,13 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from tvmc.autotune import measure_cpu
+from tvmc.autotune import features, measure_cpu
 from tvmc.autotune.local import LocalMeasurer
 from tvmc.autotune.measure import (
     BuildResult,
     MeasureInput,
     MeasureOptions,
+    PastEndGrant,
     default_entity,
     measure_default,
     output_mismatch,
@@ -36,7 +38,7 @@ from tvmc.runtime import mean_seconds
 
 # ---- the probe op: y = x, or the failure its `mode` knob names -------------------------------
 PROBE = "MeasureProbe"
-MODES = ("ok", "raise", "wrong", "crash", "hang", "sleep")
+MODES = ("ok", "raise", "wrong", "crash", "hang", "sleep", "past_end")
 N = 16
 
 
@@ -63,6 +65,9 @@ def _probe_template(
         x0, x1 = x.read((const(0),)), x.read((const(1),))
         step = loop("j", (1 << 31) - 1, lambda j: y.store((0,), fma(y[0], x0, x1)))
         body = loop("i", (1 << 31) - 1, lambda i: step)
+    elif mode == "past_end":  # y = x + 0 * (the value N past x's end, granted): kept, not dropped
+        assert ctx.may_read_past_end(x.buffer, 4 * N)
+        body = loop("i", N, lambda i: y.store((i,), x.read((i,)) + x.read((i + N,)) * 0.0))
     else:
         shift = 1.0 if mode == "wrong" else 0.0
         body = loop("i", N, lambda i: y.store((i,), x.read((i,)) + const(shift, "float32")))
@@ -91,10 +96,10 @@ def probe(task: Task, mode: str) -> MeasureInput:
 
 
 # ---- a small real task ---------------------------------------------------------------------------
-def conv_task(dtype: str = "float32") -> Task:
-    attrs = {"kernel_shape": (3, 3), "strides": (1, 1), "pads": (1, 1, 1, 1), "dilations": (1, 1)}
+def conv_task(dtype: str = "float32", k: int = 3, hw: int = 14) -> Task:
+    attrs = {"kernel_shape": (k, k), "strides": (1, 1), "pads": (k // 2,) * 4, "dilations": (1, 1)}
     node = Node("Conv", ["x", "w", "b"], ["y"], OPS["Conv"].normalize_attrs(attrs, "conv"))
-    types = [TensorType(s, dtype) for s in [(1, 16, 14, 14), (24, 16, 3, 3), (24,)]]
+    types = [TensorType(s, dtype) for s in [(1, 16, hw, hw), (24, 16, k, k), (24,)]]
     lowering = LoweringTarget("cpu", CPUTarget.parse("llvm").vector_bits, 2)
     space = OPS["Conv"].space(node.attrs, types, lowering)
     args = task_args(node, types)
@@ -169,6 +174,37 @@ def test_build_and_run_are_plain_functions():
     assert result.error_no == 0 and len(result.costs) == 2
     rejected = build(probe(probe_task(), "raise"))
     assert rejected.error_no == 1 and not rejected.object_code
+
+
+# 7x7 pixels: the last register tiles of a 1x1 conv run past the input's last plane
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_a_1x1_conv_is_measured_in_place_as_compiled(dtype):
+    """Compile lets a 1x1 conv read an intermediate in place, past its end: the measured kernel
+    is that one (no conv_input copy), its inputs are padded by the grant, and it is correct."""
+    task = conv_task(dtype, k=1, hw=7)
+    built = build(MeasureInput(task, default_entity()))
+    assert built.error_no == 0, built.error_msg
+    assert [k.name for k in built.kernels] == ["k_conv"]
+    assert built.read_slack > 0
+    x = measure_cpu.allocate_buffers(built)["in0"]
+    padding = (ctypes.c_uint8 * built.read_slack).from_address(x.ctypes.data + x.nbytes)
+    if dtype == "float32":  # NaN: a kernel that kept a value read past the end fails the check
+        assert np.isnan(np.frombuffer(padding, np.float32)).all()
+    result = run(pickle.loads(pickle.dumps(built)), MeasureOptions(repeat=2))
+    assert result.error_no == 0, result.error_msg
+    assert [k.name for k in features.task_kernels(task, {})] == ["k_conv"], "as measured"
+
+
+def test_reads_past_end_are_granted_for_data_inputs_only():
+    task = conv_task(k=1, hw=7)
+    grant = PastEndGrant.of(task)
+    assert grant.data_inputs == {"in0"}  # the weights and bias are constants, packed
+    assert not grant(Buffer("in1", (24, 16, 1, 1), "float32"), 64)
+    assert not grant(Buffer("out0", (1, 24, 7, 7), "float32"), 64)
+    assert grant.nbytes == 0
+    assert grant(Buffer("in0", (1, 16, 7, 7), "float32"), 60)
+    assert grant(Buffer("in0", (1, 16, 7, 7), "float32"), 12)
+    assert grant.nbytes == 60
 
 
 def fake_timer(times: list[float]):
@@ -261,3 +297,11 @@ def test_a_config_listed_twice_is_built_once_and_run_each_time(measurer, monkeyp
     assert built == [3] and len(results) == 6
     assert all(r.error_no == 0 and min(r.costs) > 0 for r in results)
     assert results[0] is not results[3]  # each listing is its own run
+
+
+def test_a_kernel_keeping_a_value_read_past_the_end_fails_the_check():
+    """The padding a grant buys is poisoned: a kernel must drop what it reads there."""
+    built = build(probe(probe_task(), "past_end"))
+    assert built.error_no == 0 and built.read_slack == 4 * N, built.error_msg
+    result = run(built, MeasureOptions(repeat=1))
+    assert result.error_no == 5 and "differ from the reference" in result.error_msg

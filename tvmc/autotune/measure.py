@@ -99,6 +99,7 @@ class BuildResult:
     error_no: int = 0
     error_msg: str = ""
     num_threads: int = 0  # threads the code was scheduled for and runs with (0: the default)
+    read_slack: int = 0  # bytes the kernels may read past each data input's end (`PastEndGrant`)
 
 
 def same_options(options: MeasureOptions) -> MeasureOptions:
@@ -205,6 +206,35 @@ class TaskOp:
 
 
 _references: dict[tuple[str, str], list[np.ndarray]] = {}  # per process: the last few tasks'
+
+
+@dataclass
+class PastEndGrant:
+    """`LowerContext.may_read_past_end` for a task built alone: yes for its data inputs (not the
+    constant weights, not the outputs), as compile grants a workspace intermediate, so that the
+    measured kernels are the compiled ones (a 1x1 conv reads its input in place, no copy).
+    `nbytes` is the most granted: the measurer allocates each data input padded by that much,
+    so the grant is exactly what the lowering asked and the allocation follows it.
+
+    Granted whether or not the convs sharing the workload read a model input (which compile
+    does not grant): a task is a workload without that knowledge, and the usual 1x1 conv reads
+    an intermediate (a model's first conv reads the image through a kxk window)."""
+
+    data_inputs: frozenset[str]
+    nbytes: int = 0
+
+    @classmethod
+    def of(cls, task: Task) -> PastEndGrant:
+        """The grant for `task`'s buffers as `TaskOp.lower` names them (in0, in1, ...)."""
+        weights = OPS[task.op].weights
+        count = len(task_types(task)[0])
+        return cls(frozenset(f"in{i}" for i in range(count) if i not in weights))
+
+    def __call__(self, buf: Buffer, nbytes: int) -> bool:
+        if buf.name not in self.data_inputs:
+            return False
+        self.nbytes = max(self.nbytes, nbytes)
+        return True
 
 
 def output_mismatch(built: BuildResult, arrays: dict[str, np.ndarray]) -> str:
