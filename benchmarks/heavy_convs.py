@@ -19,6 +19,14 @@ sums up the other orders too. Where a change of `default_order` flipped a conv's
 other order is the old default: a before/after of the rule in one process. `--cold` (with
 `--cpu-time`) evicts the caches before each run (out of its timing), so that weights and input
 come from memory, as in a model whose weights do not fit in the caches.
+
+`--target` builds the convs for another CPU target that runs here (e.g. "llvm -mcpu=znver3": AVX2
+code, 8 float lanes and 16 vector registers), measured against the host's peak; the peaks of
+both vector widths are measured again and printed beside it.
+`--dump-plans FILE` writes each conv's default plan knob (JSON, by task label) and stops; run
+with an older tree first (`PYTHONPATH=/tmp/before tvmc ...`), `--baseline-plans FILE` (with
+`--cpu-time`) times those plans in alternation with today's defaults: a before/after of a
+change of the defaults in one process.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import glob
+import json
 import math
 import os
 import sys
@@ -49,7 +58,9 @@ from tvmc.autotune.measure import (
 from tvmc.autotune.measure_cpu import allocate_buffers, build
 from tvmc.codegen import CPUTarget, load_object, num_threads, set_num_threads
 from tvmc.ops.conv.cpu import ORDERS, geometry_of, plan
-from tvmc.runtime.peak import peak_gflops
+from tvmc.ops.conv.cpu_tiles import PixelTiling
+from tvmc.ops.space import ConfigEntity, ConfigSpace
+from tvmc.runtime.peak import measure_core_peak_gflops, peak_gflops
 
 TARGET_SHARE = 0.9
 
@@ -60,7 +71,42 @@ def default_plan(task, lanes: int, registers: int) -> str:
     geo = geometry_of(task.op, TaskOp.of(task).node.attrs, types)
     chosen = plan({}, geo, lanes, registers)
     t = chosen.tiling
-    return f"{chosen.schedule} {t.mr}x{t.nv} {chosen.order}"
+    cut = ""
+    if isinstance(t, PixelTiling) and (t.rows > 1 or t.chunks > 1):
+        cut = f" {t.rows} rows" if t.rows > 1 else f" 1/{t.chunks} row"
+    return f"{chosen.schedule} {t.mr}x{t.nv}{cut} {chosen.order}"
+
+
+def default_knobs(task) -> dict:
+    """The plan and unroll_taps knobs of the default config (what `--dump-plans` writes)."""
+    return dict(task.space.get(task.space.default_index).values)
+
+
+def json_shaped(knobs: dict) -> dict:
+    """`knobs` as a JSON round trip gives them back (tuples become lists)."""
+    return json.loads(json.dumps(knobs))
+
+
+def config_of(knobs: dict) -> ConfigEntity:
+    """A config holding exactly `knobs` (a plan need not be in today's space)."""
+    space = ConfigSpace()
+    for name, value in knobs.items():
+        space.other(name, [value])
+    return ConfigEntity(space, 0, (0,) * len(knobs))
+
+
+def target_peak(target: CPUTarget, threads: int) -> tuple[float, str]:
+    """The host's peak (tvmc.runtime.peak, cached), against which code of any target counts;
+    for a target of narrower vectors than the host's, with both widths' peaks measured now,
+    which show whether the narrower code can reach it (on Zen 4, whose 512-bit FMA runs on two
+    256-bit pipes, they are equal)."""
+    peak, source = peak_gflops(threads)
+    if target.vector_bits < CPUTarget.host().vector_bits:
+        narrow = max(measure_core_peak_gflops(lanes=target.vector_bits // 32) for _ in range(2))
+        wide = max(measure_core_peak_gflops() for _ in range(2))
+        source += (f"; one core measured now: {narrow:.0f} with {target.vector_bits}-bit, "
+                   f"{wide:.0f} with {CPUTarget.host().vector_bits}-bit vectors")  # fmt: skip
+    return peak, source
 
 
 def last_level_cache_bytes() -> int:
@@ -144,19 +190,31 @@ def main() -> None:
     parser.add_argument("--orders", action="store_true", help="also the other tile-loop order")
     parser.add_argument("--cold", action="store_true",
                         help="with --cpu-time: evict the caches before each run")  # fmt: skip
+    parser.add_argument("--target", default="llvm", help="a CPU target that runs here")
+    parser.add_argument("--dump-plans", help="write the default plans (JSON) and stop")
+    parser.add_argument("--baseline-plans", help="with --cpu-time: also time these plans")
     args = parser.parse_args()
-    if args.cpu_time:
-        set_num_threads(1)
-    threads = num_threads()
-    peak, source = peak_gflops(threads)
-    print(f"threads {threads}; peak {peak:.0f} GFLOP/s ({source}); "
-          f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+    target = CPUTarget.parse(args.target)
     tasks = []
     with tempfile.TemporaryDirectory() as tmp:
         for model in by_names(args.models):
-            for task in tvmc.extract_tasks(tvmc.load(model.onnx_path(tmp)), "llvm"):
+            for task in tvmc.extract_tasks(tvmc.load(model.onnx_path(tmp)), args.target):
                 if task.op == "Conv" and task.flops >= args.min_mflops * 1e6:
                     tasks.append((model.name, task))
+    if args.dump_plans:
+        with open(args.dump_plans, "w") as f:
+            json.dump({t.label: default_knobs(t) for _, t in tasks}, f, indent=1)
+        return
+    baseline = {}
+    if args.baseline_plans:
+        with open(args.baseline_plans) as f:
+            baseline = json.load(f)
+    if args.cpu_time:
+        set_num_threads(1)
+    threads = num_threads()
+    peak, source = target_peak(target, threads)
+    print(f"target {args.target}; threads {threads}; peak {peak:.0f} GFLOP/s ({source}); "
+          f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
     flipped: list[float | None] = [None] * len(tasks)
     flush = None
     if args.cold:  # twice the largest cache, written before each run
@@ -166,6 +224,8 @@ def main() -> None:
         for i, (_, t) in enumerate(tasks):
             runs = [cpu_timed(t, default_entity(), flush)]
             other = other_order(t) if args.orders else None
+            if t.label in baseline and baseline[t.label] != json_shaped(default_knobs(t)):
+                other = config_of(baseline[t.label])
             if other is not None:
                 runs.append(cpu_timed(t, other, flush))
             seconds = cpu_seconds(runs, args.rounds)
@@ -174,27 +234,27 @@ def main() -> None:
                 flipped[i] = t.flops / seconds[1] / 1e9
     else:
         best = wall_gflops([t for _, t in tasks], args.rounds)
-    host = CPUTarget.parse("llvm")
-    lanes = host.vector_bits // 32  # float32 lanes of this host
+    lanes = target.vector_bits // 32  # float32 lanes of the target
+    other_name = "the baseline plan" if baseline else "the other order"
     print(f"{'model':16} {'task':44} {'MFLOP':>7} {'GFLOP/s':>8} {'peak':>5}  default plan"
-          + ("  (GFLOP/s with the other order)" if args.orders else ""))  # fmt: skip
+          + (f"  (GFLOP/s with {other_name})" if args.orders or baseline else ""))  # fmt: skip
     below = 0
     for (name, task), gflops, other in zip(tasks, best, flipped):
         share = gflops / peak
         below += share < TARGET_SHARE
         print(f"{name:16} {task.label[:44]:44} {task.flops / 1e6:7.0f} {gflops:8.1f} "
-              f"{share:5.0%}  {default_plan(task, lanes, host.vector_registers)}"
-              + (f"  ({other:.1f})" if other is not None else ""))  # fmt: skip
+              f"{share:5.0%}  {default_plan(task, lanes, target.vector_registers)}"
+              + (f"  ({other:.1f}: {other / peak:.0%})" if other is not None else ""))  # fmt: skip
         sys.stdout.flush()
     weighted = weighted_gflops([t for _, t in tasks], best)
     print(f"all heavy convs, weighted by use: {weighted:.1f} GFLOP/s, "
           f"{weighted / peak:.0%} of peak; below {TARGET_SHARE:.0%}: "
           f"{below} of {len(tasks)}; load average {os.getloadavg()[0]:.1f}")  # fmt: skip
-    if args.orders:
+    if args.orders or baseline:
         others = [b if o is None else o for b, o in zip(best, flipped)]
         weighted = weighted_gflops([t for _, t in tasks], others)
         low = sum(g / peak < TARGET_SHARE for g in others)
-        print(f"with the other orders instead: {weighted:.1f} GFLOP/s, {weighted / peak:.0%} of "
+        print(f"with {other_name}s instead: {weighted:.1f} GFLOP/s, {weighted / peak:.0%} of "
               f"peak; below {TARGET_SHARE:.0%}: {low} of {len(tasks)}")  # fmt: skip
 
 

@@ -72,8 +72,10 @@ from tvmc.ops.conv.cpu_tiles import (
     channel_tile,
     channel_tiling,
     density,
+    fits_core,
     pack_channels,
     pack_pixels,
+    pixel_fits,
     pixel_reads_end,
     pixel_tile,
     pixel_tiling,
@@ -99,13 +101,15 @@ STORE_COST = 3.0  # instructions per output element of the channels schedule's t
 
 
 def _estimate(
-    geo: ConvGeometry, lanes: int, pix: PixelTiling, pix_eff: float, ch: ChannelTiling,
-    ch_eff: float,
+    geo: ConvGeometry, lanes: int, registers: int, pix: PixelTiling, pix_eff: float,
+    ch: ChannelTiling, ch_eff: float,
 ) -> str:  # fmt: skip
-    """The schedule with the higher estimated useful multiply-adds per cycle (a model)."""
-    pixels = pix_eff * density(pix.mr, pix.nv)
+    """The schedule with the higher estimated useful multiply-adds per cycle (a model); one
+    whose tile fits the core (`fits_core`) before one whose tile does not."""
+    pixels = (pixel_fits(geo, pix.mr, pix.nv, pix_eff, registers),
+              pix_eff * density(pix.mr, pix.nv))  # fmt: skip
     store = 1 + STORE_COST * lanes / (geo.icg * len(geo.taps))
-    channels = ch_eff * density(ch.mr, ch.nv) / store
+    channels = (fits_core(ch.mr, ch.nv, registers, ch_eff), ch_eff * density(ch.mr, ch.nv) / store)
     return "channels" if channels > pixels else "pixels"
 
 
@@ -133,7 +137,9 @@ def plan(cfg: Mapping[str, Any], geo: ConvGeometry, lanes: int, registers: int) 
     pix, pix_eff = pixel_tiling(geo, lanes, *limits(DEFAULTS["pixels"]), registers)
     chn, chn_eff = channel_tiling(geo, lanes, *limits(DEFAULTS["channels"]), registers)
     depthwise = geo.icg == 1 and geo.group > 1 and geo.ocg <= 8
-    default = "depthwise" if depthwise else _estimate(geo, lanes, pix, pix_eff, chn, chn_eff)
+    default = (
+        "depthwise" if depthwise else _estimate(geo, lanes, registers, pix, pix_eff, chn, chn_eff)
+    )
     schedule = str(cfg.get("schedule", default))
     if schedule == "depthwise" and geo.icg != 1:
         schedule = "pixels"  # a tile loop builds the planes of one input channel only

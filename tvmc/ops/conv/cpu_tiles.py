@@ -41,6 +41,23 @@ def density(mr: int, nv: int) -> float:
     return mr * nv / (mr * nv + 4)
 
 
+def fits_core(mr: int, nv: int, registers: int, useful: float = 1.0) -> bool:
+    """Whether an MR x NV tile can keep a core's FMA pipes busy (docs/performance.md, "What the
+    register tile must hide"); the tilings prefer such tiles to any that do not.
+
+    - latency: a core needs FMA latency x pipes independent accumulators (8 on Zen 3/4 and
+      Skylake: 4 x 2 pipes; 10 on Haswell: 5 x 2; 8 on two-unit AVX-512 Xeons): at least half
+      the register file (8 of AVX2's 16 ymm, 16 of AVX-512's 32 zmm) holds accumulators, of
+      useful lanes (`useful`: the share not spent on padding), so that a tile mostly of padding
+      does not count as one that fits.
+    - loads: these cores load at most as many operands per cycle as they issue FMAs, or a few
+      more (Intel 2 and 2, Zen 3/4 3 and 2), so a reduction step's NV vector loads and MR
+      broadcasts must not outnumber its MR x NV FMAs (1 x 7, 14 x 1 and 13 x 1 do).
+    """
+    fmas = mr * nv
+    return fmas * useful >= registers // 2 and mr + nv <= fmas
+
+
 def max_rows(nv: int, registers: int) -> int:
     """Most tile rows whose MR x NV accumulators, NV loaded vectors and a broadcast fit in
     `registers` (LLVM loads a k step's vectors once and reuses them across the rows)."""
@@ -140,26 +157,32 @@ class PixelTiling:
 def pixel_tiling(
     geo: ConvGeometry, lanes: int, nv_max: int, mr_max: int, registers: int
 ) -> tuple[PixelTiling, float]:
-    """The tiling with the best useful-lane fraction times tile density, and that fraction."""
+    """The tiling with the best useful-lane fraction times tile density, among those that fit
+    the core where any does (`fits_core`), and that fraction."""
     nv_max = min(nv_max, max_vectors(registers))
     ow, wq = geo.out_shape[-1], geo.plane[-1]
     rl = geo.out_shape[-2] if len(geo.out_shape) > 1 else 1
-    best: tuple[float, int, int, int] = (0.0, 0, 1, 1)
-    for rows in range(1, rl + 1):
-        span = (rows - 1) * wq + ow
-        if span > nv_max * lanes:
-            break
-        nv = ceil_div(span, lanes)
-        eff = rl * ow / (ceil_div(rl, rows) * nv * lanes)
-        score = eff * density(min(mr_max, max_rows(nv, registers), geo.ocg), nv)
-        best = max(best, (round(score, 3), nv, rows, 1))
-    if best[0] == 0.0:  # a row wider than a tile: cut it into equal chunks
-        chunks = ceil_div(ow, nv_max * lanes)
-        nv = ceil_div(ceil_div(ow, chunks), lanes)
-        best = (0.0, nv, 1, chunks)
-    _, nv, rows, chunks = best
+    # whole rows per tile, or one row cut into equal chunks (a row wider than a tile must be;
+    # a narrower one may be, for a tile of fewer vectors and more rows of channels)
+    cuts = [(rows, 1) for rows in range(1, rl + 1) if (rows - 1) * wq + ow <= nv_max * lanes]
+    cuts += [(1, c) for c in range(ceil_div(ow, nv_max * lanes), ceil_div(ow, lanes) + 1) if c > 1]
+    best: tuple[bool, float, int, int, int] = (False, -1.0, 0, 1, 1)
+    for rows, chunks in cuts:
+        nv = ceil_div((rows - 1) * wq + ceil_div(ow, chunks), lanes)
+        eff = rl * ow / (ceil_div(rl, rows) * chunks * nv * lanes)
+        mr = min(mr_max, max_rows(nv, registers), geo.ocg)
+        score, fits = eff * density(mr, nv), pixel_fits(geo, mr, nv, eff, registers)
+        best = max(best, (fits, round(score, 3), nv, rows, -chunks))
+    _, _, nv, rows, chunks = best
+    chunks = -chunks
     mr = max(1, min(mr_max, max_rows(nv, registers), geo.ocg))
     return PixelTiling(rows, chunks, nv, mr), rl * ow / (ceil_div(rl, rows) * chunks * nv * lanes)
+
+
+def pixel_fits(geo: ConvGeometry, mr: int, nv: int, eff: float, registers: int) -> bool:
+    """`fits_core` for a pixels tile with `eff` of its lanes useful, MR of `geo.ocg` channels."""
+    used = geo.ocg / (ceil_div(geo.ocg, mr) * mr)
+    return fits_core(mr, nv, registers, eff * used)
 
 
 def pack_pixels(w: np.ndarray, geo: ConvGeometry, mr: int) -> np.ndarray:
@@ -258,16 +281,17 @@ class ChannelTiling:
 def channel_tiling(
     geo: ConvGeometry, lanes: int, nv_max: int, mr_max: int, registers: int
 ) -> tuple[ChannelTiling, float]:
-    """The (MR, NV) with the best useful-lane fraction times tile density, and that fraction."""
+    """The (MR, NV) with the best useful-lane fraction times tile density, among those that fit
+    the core where any does (`fits_core`), and that fraction."""
     nv_max = min(nv_max, max_vectors(registers))
-    ow, best = geo.out_shape[-1], (0.0, 0.0, ChannelTiling(1, 1))
+    ow, best = geo.out_shape[-1], ((False, 0.0), 0.0, ChannelTiling(1, 1))
     for nv in range(1, nv_max + 1):
         width = nv * lanes
         pad = geo.ocg / (ceil_div(geo.ocg, width) * width)
         for mr in range(1, min(mr_max, max_rows(nv, registers)) + 1):
             useful = pad * ow / (ceil_div(ow, mr) * mr)
-            best = max(best, (useful * density(mr, nv), useful, ChannelTiling(mr, nv)),
-                       key=lambda b: b[0])  # fmt: skip
+            score = (fits_core(mr, nv, registers, useful), useful * density(mr, nv))
+            best = max(best, (score, useful, ChannelTiling(mr, nv)), key=lambda b: b[0])
     return best[2], best[1]
 
 
