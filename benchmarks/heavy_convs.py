@@ -193,6 +193,8 @@ def main() -> None:
     parser.add_argument("--target", default="llvm", help="a CPU target that runs here")
     parser.add_argument("--dump-plans", help="write the default plans (JSON) and stop")
     parser.add_argument("--baseline-plans", help="with --cpu-time: also time these plans")
+    parser.add_argument("--changed-only", action="store_true",
+                        help="only the convs whose plan differs from --baseline-plans")  # fmt: skip
     args = parser.parse_args()
     target = CPUTarget.parse(args.target)
     tasks = []
@@ -209,6 +211,10 @@ def main() -> None:
     if args.baseline_plans:
         with open(args.baseline_plans) as f:
             baseline = json.load(f)
+    if args.changed_only:
+        tasks = [(m, t) for m, t in tasks
+                 if baseline.get(t.label, json_shaped(default_knobs(t))) != json_shaped(
+                     default_knobs(t))]  # fmt: skip
     if args.cpu_time:
         set_num_threads(1)
     threads = num_threads()

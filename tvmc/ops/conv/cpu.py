@@ -44,7 +44,9 @@ Every config of a space builds and computes the same result; knobs only change t
   the others with the best modelled throughput (`_estimate`'s model), up to KEEP
   of them. Folding the schedule into the tile
   knob keeps the space free of configs that differ only in limits their schedule never reads.
-  The register budget MR * NV + NV + 1 <= 32 holds for every tile: the tilings enforce it.
+  The register budget MR * NV + NV + 1 <= the target's registers (32 AVX-512, 16 AVX2) holds
+  for every tile: the tilings enforce it. The default tilings also prefer tiles that fit the
+  core (`cpu_tiles.fits_core`: enough accumulators, no more loads than FMAs per step).
 - unroll_taps: "none", "row", "all" where they differ ("all" up to MAX_UNROLLED_TAPS taps).
 
 `in_place` is not a knob of the space: reading an unpadded 1x1 input in place never loses to a
@@ -101,15 +103,14 @@ STORE_COST = 3.0  # instructions per output element of the channels schedule's t
 
 
 def _estimate(
-    geo: ConvGeometry, lanes: int, registers: int, pix: PixelTiling, pix_eff: float,
-    ch: ChannelTiling, ch_eff: float,
+    geo: ConvGeometry, lanes: int, pix: PixelTiling, pix_eff: float, ch: ChannelTiling,
+    ch_eff: float,
 ) -> str:  # fmt: skip
     """The schedule with the higher estimated useful multiply-adds per cycle (a model); one
     whose tile fits the core (`fits_core`) before one whose tile does not."""
-    pixels = (pixel_fits(geo, pix.mr, pix.nv, pix_eff, registers),
-              pix_eff * density(pix.mr, pix.nv))  # fmt: skip
+    pixels = (pixel_fits(geo, pix.mr, pix.nv, pix_eff, lanes), pix_eff * density(pix.mr, pix.nv))
     store = 1 + STORE_COST * lanes / (geo.icg * len(geo.taps))
-    channels = (fits_core(ch.mr, ch.nv, registers, ch_eff), ch_eff * density(ch.mr, ch.nv) / store)
+    channels = (fits_core(ch.mr, ch.nv, lanes, ch_eff), ch_eff * density(ch.mr, ch.nv) / store)
     return "channels" if channels > pixels else "pixels"
 
 
@@ -137,9 +138,7 @@ def plan(cfg: Mapping[str, Any], geo: ConvGeometry, lanes: int, registers: int) 
     pix, pix_eff = pixel_tiling(geo, lanes, *limits(DEFAULTS["pixels"]), registers)
     chn, chn_eff = channel_tiling(geo, lanes, *limits(DEFAULTS["channels"]), registers)
     depthwise = geo.icg == 1 and geo.group > 1 and geo.ocg <= 8
-    default = (
-        "depthwise" if depthwise else _estimate(geo, lanes, registers, pix, pix_eff, chn, chn_eff)
-    )
+    default = "depthwise" if depthwise else _estimate(geo, lanes, pix, pix_eff, chn, chn_eff)
     schedule = str(cfg.get("schedule", default))
     if schedule == "depthwise" and geo.icg != 1:
         schedule = "pixels"  # a tile loop builds the planes of one input channel only

@@ -1,7 +1,7 @@
 """The two register-tiled conv schedules over transformed input planes (see cpu_layout).
 
 - pixels: a tile is MR output channels x NV vectors of consecutive plane positions (whole
-  output rows, or a chunk of one long row). Broadcast operand: packed weights
+  output rows, or a chunk of one row). Broadcast operand: packed weights
   `[group][oc block][icg][tap][MR]`; vector operand: input plane rows at each tap's offset.
   Lanes falling on the planes' padding columns are computed and dropped at the store, so this
   suits 1x1 convs (no padding columns) and wide rows.
@@ -41,21 +41,29 @@ def density(mr: int, nv: int) -> float:
     return mr * nv / (mr * nv + 4)
 
 
-def fits_core(mr: int, nv: int, registers: int, useful: float = 1.0) -> bool:
-    """Whether an MR x NV tile can keep a core's FMA pipes busy (docs/performance.md, "What the
-    register tile must hide"); the tilings prefer such tiles to any that do not.
+# What the default tilings assume of a core (documented by Intel and AMD, not measured): the
+# x86 cores with FMA since Haswell do 32 fp32 flops per cycle (two 256-bit FMA pipes; Zen 4 runs
+# a 512-bit FMA on both, Intel's two-unit AVX-512 Xeons do 64), at a latency of 4 cycles
+# (Haswell 5), and load two vectors or broadcasts per cycle (Zen 3/4 three of up to 256 bits).
+FLOPS_PER_CYCLE = 32
+FMA_LATENCY = 4
+LOADS_PER_CYCLE = 2
 
-    - latency: a core needs FMA latency x pipes independent accumulators (8 on Zen 3/4 and
-      Skylake: 4 x 2 pipes; 10 on Haswell: 5 x 2; 8 on two-unit AVX-512 Xeons): at least half
-      the register file (8 of AVX2's 16 ymm, 16 of AVX-512's 32 zmm) holds accumulators, of
-      useful lanes (`useful`: the share not spent on padding), so that a tile mostly of padding
-      does not count as one that fits.
-    - loads: these cores load at most as many operands per cycle as they issue FMAs, or a few
-      more (Intel 2 and 2, Zen 3/4 3 and 2), so a reduction step's NV vector loads and MR
-      broadcasts must not outnumber its MR x NV FMAs (1 x 7, 14 x 1 and 13 x 1 do).
+
+def fits_core(mr: int, nv: int, lanes: int, useful: float = 1.0) -> bool:
+    """Whether an MR x NV tile of `lanes`-float vectors can keep the FMA pipes busy
+    (docs/performance.md, "What the register tile must hide"); the tilings prefer such tiles.
+
+    - latency: FMA_LATENCY x FMAs per cycle independent accumulators, of useful lanes (`useful`:
+      the share not spent on padding): 8 with AVX2's 8 lanes (2 FMAs a cycle), 4 with
+      AVX-512's 16 (1 a cycle on Zen 4; Intel's 2-unit Xeons need 8, which every AVX-512
+      default has).
+    - loads: a reduction step's NV vector loads and MR broadcasts take no more cycles than its
+      MR x NV FMAs: with 8 lanes no more loads than FMAs (1 x 7 and 14 x 1 have more).
     """
-    fmas = mr * nv
-    return fmas * useful >= registers // 2 and mr + nv <= fmas
+    fmas, per_cycle = mr * nv, FLOPS_PER_CYCLE / (2 * lanes)
+    cycles = fmas / per_cycle
+    return fmas * useful >= FMA_LATENCY * per_cycle and mr + nv <= LOADS_PER_CYCLE * cycles
 
 
 def max_rows(nv: int, registers: int) -> int:
@@ -171,7 +179,7 @@ def pixel_tiling(
         nv = ceil_div((rows - 1) * wq + ceil_div(ow, chunks), lanes)
         eff = rl * ow / (ceil_div(rl, rows) * chunks * nv * lanes)
         mr = min(mr_max, max_rows(nv, registers), geo.ocg)
-        score, fits = eff * density(mr, nv), pixel_fits(geo, mr, nv, eff, registers)
+        score, fits = eff * density(mr, nv), pixel_fits(geo, mr, nv, eff, lanes)
         best = max(best, (fits, round(score, 3), nv, rows, -chunks))
     _, _, nv, rows, chunks = best
     chunks = -chunks
@@ -179,10 +187,10 @@ def pixel_tiling(
     return PixelTiling(rows, chunks, nv, mr), rl * ow / (ceil_div(rl, rows) * chunks * nv * lanes)
 
 
-def pixel_fits(geo: ConvGeometry, mr: int, nv: int, eff: float, registers: int) -> bool:
+def pixel_fits(geo: ConvGeometry, mr: int, nv: int, eff: float, lanes: int) -> bool:
     """`fits_core` for a pixels tile with `eff` of its lanes useful, MR of `geo.ocg` channels."""
     used = geo.ocg / (ceil_div(geo.ocg, mr) * mr)
-    return fits_core(mr, nv, registers, eff * used)
+    return fits_core(mr, nv, lanes, eff * used)
 
 
 def pack_pixels(w: np.ndarray, geo: ConvGeometry, mr: int) -> np.ndarray:
@@ -290,7 +298,7 @@ def channel_tiling(
         pad = geo.ocg / (ceil_div(geo.ocg, width) * width)
         for mr in range(1, min(mr_max, max_rows(nv, registers)) + 1):
             useful = pad * ow / (ceil_div(ow, mr) * mr)
-            score = (fits_core(mr, nv, registers, useful), useful * density(mr, nv))
+            score = (fits_core(mr, nv, lanes, useful), useful * density(mr, nv))
             best = max(best, (score, useful, ChannelTiling(mr, nv)), key=lambda b: b[0])
     return best[2], best[1]
 
