@@ -46,7 +46,8 @@ Every config of a space builds and computes the same result; knobs only change t
   knob keeps the space free of configs that differ only in limits their schedule never reads.
   The register budget MR * NV + NV + 1 <= the target's registers (32 AVX-512, 16 AVX2) holds
   for every tile: the tilings enforce it. The default tilings also prefer tiles that fit the
-  core (`cpu_tiles.fits_core`: enough accumulators, no more loads than FMAs per step).
+  core (`cpu_tiles.fits_core`: enough accumulators to hide the FMA latency, and no more loads
+  than the core makes in the cycles of its FMAs).
 - unroll_taps: "none", "row", "all" where they differ ("all" up to MAX_UNROLLED_TAPS taps).
 
 `in_place` is not a knob of the space: reading an unpadded 1x1 input in place never loses to a

@@ -52,12 +52,12 @@ LOADS_PER_CYCLE = 2
 
 def fits_core(mr: int, nv: int, lanes: int, useful: float = 1.0) -> bool:
     """Whether an MR x NV tile of `lanes`-float vectors can keep the FMA pipes busy
-    (docs/performance.md, "What the register tile must hide"); the tilings prefer such tiles.
+    (docs/performance.md, "AVX2 builds: tiles that fit the core"); the tilings prefer them.
 
     - latency: FMA_LATENCY x FMAs per cycle independent accumulators, of useful lanes (`useful`:
       the share not spent on padding): 8 with AVX2's 8 lanes (2 FMAs a cycle), 4 with
-      AVX-512's 16 (1 a cycle on Zen 4; Intel's 2-unit Xeons need 8, which every AVX-512
-      default has).
+      AVX-512's 16 (1 a cycle on Zen 4; Intel's 2-unit Xeons need 8, which the heavy convs'
+      AVX-512 tiles have: 14 to 28).
     - loads: a reduction step's NV vector loads and MR broadcasts take no more cycles than its
       MR x NV FMAs: with 8 lanes no more loads than FMAs (1 x 7 and 14 x 1 have more).
     """
