@@ -97,9 +97,9 @@ def config_of(knobs: dict) -> ConfigEntity:
 
 def target_peak(target: CPUTarget, threads: int) -> tuple[float, str]:
     """The host's peak (tvmc.runtime.peak, cached), against which code of any target counts;
-    for a target of narrower vectors than the host's, with both widths' peaks measured now,
-    which show whether the narrower code can reach it (on Zen 4, whose 512-bit FMA runs on two
-    256-bit pipes, they are equal)."""
+    for a target of narrower vectors than the host's, with both widths' peaks measured now
+    (on Zen 4, whose 512-bit FMA runs on its two 256-bit pipes, the flops per cycle are the
+    same; the 12-chain kernel measured the 256-bit one ~10% lower: docs/performance.md)."""
     peak, source = peak_gflops(threads)
     if target.vector_bits < CPUTarget.host().vector_bits:
         narrow = max(measure_core_peak_gflops(lanes=target.vector_bits // 32) for _ in range(2))
