@@ -22,6 +22,14 @@ come from memory, as in a model whose weights do not fit in the caches. `--prefe
 `--cpu-time`, instead of `--orders`) times the default plan with its `prefetch` knob flipped in
 alternation (tiles fetching the tile loop's next outer operand ahead; tvmc/ops/conv/cpu_tiles.py)
 and sums that variant up too.
+
+`--target` builds the convs for another CPU target that runs here (e.g. "llvm -mcpu=znver3": AVX2
+code, 8 float lanes and 16 vector registers), measured against the host's peak; the peaks of
+both vector widths are measured again and printed beside it.
+`--dump-plans FILE` writes each conv's default plan knob (JSON, by task label) and stops; run
+with an older tree first (`PYTHONPATH=/tmp/before tvmc ...`), `--baseline-plans FILE` (with
+`--cpu-time`) times those plans in alternation with today's defaults: a before/after of a
+change of the defaults in one process.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import glob
+import json
 import math
 import os
 import sys
@@ -52,21 +61,68 @@ from tvmc.autotune.measure import (
 from tvmc.autotune.measure_cpu import allocate_buffers, build
 from tvmc.codegen import CPUTarget, load_object, num_threads, set_num_threads
 from tvmc.ops.conv.cpu import ORDERS, geometry_of, plan
+from tvmc.ops.conv.cpu_tiles import PixelTiling
 from tvmc.ops.space import ConfigEntity, ConfigSpace
-from tvmc.runtime.peak import peak_gflops
+from tvmc.runtime.peak import measure_core_peak_gflops, peak_gflops
 
 TARGET_SHARE = 0.9
-HOST = CPUTarget.parse("llvm")  # what the tasks are lowered for (float32 throughout)
 
 
-def default_plan(task, lanes: int, registers: int) -> str:
+def default_plan(task, target: CPUTarget) -> str:
     """The schedule and register tile (MR rows x NV vectors) the default config picks."""
-    types, attrs = task_types(task)
-    geo = geometry_of(task.op, TaskOp.of(task).node.attrs, types)
-    chosen = plan({}, geo, lanes, registers, HOST.private_cache_bytes // 4)
+    chosen = default_conv_plan(task, target)
     t = chosen.tiling
+    cut = ""
+    if isinstance(t, PixelTiling) and (t.rows > 1 or t.chunks > 1):
+        cut = f" {t.rows} rows" if t.rows > 1 else f" 1/{t.chunks} row"
     fetch = " prefetch" if chosen.prefetch else ""
-    return f"{chosen.schedule} {t.mr}x{t.nv} {chosen.order}{fetch}"
+    return f"{chosen.schedule} {t.mr}x{t.nv}{cut} {chosen.order}{fetch}"
+
+
+def default_conv_plan(task, target: CPUTarget):
+    """The plan the default config of a Conv task gets for `target` (float32)."""
+    types, _ = task_types(task)
+    geo = geometry_of(task.op, TaskOp.of(task).node.attrs, types)
+    lanes = target.vector_bits // 32
+    return plan({}, geo, lanes, target.vector_registers, target.private_cache_bytes // 4)
+
+
+def flipped_prefetch(task, target: CPUTarget) -> ConfigEntity:
+    """The default config with its `prefetch` knob the other way round."""
+    space = ConfigSpace().other("prefetch", [not default_conv_plan(task, target).prefetch])
+    return ConfigEntity(space, 0, (0,))
+
+
+def default_knobs(task) -> dict:
+    """The plan and unroll_taps knobs of the default config (what `--dump-plans` writes)."""
+    return dict(task.space.get(task.space.default_index).values)
+
+
+def json_shaped(knobs: dict) -> dict:
+    """`knobs` as a JSON round trip gives them back (tuples become lists)."""
+    return json.loads(json.dumps(knobs))
+
+
+def config_of(knobs: dict) -> ConfigEntity:
+    """A config holding exactly `knobs` (a plan need not be in today's space)."""
+    space = ConfigSpace()
+    for name, value in knobs.items():
+        space.other(name, [value])
+    return ConfigEntity(space, 0, (0,) * len(knobs))
+
+
+def target_peak(target: CPUTarget, threads: int) -> tuple[float, str]:
+    """The host's peak (tvmc.runtime.peak, cached), against which code of any target counts;
+    for a target of narrower vectors than the host's, with both widths' peaks measured now
+    (on Zen 4, whose 512-bit FMA runs on its two 256-bit pipes, the flops per cycle are the
+    same; the 12-chain kernel measured the 256-bit one ~10% lower: docs/performance.md)."""
+    peak, source = peak_gflops(threads)
+    if target.vector_bits < CPUTarget.host().vector_bits:
+        narrow = max(measure_core_peak_gflops(lanes=target.vector_bits // 32) for _ in range(2))
+        wide = max(measure_core_peak_gflops() for _ in range(2))
+        source += (f"; one core measured now: {narrow:.0f} with {target.vector_bits}-bit, "
+                   f"{wide:.0f} with {CPUTarget.host().vector_bits}-bit vectors")  # fmt: skip
+    return peak, source
 
 
 def last_level_cache_bytes() -> int:
@@ -128,15 +184,6 @@ def other_order(task):
     return None
 
 
-def flipped_prefetch(task, lanes: int, registers: int) -> ConfigEntity:
-    """The default config with its `prefetch` knob the other way round."""
-    types, _ = task_types(task)
-    geo = geometry_of(task.op, TaskOp.of(task).node.attrs, types)
-    default = plan({}, geo, lanes, registers, HOST.private_cache_bytes // 4)
-    space = ConfigSpace().other("prefetch", [not default.prefetch])
-    return ConfigEntity(space, 0, (0,))
-
-
 def wall_gflops(tasks: list, rounds: int) -> list[float]:
     """Each task's best GFLOP/s over `rounds`, measured as tuning measures (2 threads, wall)."""
     best = [0.0] * len(tasks)
@@ -161,21 +208,37 @@ def main() -> None:
                         help="with --cpu-time: also the default with prefetch flipped")  # fmt: skip
     parser.add_argument("--cold", action="store_true",
                         help="with --cpu-time: evict the caches before each run")  # fmt: skip
+    parser.add_argument("--target", default="llvm", help="a CPU target that runs here")
+    parser.add_argument("--dump-plans", help="write the default plans (JSON) and stop")
+    parser.add_argument("--baseline-plans", help="with --cpu-time: also time these plans")
+    parser.add_argument("--changed-only", action="store_true",
+                        help="only the convs whose plan differs from --baseline-plans")  # fmt: skip
     args = parser.parse_args()
-    if args.cpu_time:
-        set_num_threads(1)
-    host = HOST
-    lanes = host.vector_bits // 32  # float32 lanes of this host
-    threads = num_threads()
-    peak, source = peak_gflops(threads)
-    print(f"threads {threads}; peak {peak:.0f} GFLOP/s ({source}); "
-          f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+    target = CPUTarget.parse(args.target)
     tasks = []
     with tempfile.TemporaryDirectory() as tmp:
         for model in by_names(args.models):
-            for task in tvmc.extract_tasks(tvmc.load(model.onnx_path(tmp)), "llvm"):
+            for task in tvmc.extract_tasks(tvmc.load(model.onnx_path(tmp)), args.target):
                 if task.op == "Conv" and task.flops >= args.min_mflops * 1e6:
                     tasks.append((model.name, task))
+    if args.dump_plans:
+        with open(args.dump_plans, "w") as f:
+            json.dump({t.label: default_knobs(t) for _, t in tasks}, f, indent=1)
+        return
+    baseline = {}
+    if args.baseline_plans:
+        with open(args.baseline_plans) as f:
+            baseline = json.load(f)
+    if args.changed_only:
+        tasks = [(m, t) for m, t in tasks
+                 if baseline.get(t.label, json_shaped(default_knobs(t))) != json_shaped(
+                     default_knobs(t))]  # fmt: skip
+    if args.cpu_time:
+        set_num_threads(1)
+    threads = num_threads()
+    peak, source = target_peak(target, threads)
+    print(f"target {args.target}; threads {threads}; peak {peak:.0f} GFLOP/s ({source}); "
+          f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
     flipped: list[float | None] = [None] * len(tasks)
     flush = None
     if args.cold:  # twice the largest cache, written before each run
@@ -186,7 +249,9 @@ def main() -> None:
             runs = [cpu_timed(t, default_entity(), flush)]
             other = other_order(t) if args.orders else None
             if args.prefetch:
-                other = flipped_prefetch(t, lanes, host.vector_registers)
+                other = flipped_prefetch(t, target)
+            if t.label in baseline and baseline[t.label] != json_shaped(default_knobs(t)):
+                other = config_of(baseline[t.label])
             if other is not None:
                 runs.append(cpu_timed(t, other, flush))
             seconds = cpu_seconds(runs, args.rounds)
@@ -195,26 +260,28 @@ def main() -> None:
                 flipped[i] = t.flops / seconds[1] / 1e9
     else:
         best = wall_gflops([t for _, t in tasks], args.rounds)
-    variant = "with prefetch flipped" if args.prefetch else "with the other order"
+    other_name = ("the baseline plan" if baseline else
+                  "prefetch flipped" if args.prefetch else "the other order")  # fmt: skip
+    compared = args.orders or args.prefetch or baseline
     print(f"{'model':16} {'task':44} {'MFLOP':>7} {'GFLOP/s':>8} {'peak':>5}  default plan"
-          + (f"  (GFLOP/s {variant})" if args.orders or args.prefetch else ""))  # fmt: skip
+          + (f"  (GFLOP/s with {other_name})" if compared else ""))  # fmt: skip
     below = 0
     for (name, task), gflops, other in zip(tasks, best, flipped):
         share = gflops / peak
         below += share < TARGET_SHARE
         print(f"{name:16} {task.label[:44]:44} {task.flops / 1e6:7.0f} {gflops:8.1f} "
-              f"{share:5.0%}  {default_plan(task, lanes, host.vector_registers)}"
-              + (f"  ({other:.1f})" if other is not None else ""))  # fmt: skip
+              f"{share:5.0%}  {default_plan(task, target)}"
+              + (f"  ({other:.1f}: {other / peak:.0%})" if other is not None else ""))  # fmt: skip
         sys.stdout.flush()
     weighted = weighted_gflops([t for _, t in tasks], best)
     print(f"all heavy convs, weighted by use: {weighted:.1f} GFLOP/s, "
           f"{weighted / peak:.0%} of peak; below {TARGET_SHARE:.0%}: "
           f"{below} of {len(tasks)}; load average {os.getloadavg()[0]:.1f}")  # fmt: skip
-    if args.orders or args.prefetch:
+    if compared:
         others = [b if o is None else o for b, o in zip(best, flipped)]
         weighted = weighted_gflops([t for _, t in tasks], others)
         low = sum(g / peak < TARGET_SHARE for g in others)
-        print(f"{variant} instead: {weighted:.1f} GFLOP/s, {weighted / peak:.0%} of "
+        print(f"with {other_name} instead: {weighted:.1f} GFLOP/s, {weighted / peak:.0%} of "
               f"peak; below {TARGET_SHARE:.0%}: {low} of {len(tasks)}")  # fmt: skip
 
 

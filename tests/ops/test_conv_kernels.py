@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from tests.lowering_helpers import check_lowered
 from tests.onnx_helpers import assert_close, run_onnxruntime, single_node_model
-from tvmc.codegen import emit_cpu, load_shared
+from tvmc.codegen import CPUTarget, emit_cpu, load_shared
 from tvmc.frontend import convert_model
 from tvmc.graph import Node, TensorType
 from tvmc.kernel import Buffer, kernel_str, maximum
@@ -41,10 +41,15 @@ def lower_and_run(
     out_type: TensorType,
     config: Mapping[str, Any] | None = None,
     epilogue_extra: bool = False,
+    target: CPUTarget | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """(output, residual) of the node's template; with `epilogue_extra` the epilogue is
-    relu(v + 0.5) + residual[idx], the residual read from another buffer at the same indices."""
-    ctx = LowerContext(LoweringTarget(num_threads=2), config or {})
+    relu(v + 0.5) + residual[idx], the residual read from another buffer at the same indices.
+    `target`: lowered and compiled for that CPU (default: an AVX-512 lowering for this host)."""
+    lowering = LoweringTarget(num_threads=2)
+    if target is not None:
+        lowering = LoweringTarget("cpu", target.vector_bits, 2, target.vector_registers)
+    ctx = LowerContext(lowering, config or {})
     types = [TensorType.of(a) for a in arrays]
     bufs = [Buffer(f"in{i}", buffer_shape(t.shape), t.dtype) for i, t in enumerate(types)]
     refs = [
@@ -66,7 +71,7 @@ def lower_and_run(
     data[out] = np.full(out.shape, np.nan, out.dtype)
     data.update(ctx.params)
     data.update({b: np.full(b.shape, np.nan, b.dtype) for b in ctx.temps})
-    module = load_shared(emit_cpu(kernels))
+    module = load_shared(emit_cpu(kernels, target))
     for k in kernels:
         module.run(k.name, *(data[b] for b in k.params))
     return data[out].reshape(out_type.shape), residual
@@ -81,8 +86,11 @@ def check_conv(
     config: Mapping[str, Any] | None = None,
     runtime_weight: bool = False,
     epilogue: bool = False,
+    target: CPUTarget | None = None,
+    tol: Mapping[str, float] = TOL,
 ) -> None:
-    """One conv node through its template against onnxruntime."""
+    """One conv node through its template (for `target`, default this host) against
+    onnxruntime."""
     inputs = {"x": x, **({"w": w} if runtime_weight else {})}
     constants = {
         **({} if runtime_weight else {"w": w}),
@@ -96,11 +104,11 @@ def check_conv(
     arrays = [x, w, *([bias] if bias is not None else [])]
     constant = [False, not runtime_weight, True][: len(arrays)]
     got, residual = lower_and_run(
-        node, arrays, constant, graph.types[node.outputs[0]], config, epilogue
+        node, arrays, constant, graph.types[node.outputs[0]], config, epilogue, target
     )
     if residual is not None:
         want = np.maximum(want + np.float32(0.5), 0) + residual
-    assert_close(got, want, **TOL)
+    assert_close(got, want, **tol)
 
 
 CONV_CASES = [
@@ -467,12 +475,17 @@ def test_patch_embedding_transform_is_one_loop_nest():
     assert len(kernel_str(transform).splitlines()) < 20
 
 
-def default_plan(x_shape, w_shape, attrs):
-    """The plan an empty config gets on the AVX-512 target `lower_and_run` lowers for."""
+def conv_attrs(w_shape, attrs):
+    """`attrs` with ONNX's defaults for a conv of weights `w_shape`, normalized."""
     n = len(w_shape) - 2
     onnx_defaults = {"kernel_shape": w_shape[2:], "strides": [1] * n, "pads": [0] * 2 * n,
                      "dilations": [1] * n, "group": 1}  # fmt: skip
-    full = OPS["Conv"].normalize_attrs({**onnx_defaults, **attrs}, "Conv")
+    return OPS["Conv"].normalize_attrs({**onnx_defaults, **attrs}, "Conv")
+
+
+def default_plan(x_shape, w_shape, attrs):
+    """The plan an empty config gets on the AVX-512 target `lower_and_run` lowers for."""
+    full = conv_attrs(w_shape, attrs)
     geo = geometry_of("Conv", full, [TensorType(s, "float32") for s in (x_shape, w_shape)])
     target = LoweringTarget(num_threads=2)
     return plan({}, geo, target.lanes("float32"), target.vector_registers)
@@ -584,3 +597,32 @@ def test_default_prefetch_where_the_outer_operand_outgrows_the_cache(
     assert with_cache.prefetch == fetch
     assert with_cache.order == chosen.order  # the cache moves nothing else
     assert plan({"prefetch": not fetch}, geo, 16, 32, cache_bytes // 4).prefetch == (not fetch)
+
+
+AVX2 = CPUTarget.parse("llvm -mcpu=znver3")  # AVX2 and FMA, no AVX-512: 8 lanes, 16 registers
+
+
+@pytest.mark.skipif(CPUTarget.host().vector_bits < 256, reason="AVX2 code does not run here")
+@pytest.mark.parametrize(
+    "x_shape,w_shape,attrs,schedule,tile",
+    [
+        # a 56-wide row in 4 chunks of 2 vectors, 6 channels (was one row of 1x7)
+        ((1, 16, 6, 56), (64, 16, 1, 1), {}, "pixels", (6, 2)),
+        # 14-pixel rows x 2 vectors of channels, 5 pixels per tile (was 14x1, which spilled)
+        ((1, 256, 14, 14), (64, 256, 3, 3), {"pads": [1, 1, 1, 1]}, "channels", (5, 2)),
+        # 28-pixel rows x 2 vectors of channels, 6 pixels per tile: the last tile partly outside
+        ((1, 64, 6, 28), (64, 64, 3, 3), {"pads": [1, 1, 1, 1]}, "channels", (6, 2)),
+    ],
+)  # fmt: skip
+def test_conv_avx2_default_tiles(x_shape, w_shape, attrs, schedule, tile, rng):
+    """AVX2 code of the default plans computes the conv (it runs on any AVX2 host)."""
+    geo = geometry_of("Conv", conv_attrs(w_shape, attrs),
+                      [TensorType(s, "float32") for s in (x_shape, w_shape)])  # fmt: skip
+    chosen = plan({}, geo, AVX2.vector_bits // 32, AVX2.vector_registers)
+    assert (chosen.schedule, (chosen.tiling.mr, chosen.tiling.nv)) == (schedule, tile)
+    x, w, b = randn(rng, *x_shape), randn(rng, *w_shape), randn(rng, w_shape[0])
+    # sums of up to 2304 products of unit normals (|sum| ~ 50) in another order than
+    # onnxruntime's: float32 rounding reaches ~1e-4 absolute
+    tol = {"rtol": 1e-4, "atol": 3e-4}
+    check_conv("Conv", x, w, attrs, b, target=AVX2, tol=tol)
+    check_conv("Conv", x, w, attrs, b, target=AVX2, epilogue=True, tol=tol)

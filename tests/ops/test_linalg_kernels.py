@@ -16,6 +16,7 @@ import pytest
 from tests.lowering_helpers import check_lowered, run_node
 from tests.onnx_helpers import single_node_model
 from tests.ops.test_conv_kernels import lower_and_run
+from tvmc.codegen import CPUTarget
 from tvmc.frontend import convert_model
 from tvmc.graph import Node, TensorType
 from tvmc.ops import OPS
@@ -36,8 +37,10 @@ def run_template(
     attrs: Mapping[str, Any],
     config: Mapping[str, Any] | None = None,
     epilogue: bool = False,
+    target: CPUTarget | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """(template output, numpy reference, residual) for one node with knobs `config`."""
+    """(template output, numpy reference, residual) for one node with knobs `config`, lowered
+    and compiled for `target` (default: this host)."""
     inputs = {k: v for k, v in arrays.items() if k not in constant}
     constants = {k: v for k, v in arrays.items() if k in constant}
     model = single_node_model(op, inputs, attrs, constants, input_order=list(arrays))
@@ -51,6 +54,7 @@ def run_template(
         graph.types[node.outputs[0]],
         config,
         epilogue,
+        target,
     )
     return got, OPS[op].reference(node.attrs, *values), residual
 
@@ -114,6 +118,20 @@ def test_matmul_tiles(config, rng):
     arrays = {"a": randn(rng, 23, 29), "b": randn(rng, 29, 70)}
     got, want, _ = run_template("MatMul", arrays, {"b"}, {}, config)
     np.testing.assert_allclose(got, want, **TOL)
+
+
+@pytest.mark.skipif(CPUTarget.host().vector_bits < 256, reason="AVX2 code does not run here")
+@pytest.mark.parametrize("b_constant", [True, False])
+def test_matmul_avx2_default_tile(b_constant, rng):
+    """AVX2 code (8 lanes, the 6x2 default of 16 registers) computes the product; M = 23 and
+    N = 70 leave a partial row block and panel."""
+    arrays = {"a": randn(rng, 23, 29), "b": randn(rng, 29, 70)}
+    avx2 = CPUTarget.parse("llvm -mcpu=znver3")
+    got, want, _ = run_template("MatMul", arrays, {"b"} if b_constant else set(), {}, target=avx2)
+    np.testing.assert_allclose(got, want, **TOL)
+    got, want, residual = run_template("MatMul", arrays, {"b"}, {}, epilogue=True, target=avx2)
+    assert residual is not None
+    np.testing.assert_allclose(got, np.maximum(want + 0.5, 0) + residual, **TOL)
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.lowering_helpers import lower_node, run_node
 from tvmc.graph import Node, TensorType
@@ -27,6 +29,7 @@ from tvmc.ops.space import ConfigSpace
 
 TOL = {"rtol": 1e-4, "atol": 1e-5}
 TARGET = LoweringTarget(num_threads=2)  # what run_node lowers for
+AVX2 = LoweringTarget(vector_bits=256, num_threads=2, vector_registers=16)
 RANDOM_CONFIGS = 8
 
 
@@ -65,10 +68,12 @@ WORKLOADS: list[tuple[str, list[tuple[int, ...]], dict[str, Any]]] = [
 IDS = [f"{op}-{'x'.join(map(str, shapes[0]))}" for op, shapes, _ in WORKLOADS]
 
 
-def space_of(op: str, shapes: list[tuple[int, ...]], attrs: dict[str, Any]) -> ConfigSpace:
+def space_of(
+    op: str, shapes: list[tuple[int, ...]], attrs: dict[str, Any], target: LoweringTarget = TARGET
+) -> ConfigSpace:
     opdef = OPS[op]
     full = opdef.normalize_attrs(attrs, op)
-    return opdef.space(full, [TensorType(s, "float32") for s in shapes], TARGET)
+    return opdef.space(full, [TensorType(s, "float32") for s in shapes], target)
 
 
 def configs_to_check(space: ConfigSpace, seed: int) -> list[int]:
@@ -118,7 +123,8 @@ CONV_WORKLOADS = [w for w in WORKLOADS if w[0] in ("Conv", "ConvTranspose")]
 
 
 @pytest.mark.parametrize("op,shapes,attrs", CONV_WORKLOADS, ids=IDS[: len(CONV_WORKLOADS)])
-def test_conv_default_is_in_space(op, shapes, attrs):
+@pytest.mark.parametrize("target", ["avx512", "avx2"])
+def test_conv_default_is_in_space(op, shapes, attrs, target):
     """The template's own choice for an empty config is the plan of some config of the space."""
     full = OPS[op].normalize_attrs(attrs, op)
     types = [TensorType(s, "float32") for s in shapes]
@@ -128,9 +134,10 @@ def test_conv_default_is_in_space(op, shapes, attrs):
     assert stated.transposed == (op == "ConvTranspose")
     # a strided ConvTranspose tiles its columns conv (cpu_transpose), others their conv reading
     assert geo == (columns_geometry(stated) if uses_columns(stated) else stated.stuffed())
-    lanes = TARGET.lanes(accumulator_dtype("float32"))
-    space = space_of(op, shapes, attrs)
-    registers = TARGET.vector_registers
+    lowering = {"avx512": TARGET, "avx2": AVX2}[target]
+    lanes = lowering.lanes(accumulator_dtype("float32"))
+    space = space_of(op, shapes, attrs, lowering)
+    registers = lowering.vector_registers
     plans = {plan(space.get(i).values, geo, lanes, registers) for i in range(len(space))}
     assert plan({}, geo, lanes, registers) in plans
     assert space.default_index is not None
@@ -202,9 +209,6 @@ def test_conv_space_configs_build_distinct_kernels(shapes, attrs):
         texts[text] = config.values
 
 
-AVX2 = LoweringTarget(vector_bits=256, num_threads=2, vector_registers=16)
-
-
 @pytest.mark.parametrize("op,shapes,attrs", CONV_WORKLOADS, ids=IDS[: len(CONV_WORKLOADS)])
 @pytest.mark.parametrize("target", [TARGET, AVX2], ids=["avx512", "avx2"])
 def test_conv_default_tiles_fit_the_registers(op, shapes, attrs, target):
@@ -215,6 +219,66 @@ def test_conv_default_tiles_fit_the_registers(op, shapes, attrs, target):
     lanes = target.lanes("float32")
     tiling = plan({}, geo, lanes, target.vector_registers).tiling
     assert tiling.mr * tiling.nv + tiling.nv + 1 <= target.vector_registers
+
+
+# the convs of resnet50 and vgg19 (input, weights, stride, pad): every heavy conv's shape family
+RESNET_VGG_CONVS = [
+    ((1, 3, 224, 224), (64, 3, 7, 7), 2, 3), ((1, 3, 224, 224), (64, 3, 3, 3), 1, 1),
+    ((1, 64, 56, 56), (64, 64, 3, 3), 1, 1), ((1, 64, 56, 56), (256, 64, 1, 1), 1, 0),
+    ((1, 256, 56, 56), (64, 256, 1, 1), 1, 0), ((1, 256, 56, 56), (512, 256, 1, 1), 2, 0),
+    ((1, 128, 28, 28), (128, 128, 3, 3), 1, 1), ((1, 512, 28, 28), (128, 512, 1, 1), 1, 0),
+    ((1, 256, 14, 14), (256, 256, 3, 3), 1, 1), ((1, 1024, 14, 14), (256, 1024, 1, 1), 1, 0),
+    ((1, 512, 7, 7), (512, 512, 3, 3), 1, 1), ((1, 2048, 7, 7), (512, 2048, 1, 1), 1, 0),
+    ((1, 64, 224, 224), (64, 64, 3, 3), 1, 1), ((1, 128, 112, 112), (128, 128, 3, 3), 1, 1),
+    ((1, 512, 14, 14), (512, 512, 3, 3), 1, 1), ((1, 256, 28, 28), (512, 256, 3, 3), 1, 1),
+]  # fmt: skip
+
+
+# (accumulators, loads per FMA) a tile needs at most / at least: FMA latency 4 x FMAs per cycle
+# of cores doing 32 flops a cycle (2 with 8 lanes, 1 with 16), two loads per cycle
+CORE_NEEDS = {8: (8, 1), 16: (4, 2)}
+
+
+def assert_fits_the_core(geo: ConvGeometry, target: LoweringTarget) -> None:
+    """The default tile fits the registers, holds enough accumulators to hide the FMA latency
+    (8 on AVX2 cores) and loads no more operands per step than the core loads in its FMAs'
+    cycles (on AVX2: no more loads than FMAs)."""
+    lanes = target.lanes("float32")
+    tiling = plan({}, geo, lanes, target.vector_registers).tiling
+    mr, nv, registers = tiling.mr, tiling.nv, target.vector_registers
+    accumulators, loads_per_fma = CORE_NEEDS[lanes]
+    assert mr * nv + nv + 1 <= registers, tiling
+    assert mr * nv >= accumulators, tiling
+    assert mr + nv <= loads_per_fma * mr * nv, tiling
+
+
+@pytest.mark.parametrize("x_shape,w_shape,stride,pad", RESNET_VGG_CONVS)
+@pytest.mark.parametrize("target", [TARGET, AVX2], ids=["avx512", "avx2"])
+def test_resnet_vgg_default_tiles_fit_the_core(x_shape, w_shape, stride, pad, target):
+    """AVX2's defaults were 1 x 7 (7 accumulators, 8 loads per 7 FMAs) and 14 x 1 (15 loads
+    per 14 FMAs, and LLVM spilled its accumulators): now 6 x 2, 5 x 2 or 4 x 3."""
+    attrs = conv_attrs(w_shape[2:], (stride, stride), (pad,) * 4)
+    full = OPS["Conv"].normalize_attrs(attrs, "Conv")
+    geo = geometry_of("Conv", full, [TensorType(s, "float32") for s in (x_shape, w_shape)])
+    assert_fits_the_core(geo, target)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    c=st.integers(1, 512), blocks=st.integers(1, 32), h=st.integers(1, 64),
+    vectors=st.integers(1, 28), k=st.sampled_from([1, 3, 5]), stride=st.sampled_from([1, 2]),
+)  # fmt: skip
+def test_ungrouped_default_tiles_fit_the_core(c, blocks, h, vectors, k, stride):
+    """An ungrouped conv of whole pairs of vectors of output channels (32) and rows of whole
+    AVX2 vectors (8 floats) gets a tile that fits the core on AVX2 and
+    AVX-512: the channels schedule always has one, 8 x 2 or 4 x 2 then wasting no lane."""
+    attrs = conv_attrs((k, k), (stride, stride), (k // 2,) * 4)
+    full = OPS["Conv"].normalize_attrs(attrs, "Conv")
+    shapes = [(1, c, h * stride, 8 * vectors * stride), (32 * blocks, c, k, k)]
+    geo = geometry_of("Conv", full, [TensorType(s, "float32") for s in shapes])
+    assert geo.out_shape[-1] == 8 * vectors
+    for target in (TARGET, AVX2):
+        assert_fits_the_core(geo, target)
 
 
 def test_gemm_default_tile_follows_the_registers():

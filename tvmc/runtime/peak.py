@@ -51,14 +51,17 @@ def peak_kernel(lanes: int, steps: int) -> Kernel:
     return Kernel("peak", (out,), loop("t", ITERATIONS, body))
 
 
-def measure_core_peak_gflops(bursts: int = 20, burst_seconds: float = 0.01) -> float:
-    """One core's fp32 FMA peak, from the best of `bursts` short runs on this thread.
+def measure_core_peak_gflops(
+    bursts: int = 20, burst_seconds: float = 0.01, lanes: int | None = None
+) -> float:
+    """One core's fp32 FMA peak, from the best of `bursts` short runs on this thread, with
+    vectors of `lanes` floats (default: the host's widest).
 
     Each burst is timed by this thread's CPU time, not the wall clock: while the scheduler has
     the thread off its core it gains no CPU time, so a busy machine slows the measurement, not
     the figure. The best burst counts (a peak is a best case).
     """
-    lanes = max(CPUTarget.host().vector_bits // 32, 1)
+    lanes = lanes or max(CPUTarget.host().vector_bits // 32, 1)
     steps = 200
     module = load_shared(emit_cpu([peak_kernel(lanes, steps)]))
     out = np.zeros((ITERATIONS, lanes), np.float32)

@@ -46,7 +46,10 @@ Every config of a space builds and computes the same result; knobs only change t
   the others with the best modelled throughput (`_estimate`'s model), up to KEEP
   of them. Folding the schedule into the tile
   knob keeps the space free of configs that differ only in limits their schedule never reads.
-  The register budget MR * NV + NV + 1 <= 32 holds for every tile: the tilings enforce it.
+  The register budget MR * NV + NV + 1 <= the target's registers (32 AVX-512, 16 AVX2) holds
+  for every tile: the tilings enforce it. The default tilings also prefer tiles that fit the
+  core (`cpu_tiles.fits_core`: enough accumulators to hide the FMA latency, and no more loads
+  than the core makes in the cycles of its FMAs).
 - unroll_taps: "none", "row", "all" where they differ ("all" up to MAX_UNROLLED_TAPS taps).
 
 `in_place` is not a knob of the space: reading an unpadded 1x1 input in place never loses to a
@@ -76,8 +79,10 @@ from tvmc.ops.conv.cpu_tiles import (
     channel_tile,
     channel_tiling,
     density,
+    fits_core,
     pack_channels,
     pack_pixels,
+    pixel_fits,
     pixel_reads_end,
     pixel_tile,
     pixel_tiling,
@@ -106,10 +111,11 @@ def _estimate(
     geo: ConvGeometry, lanes: int, pix: PixelTiling, pix_eff: float, ch: ChannelTiling,
     ch_eff: float,
 ) -> str:  # fmt: skip
-    """The schedule with the higher estimated useful multiply-adds per cycle (a model)."""
-    pixels = pix_eff * density(pix.mr, pix.nv)
+    """The schedule with the higher estimated useful multiply-adds per cycle (a model); one
+    whose tile fits the core (`fits_core`) before one whose tile does not."""
+    pixels = (pixel_fits(geo, pix.mr, pix.nv, pix_eff, lanes), pix_eff * density(pix.mr, pix.nv))
     store = 1 + STORE_COST * lanes / (geo.icg * len(geo.taps))
-    channels = ch_eff * density(ch.mr, ch.nv) / store
+    channels = (fits_core(ch.mr, ch.nv, lanes, ch_eff), ch_eff * density(ch.mr, ch.nv) / store)
     return "channels" if channels > pixels else "pixels"
 
 

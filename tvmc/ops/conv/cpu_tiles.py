@@ -1,7 +1,7 @@
 """The two register-tiled conv schedules over transformed input planes (see cpu_layout).
 
 - pixels: a tile is MR output channels x NV vectors of consecutive plane positions (whole
-  output rows, or a chunk of one long row). Broadcast operand: packed weights
+  output rows, or a chunk of one row). Broadcast operand: packed weights
   `[group][oc block][icg][tap][MR]`; vector operand: input plane rows at each tap's offset.
   Lanes falling on the planes' padding columns are computed and dropped at the store, so this
   suits 1x1 convs (no padding columns) and wide rows.
@@ -57,6 +57,31 @@ LINE_BYTES = 64  # the cache line of x86-64 and of the usual AArch64 cores
 def density(mr: int, nv: int) -> float:
     """How well a tile hides its loads and loop overhead behind its MR x NV fmas (a model)."""
     return mr * nv / (mr * nv + 4)
+
+
+# What the default tilings assume of a core (documented by Intel and AMD, not measured): the
+# x86 cores with FMA since Haswell do 32 fp32 flops per cycle (two 256-bit FMA pipes; Zen 4 runs
+# a 512-bit FMA on both, Intel's two-unit AVX-512 Xeons do 64), at a latency of 4 cycles
+# (Haswell 5), and load two vectors or broadcasts per cycle (Zen 3/4 three of up to 256 bits).
+FLOPS_PER_CYCLE = 32
+FMA_LATENCY = 4
+LOADS_PER_CYCLE = 2
+
+
+def fits_core(mr: int, nv: int, lanes: int, useful: float = 1.0) -> bool:
+    """Whether an MR x NV tile of `lanes`-float vectors can keep the FMA pipes busy
+    (docs/performance.md, "AVX2 builds: tiles that fit the core"); the tilings prefer them.
+
+    - latency: FMA_LATENCY x FMAs per cycle independent accumulators, of useful lanes (`useful`:
+      the share not spent on padding): 8 with AVX2's 8 lanes (2 FMAs a cycle), 4 with
+      AVX-512's 16 (1 a cycle on Zen 4; Intel's 2-unit Xeons need 8, which the heavy convs'
+      AVX-512 tiles have: 14 to 28).
+    - loads: a reduction step's NV vector loads and MR broadcasts take no more cycles than its
+      MR x NV FMAs: with 8 lanes no more loads than FMAs (1 x 7 and 14 x 1 have more).
+    """
+    fmas, per_cycle = mr * nv, FLOPS_PER_CYCLE / (2 * lanes)
+    cycles = fmas / per_cycle
+    return fmas * useful >= FMA_LATENCY * per_cycle and mr + nv <= LOADS_PER_CYCLE * cycles
 
 
 def max_rows(nv: int, registers: int) -> int:
@@ -209,26 +234,32 @@ class PixelTiling:
 def pixel_tiling(
     geo: ConvGeometry, lanes: int, nv_max: int, mr_max: int, registers: int
 ) -> tuple[PixelTiling, float]:
-    """The tiling with the best useful-lane fraction times tile density, and that fraction."""
+    """The tiling with the best useful-lane fraction times tile density, among those that fit
+    the core where any does (`fits_core`), and that fraction."""
     nv_max = min(nv_max, max_vectors(registers))
     ow, wq = geo.out_shape[-1], geo.plane[-1]
     rl = geo.out_shape[-2] if len(geo.out_shape) > 1 else 1
-    best: tuple[float, int, int, int] = (0.0, 0, 1, 1)
-    for rows in range(1, rl + 1):
-        span = (rows - 1) * wq + ow
-        if span > nv_max * lanes:
-            break
-        nv = ceil_div(span, lanes)
-        eff = rl * ow / (ceil_div(rl, rows) * nv * lanes)
-        score = eff * density(min(mr_max, max_rows(nv, registers), geo.ocg), nv)
-        best = max(best, (round(score, 3), nv, rows, 1))
-    if best[0] == 0.0:  # a row wider than a tile: cut it into equal chunks
-        chunks = ceil_div(ow, nv_max * lanes)
-        nv = ceil_div(ceil_div(ow, chunks), lanes)
-        best = (0.0, nv, 1, chunks)
-    _, nv, rows, chunks = best
+    # whole rows per tile, or one row cut into equal chunks (a row wider than a tile must be;
+    # a narrower one may be, for a tile of fewer vectors and more rows of channels)
+    cuts = [(rows, 1) for rows in range(1, rl + 1) if (rows - 1) * wq + ow <= nv_max * lanes]
+    cuts += [(1, c) for c in range(ceil_div(ow, nv_max * lanes), ceil_div(ow, lanes) + 1) if c > 1]
+    best: tuple[bool, float, int, int, int] = (False, -1.0, 0, 1, 1)
+    for rows, chunks in cuts:
+        nv = ceil_div((rows - 1) * wq + ceil_div(ow, chunks), lanes)
+        eff = rl * ow / (ceil_div(rl, rows) * chunks * nv * lanes)
+        mr = min(mr_max, max_rows(nv, registers), geo.ocg)
+        score, fits = eff * density(mr, nv), pixel_fits(geo, mr, nv, eff, lanes)
+        best = max(best, (fits, round(score, 3), nv, rows, -chunks))
+    _, _, nv, rows, chunks = best
+    chunks = -chunks
     mr = max(1, min(mr_max, max_rows(nv, registers), geo.ocg))
     return PixelTiling(rows, chunks, nv, mr), rl * ow / (ceil_div(rl, rows) * chunks * nv * lanes)
+
+
+def pixel_fits(geo: ConvGeometry, mr: int, nv: int, eff: float, lanes: int) -> bool:
+    """`fits_core` for a pixels tile with `eff` of its lanes useful, MR of `geo.ocg` channels."""
+    used = geo.ocg / (ceil_div(geo.ocg, mr) * mr)
+    return fits_core(mr, nv, lanes, eff * used)
 
 
 def pack_pixels(w: np.ndarray, geo: ConvGeometry, mr: int) -> np.ndarray:
@@ -337,16 +368,17 @@ class ChannelTiling:
 def channel_tiling(
     geo: ConvGeometry, lanes: int, nv_max: int, mr_max: int, registers: int
 ) -> tuple[ChannelTiling, float]:
-    """The (MR, NV) with the best useful-lane fraction times tile density, and that fraction."""
+    """The (MR, NV) with the best useful-lane fraction times tile density, among those that fit
+    the core where any does (`fits_core`), and that fraction."""
     nv_max = min(nv_max, max_vectors(registers))
-    ow, best = geo.out_shape[-1], (0.0, 0.0, ChannelTiling(1, 1))
+    ow, best = geo.out_shape[-1], ((False, 0.0), 0.0, ChannelTiling(1, 1))
     for nv in range(1, nv_max + 1):
         width = nv * lanes
         pad = geo.ocg / (ceil_div(geo.ocg, width) * width)
         for mr in range(1, min(mr_max, max_rows(nv, registers)) + 1):
             useful = pad * ow / (ceil_div(ow, mr) * mr)
-            best = max(best, (useful * density(mr, nv), useful, ChannelTiling(mr, nv)),
-                       key=lambda b: b[0])  # fmt: skip
+            score = (fits_core(mr, nv, lanes, useful), useful * density(mr, nv))
+            best = max(best, (score, useful, ChannelTiling(mr, nv)), key=lambda b: b[0])
     return best[2], best[1]
 
 
