@@ -43,16 +43,31 @@ from tvmc.runtime import Executor, ProgramInfo
 from tvmc.runtime.peak import peak_gflops
 
 
-def blocked_times(*fns, repeat: int, rounds: int = 3) -> list[list[list[float]]]:
+def balanced_orders(n: int) -> list[list[int]]:
+    """Orders of n blocks in which each one follows every other equally often (a Williams
+    design: n orders for even n, 2n for odd). The block after another runtime's pays for that
+    runtime's threads still spinning (OpenVINO's for milliseconds), so no runtime may always
+    follow the same one, as it did when the order only rotated."""
+    first, low, high = [0], 1, n - 1
+    while low <= high:
+        first.append(low)
+        low += 1
+        if low <= high:
+            first.append(high)
+            high -= 1
+    orders = [[(i + r) % n for i in first] for r in range(n)]
+    return orders if n % 2 == 0 else orders + [order[::-1] for order in orders]
+
+
+def blocked_times(*fns, repeat: int, rounds: int | None = None) -> list[list[list[float]]]:
     """Seconds of each run, per function and round: alternating blocks of runs (one runtime's
     thread pool never spins while the other one runs), so that slow drifts of the machine hit
-    all alike; the order rotates from round to round."""
+    all alike; the rounds follow `balanced_orders` (by default one round per order)."""
     times: list[list[list[float]]] = [[] for _ in fns]
+    orders = balanced_orders(len(fns))
+    rounds = rounds or len(orders)
     for r in range(rounds):
-        # each round starts one runtime later: the block after another runtime's pays for its
-        # threads still spinning (OpenVINO's for milliseconds), so no runtime always follows one
-        order = [(r + i) % len(fns) for i in range(len(fns))]
-        for fn, per_round in ((fns[i], times[i]) for i in order):
+        for fn, per_round in ((fns[i], times[i]) for i in orders[r % len(orders)]):
             fn()  # warm-up after the other runtime had the cores
             block = []
             for _ in range(max(repeat // rounds, 1)):
@@ -63,7 +78,7 @@ def blocked_times(*fns, repeat: int, rounds: int = 3) -> list[list[list[float]]]
     return times
 
 
-def blocked_median_ms(*fns, repeat: int, rounds: int = 3) -> list[float]:
+def blocked_median_ms(*fns, repeat: int, rounds: int | None = None) -> list[float]:
     """Median milliseconds of each, timed in alternating blocks (`blocked_times`)."""
     times = blocked_times(*fns, repeat=repeat, rounds=rounds)
     return [statistics.median(t for block in f for t in block) * 1e3 for f in times]

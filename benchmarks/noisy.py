@@ -89,7 +89,7 @@ def main() -> None:
                 set_num_threads(args.threads)
                 before = executor.thread_runs
                 with Load(PRESETS[n]):
-                    times = blocked_median_ms(*fns.values(), repeat=args.repeat, rounds=len(fns))
+                    times = blocked_median_ms(*fns.values(), repeat=args.repeat)
                     load_average = os.getloadavg()[0]
                 set_num_threads(args.threads)
                 runs = {k: v - before.get(k, 0) for k, v in executor.thread_runs.items()}

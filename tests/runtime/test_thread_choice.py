@@ -178,3 +178,14 @@ def test_waking_the_workers_is_not_charged_to_more_threads():
 
 def longest_run_of(threads: int, used: list[int]) -> int:
     return max((len(list(g)) for n, g in itertools.groupby(used) if n == threads), default=0)
+
+
+def test_fewer_threads_must_win_by_more_than_more_threads():
+    # a trial's runs on more threads pay for waking an idle core: fewer threads need 10%,
+    # more threads 5%
+    stays = simulate(ThreadChoice(2), noisy({2: 1.0, 1: 0.93}, seed=2), 400)
+    assert longest_run_of(1, stays) == 3  # trials only: 7% faster is not enough to go down
+    choice = ThreadChoice(4)
+    choice.current = 2  # on the middle rung; 4 threads 7% faster than 2, 1 thread slow
+    used = simulate(choice, noisy({4: 0.93, 2: 1.0, 1: 2.0}, seed=3), 400)
+    assert used[-100:].count(4) > 90

@@ -8,6 +8,7 @@ import statistics
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Any
 
 import numpy as np
@@ -115,6 +116,7 @@ class Executor:
         for i, array in enumerate(self._params):
             self._args[first_param + i] = array.ctypes.data
         self._inputs: list[np.ndarray | None] = [None] * len(info.inputs)
+        self._unbound = bool(info.inputs)  # some input not bound yet
         self._entry = module[info.entry]
         self._args_ptr = ctypes.cast(self._args, ctypes.c_void_p)
         self._workspace_ptr = ctypes.c_void_p(self.workspace.ctypes.data)
@@ -126,6 +128,7 @@ class Executor:
         for i, array in enumerate(bound_inputs(self.info, arrays)):
             self._inputs[i] = array
             self._args[i] = array.ctypes.data
+        self._unbound = any(array is None for array in self._inputs)
 
     def run(self) -> list[np.ndarray]:
         """One inference on the bound inputs; returns copies of the outputs."""
@@ -136,17 +139,17 @@ class Executor:
         """One call of the entry function (what benchmarks time); with `adaptive_threads` (the
         default; $TVMC_ADAPTIVE_THREADS=0 turns it off), on the thread count the executor's
         ThreadChoice picks for it (the count set, or fewer when that has been faster lately)."""
-        if any(array is None for array in self._inputs):
+        if self._unbound:
             raise InputError("inputs are not bound; call set_inputs first")
-        choice = self._thread_choice()
+        choice = self._thread_choice() if self.adaptive_threads else None
         if choice is None:
             self._entry(self._args_ptr, self._workspace_ptr)
             return
         threads = choice.next_threads()
         self.module.use_threads(threads)
-        start = time.perf_counter()
+        start = perf_counter()
         self._entry(self._args_ptr, self._workspace_ptr)
-        choice.observe(threads, time.perf_counter() - start)
+        choice.observe(threads, perf_counter() - start)
 
     @property
     def thread_runs(self) -> dict[int, int]:

@@ -35,8 +35,12 @@ FIRST_INTERVAL = 4  # runs before the first trial, and after a switch or a chang
 CLOSE_INTERVAL = 64  # most runs between trials while the rungs tried are about as fast
 MAX_INTERVAL = 256  # most runs between trials while they lose clearly
 CLEAR_LOSS = 1.25  # a rung slower by this factor loses clearly (its first run ends the trial)
-SWITCH_BELOW = 0.95  # switch when the candidate's median is under this share of the current's,
-# and each of its blocks was faster than the current's block beside it
+# Switch when the candidate's median is under this share of the current's, and each of its
+# blocks was faster than the current's block beside it. Fewer threads must win by more: a
+# trial's runs on more threads are slower than the same count run back to back for long (after
+# runs on fewer, the idle core is woken and settles over several runs; seen on 20-us models).
+SWITCH_UP_BELOW = 0.95
+SWITCH_DOWN_BELOW = 0.9
 
 
 def ladder(full: int) -> list[int]:
@@ -133,7 +137,8 @@ class ThreadChoice:
             halves = [(candidate[:BLOCK_RUNS], current[:BLOCK_RUNS]),
                       (candidate[BLOCK_RUNS:], current[BLOCK_RUNS:])]  # fmt: skip
             each = all(_median(c) < _median(k) for c, k in halves)
-            self._end_trial(switch=ratio < SWITCH_BELOW and each, clear_loss=ratio > CLEAR_LOSS)
+            below = SWITCH_DOWN_BELOW if self._candidate < self.current else SWITCH_UP_BELOW
+            self._end_trial(switch=ratio < below and each, clear_loss=ratio > CLEAR_LOSS)
 
     def _end_trial(self, switch: bool, clear_loss: bool) -> None:
         if switch:
