@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import glob
 import json
 import math
 import os
@@ -60,6 +59,7 @@ from tvmc.autotune.measure import (
 )
 from tvmc.autotune.measure_cpu import allocate_buffers, build
 from tvmc.codegen import CPUTarget, load_object, num_threads, set_num_threads
+from tvmc.codegen.host import host_cache_bytes
 from tvmc.ops.conv.cpu import ORDERS, geometry_of, plan
 from tvmc.ops.conv.cpu_tiles import PixelTiling
 from tvmc.ops.space import ConfigEntity, ConfigSpace
@@ -127,13 +127,7 @@ def target_peak(target: CPUTarget, threads: int) -> tuple[float, str]:
 
 def last_level_cache_bytes() -> int:
     """The largest CPU cache (sysfs), or 0 where it is not told."""
-    sizes = []
-    for path in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/size"):
-        with open(path) as f:
-            text = f.read().strip()
-        scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
-        sizes.append(int(text.rstrip("KM")) * scale)
-    return max(sizes, default=0)
+    return max(host_cache_bytes().values(), default=0)
 
 
 def cpu_timed(task, config, flush: np.ndarray | None = None) -> Callable[[], float]:

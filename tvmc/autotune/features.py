@@ -15,6 +15,7 @@ Three groups, each a fixed list of named columns (NaN where unknown, which XGBoo
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import math
@@ -173,19 +174,16 @@ _ARITH = (Add, Sub, Mul, Div, Max, Min)
 
 def lowering_target(target: str) -> LoweringTarget:
     """What templates are told of `target` when tuning (its vector width, the runtime threads)."""
-    bits, registers, cache = _vectors(target)
-    return LoweringTarget("cpu", bits, num_threads(), registers, cache)
+    return dataclasses.replace(_cpu_lowering(target), num_threads=num_threads())
 
 
 @functools.lru_cache(maxsize=8)
-def _vectors(target: str) -> tuple[int, int, int]:
-    """(vector bits, vector registers, private cache bytes) of a CPU target string."""
+def _cpu_lowering(target: str) -> LoweringTarget:
+    """`LoweringTarget.of_cpu` of a CPU target string (on one thread)."""
     try:
-        parsed = CPUTarget.parse(target)
-        return parsed.vector_bits, parsed.vector_registers, parsed.private_cache_bytes
+        return LoweringTarget.of_cpu(CPUTarget.parse(target), 1)
     except Exception:  # an unparsable target still gets knob features
-        default = LoweringTarget()
-        return default.vector_bits, default.vector_registers, default.cache_bytes
+        return LoweringTarget()
 
 
 def task_kernels(task: Task, config: Mapping[str, Any]) -> list[Kernel]:

@@ -53,9 +53,7 @@ def build(
         text = traceback.format_exc()[-MESSAGE_CHARS:]
         return BuildResult(seconds=time.perf_counter() - start, error_no=error_no, error_msg=text)
 
-    lowering = LoweringTarget(
-        "cpu", target.vector_bits, threads, target.vector_registers, target.private_cache_bytes
-    )
+    lowering = LoweringTarget.of_cpu(target, threads)
     grant = PastEndGrant.of(task)  # as compile lowers a conv reading an intermediate
     ctx = LowerContext(lowering, inp.config.values, "k", may_read_past_end=grant)
     try:

@@ -69,9 +69,10 @@ def host_cpu() -> HostCPU:
 
 
 @functools.cache
-def host_private_cache_bytes() -> int:
-    """The size of cpu0's level-2 cache, a core's own on current x86-64 and Arm server cores
-    (Linux sysfs); 0 where the system does not tell."""
+def host_cache_bytes() -> dict[int, int]:
+    """cpu0's cache sizes by level (Linux sysfs; the largest of a level's caches); empty where
+    the system does not tell."""
+    sizes: dict[int, int] = {}
     for index in sorted(glob.glob("/sys/devices/system/cpu/cpu0/cache/index*")):
         try:
             with open(os.path.join(index, "level")) as f:
@@ -80,9 +81,16 @@ def host_private_cache_bytes() -> int:
                 text = f.read().strip()
         except OSError:
             continue
-        if level == "2" and text[:-1].isdigit():
-            return int(text[:-1]) * {"K": 1 << 10, "M": 1 << 20}.get(text[-1], 0)
-    return 0
+        if level.isdigit() and text[:-1].isdigit():
+            size = int(text[:-1]) * {"K": 1 << 10, "M": 1 << 20}.get(text[-1], 0)
+            sizes[int(level)] = max(sizes.get(int(level), 0), size)
+    return sizes
+
+
+def host_private_cache_bytes() -> int:
+    """The size of cpu0's level-2 cache, a core's own on current x86-64 and Arm server cores;
+    0 where the system does not tell."""
+    return host_cache_bytes().get(2, 0)
 
 
 def host_triple() -> str:

@@ -131,10 +131,7 @@ def compile_state(
     if isinstance(target, CUDATarget):
         lowering_target = LoweringTarget(kind="cuda")
     else:
-        lowering_target = LoweringTarget(
-            "cpu", target.vector_bits, num_threads(), target.vector_registers,
-            target.private_cache_bytes,
-        )  # fmt: skip
+        lowering_target = LoweringTarget.of_cpu(target, num_threads())
     records = options.tuning_records
 
     def apply(state: CompileState) -> AppliedTuning:

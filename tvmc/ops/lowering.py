@@ -99,6 +99,13 @@ class LoweringTarget:
     vector_registers: int = 32  # SIMD registers a register tile may fill (16 on AVX2/SSE)
     cache_bytes: int = 0  # a core's own cache (L2); 0 unknown: templates then assume data fits
 
+    @classmethod
+    def of_cpu(cls, target: Any, num_threads: int) -> LoweringTarget:
+        """What templates are told of a CPU target (a codegen `CPUTarget`: its vector width,
+        registers and own cache) whose code runs on `num_threads` threads."""
+        return cls("cpu", target.vector_bits, num_threads, target.vector_registers,
+                   target.private_cache_bytes)  # fmt: skip
+
     def lanes(self, dtype: str) -> int:
         """Vector lanes of `dtype` in one register."""
         return max(1, self.vector_bits // (np.dtype(dtype).itemsize * 8))
