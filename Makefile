@@ -41,6 +41,7 @@ bench: $(STAMP)  ## tvmc beside onnxruntime and OpenVINO on the light and zoo mo
 	$(BIN)/python benchmarks/models.py $(BENCH_ARGS)
 
 # TUNED: the records folder (kept: a second run resumes and adds TUNE_TRIALS per task).
+# TUNE_MODELS: names, or --models light|zoo|all (both scripts take either).
 TUNED ?= bench-records
 TUNE_MODELS ?= light_squeezenet light_shufflenet light_inception_v1
 TUNE_TRIALS ?= 16

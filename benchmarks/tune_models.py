@@ -2,7 +2,7 @@
 the zoo) for `benchmarks/models.py --tuned DIR` (`make bench-tuned`): one records file per
 model, DIR/<model>.json, resumed when it exists.
 
-    .venv/bin/python benchmarks/tune_models.py DIR [--trials-per-task 24] [models...]
+    .venv/bin/python benchmarks/tune_models.py DIR [--trials-per-task 24] [--models all] [models...]
 
 Each model gets `trials-per-task x tasks` trials in total, shared by weight x FLOPs as `tvmc
 tune` shares them (heavy tasks get more). Prints tasks, trials, minutes and configs per minute
@@ -62,14 +62,16 @@ def print_verdicts(summary) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("directory")
-    parser.add_argument("models", nargs="*", help="by name (default: the light models)")
+    parser.add_argument("models", nargs="*", help="by name (default: --models)")
+    parser.add_argument("--models", dest="group", choices=("light", "zoo", "all"), default="light",
+                        help="light: the ONNX light models; zoo: tests/models/zoo")  # fmt: skip
     parser.add_argument("--trials-per-task", type=int, default=24)
     parser.add_argument("--tuner", default="xgb")
     args = parser.parse_args()
     os.makedirs(args.directory, exist_ok=True)
     print(f"{'model':20} {'tasks':>5} {'trials':>6} {'minutes':>7} {'cfg/min':>7} {'errors':>6}")
     with tempfile.TemporaryDirectory() as tmp:
-        for bench_model in by_names(args.models) if args.models else suite("light"):
+        for bench_model in by_names(args.models) if args.models else suite(args.group):
             name = bench_model.name
             model = tvmc.load(bench_model.onnx_path(tmp))
             tasks = tvmc.extract_tasks(model, "llvm")
