@@ -25,7 +25,10 @@ def simulate(choice: ThreadChoice, seconds_of, runs: int) -> list[int]:
     return used
 
 
-TRIAL_DOWN = [1, 1, 1] + [2] * 7 + [1, 1, 1]  # a whole trial of one thread against two
+# whole trials of one thread against two, in blocks of three runs (current, candidate,
+# candidate, current); a block on two threads after runs on one starts with an untimed run
+TRIAL_DOWN = [2, 2, 2] + [1] * 6 + [2] * 4
+TRIAL_UP = [1, 1, 1] + [2] * 7 + [1, 1, 1]
 
 
 def noisy(times: dict[int, float], seed: int = 0):
@@ -48,10 +51,9 @@ def test_keeps_the_full_count_when_it_is_faster_and_probes_ever_less():
 
 def test_takes_one_thread_when_that_is_faster():
     used = simulate(ThreadChoice(2), noisy({2: 1.5, 1: 1.0}), 500)
-    # a trial down (blocks of three runs; two threads after one start with a run that wakes
-    # the workers, untimed), switched; four runs on, a trial up: the run that wakes the workers,
-    # then one timed run that loses clearly and ends it
-    assert used[4:23] == TRIAL_DOWN + [1, 1, 1, 1] + [2, 2]
+    # a trial down, switched; four runs on, a trial up: a block on one thread, the run that
+    # wakes the workers, then one timed run that loses clearly and ends it
+    assert used[4:26] == TRIAL_DOWN + [1, 1, 1, 1] + [1, 1, 1, 2, 2]
     assert used[100:].count(2) / len(used[100:]) < 0.03  # the full count still probed, rarely
 
 
@@ -128,7 +130,7 @@ def test_one_lucky_run_does_not_switch():
     rng = np.random.default_rng(1)
 
     def times(threads: int, i: int) -> float:
-        if threads == 1 and i == 4:
+        if threads == 1 and i == 7:
             return 0.5  # the trial's first timed run came while the machine was briefly quiet
         return {2: 1.0, 1: 1.9}[threads] * rng.uniform(0.95, 1.05)
 
@@ -140,7 +142,7 @@ def test_one_lucky_run_does_not_switch():
 
 def test_a_clear_loss_ends_the_trial_after_its_first_timed_run():
     used = simulate(ThreadChoice(2), noisy({2: 1.0, 1: 1.9}), 12)
-    assert used[4:6] == [1, 2]
+    assert used[4:9] == [2, 2, 2, 1, 2]
 
 
 def test_short_disturbances_do_not_move_it_to_one_thread():
@@ -155,11 +157,11 @@ def test_short_disturbances_do_not_move_it_to_one_thread():
 
 def test_a_machine_slowing_steadily_during_a_trial_favours_neither_count():
     # both counts equally fast, every run 3% slower than the one before: in the order
-    # candidate, current, current, candidate each count gains in one pair and loses in the other
+    # current, candidate, candidate, current each count gains in one pair and loses in the other
     choice = ThreadChoice(2)
     used = simulate(choice, lambda threads, i: 1.03**i, 80)
     assert used[4:17] == TRIAL_DOWN
-    assert longest_run_of(1, used) == 3 and choice.current == 2  # trials only, never a switch
+    assert longest_run_of(1, used) == 6 and choice.current == 2  # trials only, never a switch
 
 
 def test_waking_the_workers_is_not_charged_to_more_threads():
@@ -172,7 +174,7 @@ def test_waking_the_workers_is_not_charged_to_more_threads():
         choice.observe(threads, seconds)
         used.append(threads)
         last = threads
-    assert longest_run_of(1, used) == 3 and choice.current == 2  # trials only, never a switch
+    assert longest_run_of(1, used) == 6 and choice.current == 2  # trials only, never a switch
     assert used[200:].count(2) / len(used[200:]) > 0.9  # trials every 64 runs: about as fast
 
 
@@ -184,8 +186,25 @@ def test_fewer_threads_must_win_by_more_than_more_threads():
     # a trial's runs on more threads pay for waking an idle core: fewer threads need 10%,
     # more threads 5%
     stays = simulate(ThreadChoice(2), noisy({2: 1.0, 1: 0.93}, seed=2), 400)
-    assert longest_run_of(1, stays) == 3  # trials only: 7% faster is not enough to go down
+    assert longest_run_of(1, stays) == 6  # trials only: 7% faster is not enough to go down
     choice = ThreadChoice(4)
     choice.current = 2  # on the middle rung; 4 threads 7% faster than 2, 1 thread slow
     used = simulate(choice, noisy({4: 0.93, 2: 1.0, 1: 2.0}, seed=3), 400)
     assert used[-100:].count(4) > 90
+
+
+def test_a_woken_core_settling_weighs_on_trials_up_as_on_trials_down():
+    # two threads 20% faster back to back, but after runs on one thread the first runs on two
+    # are slower while the woken core settles (+80%, +40%, +20%, ...: the first is untimed).
+    # With the candidate's blocks first and last, both blocks of a trial up paid for it and
+    # the chooser stayed on one thread; now one block of each trial does, up or down.
+    choice, used, settled = ThreadChoice(2), [], 0
+    choice.current = 1
+    for _ in range(400):
+        threads = choice.next_threads()
+        settled = settled + 1 if threads == 2 else 0
+        seconds = 1.0 if threads == 1 else 0.8 * (1 + 0.8 * 0.5 ** (settled - 1))
+        choice.observe(threads, seconds)
+        used.append(threads)
+    assert used[:4] == [1, 1, 1, 1] and used[4:17] == TRIAL_UP  # switched at the first trial
+    assert used[100:].count(2) / len(used[100:]) > 0.9

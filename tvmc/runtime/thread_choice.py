@@ -10,12 +10,16 @@ the executor times every run. The counts form a ladder, the count set and its ha
 trial against a neighbouring rung, rarely while that keeps losing clearly, soon when the times
 of the rung in use stay moved (a neighbour came or went).
 
-A trial compares fresh runs only, in alternating blocks (candidate, current, current,
-candidate), so that neither old times from another state of the machine nor a machine getting
+A trial compares fresh runs only, in alternating blocks (current, candidate, candidate,
+current), so that neither old times from another state of the machine nor a machine getting
 steadily faster or slower during the trial decides it; blocks of a few runs, since beside a
 neighbour single runs of the same count vary by half. A block on more threads than the run
 before it starts with an untimed run: the pool's workers fell asleep during the run on fewer
-threads, and waking them is a cost that runs back to back on one count do not pay. A
+threads, and waking them is a cost that runs back to back on one count do not pay. The first
+runs after that are still slower while the woken core settles; in this order exactly one block
+on more threads follows runs on fewer, whichever way the trial goes, so that cost weighs on one
+pair of blocks in a trial up as in a trial down (the candidate first and last put both blocks
+of a trial up behind runs on one thread, and beside busy cores it stayed on one). A
 disturbance of a few runs (another runtime's threads spinning for milliseconds after its own
 work) neither moves the median watched in two windows in a row nor wins both blocks.
 
@@ -112,7 +116,7 @@ class ThreadChoice:
         self._next_fewer = not self._next_fewer
         self._candidate = candidate
         self._plan, before = [], self.current
-        for n in (candidate, self.current, self.current, candidate):
+        for n in (self.current, candidate, candidate, self.current):
             if n > before:
                 self._plan.append((n, False))  # wakes the workers: not timed
             self._plan += [(n, True)] * BLOCK_RUNS
@@ -126,17 +130,19 @@ class ThreadChoice:
         if timed:
             self._timed[threads].append(seconds)
         candidate = self._timed[self._candidate]
-        if len(candidate) == 1 and not self._timed[self.current] and self._window:
-            if seconds > _median(self._window) * CLEAR_LOSS and threads == self._candidate:
+        if len(candidate) == 1 and threads == self._candidate:
+            if seconds > _median(self._timed[self.current]) * CLEAR_LOSS:
                 self._plan = []  # lost clearly against the runs just before: not worth more
                 self._end_trial(switch=False, clear_loss=True)
                 return
         if not self._plan:
             current = self._timed[self.current]
             ratio = _median(candidate) / _median(current)
-            halves = [(candidate[:BLOCK_RUNS], current[:BLOCK_RUNS]),
-                      (candidate[BLOCK_RUNS:], current[BLOCK_RUNS:])]  # fmt: skip
-            each = all(_median(c) < _median(k) for c, k in halves)
+            pairs = [
+                (candidate[:BLOCK_RUNS], current[:BLOCK_RUNS]),
+                (candidate[BLOCK_RUNS:], current[BLOCK_RUNS:]),
+            ]  # blocks side by side
+            each = all(_median(c) < _median(k) for c, k in pairs)
             below = SWITCH_DOWN_BELOW if self._candidate < self.current else SWITCH_UP_BELOW
             self._end_trial(switch=ratio < below and each, clear_loss=ratio > CLEAR_LOSS)
 
