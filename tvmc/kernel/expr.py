@@ -459,6 +459,12 @@ class Load(Expr):
         _derive(self, self.buffer.dtype, _lanes(*self.indices))
 
 
+# A vector load whose lanes step by a constant stride up to this is, on CPUs, one load of the
+# span they cover and a shuffle (codegen); past it the shuffles from that many registers cost
+# about what loading lane by lane does. Templates may vectorize such strided reads.
+MAX_SPAN_STRIDE = 4
+
+
 @dataclass(frozen=True)
 class Ramp(Expr):
     """The vector `[base, base + stride, ..., base + (lanes - 1) * stride]`."""
