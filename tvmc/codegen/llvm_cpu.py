@@ -42,6 +42,14 @@ class CPULowering(Lowering):
 
     span_loads = True
 
+    def __init__(
+        self, state: ModuleState, fn: ir.Function, kernel: Kernel, threads: bool, aligned: bool
+    ) -> None:
+        super().__init__(state, fn, kernel.name)
+        self.kernel = kernel
+        self.threads = threads  # False inside an outlined body: nested parallel loops run serially
+        self.aligned = aligned  # params are 64-byte aligned (CodegenOptions.aligned_params)
+
     def gather(self, buf: Buffer, offsets: ir.Value, lanes: int, align: int) -> ir.Value:
         """One `llvm.masked.gather`: a gather instruction where LLVM deems the CPU's fast
         (AVX-512, AVX2 on some), else its own lane-by-lane expansion. Lane by lane, each
@@ -57,14 +65,6 @@ class CPULowering(Lowering):
         return self.b.call(
             fn, [pointers, ir.Constant(I32, align), every, ir.Constant(t, ir.Undefined)]
         )
-
-    def __init__(
-        self, state: ModuleState, fn: ir.Function, kernel: Kernel, threads: bool, aligned: bool
-    ) -> None:
-        super().__init__(state, fn, kernel.name)
-        self.kernel = kernel
-        self.threads = threads  # False inside an outlined body: nested parallel loops run serially
-        self.aligned = aligned  # params are 64-byte aligned (CodegenOptions.aligned_params)
 
     def parallel_loop(self, s: For) -> None:
         """Outlines `s` and runs it on the thread pool (serially when nested)."""

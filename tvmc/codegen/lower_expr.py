@@ -3,7 +3,8 @@
 Shared by the CPU and NVPTX generators. Vectors are explicit `<N x T>` values; a scalar
 operand meeting a vector is splatted. A load or store whose flattened index is a unit-stride
 ramp becomes one vector load/store; a load of a small constant stride (`span_loads`) one load of
-the span its lanes cover and a shuffle; other vector indices are gathered lane by lane.
+the span its lanes cover and a shuffle; a load at per-lane computed offsets `gather` (one
+`llvm.masked.gather` on CPUs); other vector accesses go lane by lane.
 """
 
 from __future__ import annotations
@@ -131,6 +132,8 @@ class ExprLowering(Visitor):
     it is: each distinct node once, its value reused. That is sound because an expression lowers
     to straight-line code in one basic block, so a value dominates every later use in it.
     """
+
+    span_loads = False  # targets whose wide loads of any length are cheap set it (CPUs)
 
     module: ir.Module
     b: ir.IRBuilder
@@ -370,8 +373,6 @@ class ExprLowering(Visitor):
             multiple = math.gcd(multiple, known_multiple(b, self.multiples) * stride)
         elems = lanes if multiple == 0 else math.gcd(multiple, lanes)
         return min(start, buf.itemsize * (elems & -elems))  # the power-of-two part
-
-    span_loads = False  # targets whose wide loads of any length are cheap set it (CPUs)
 
     def buffer_align(self, buf: Buffer) -> int:
         """Bytes every buffer's first element is aligned to (targets override)."""

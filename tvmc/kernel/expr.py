@@ -460,8 +460,9 @@ class Load(Expr):
 
 
 # A vector load whose lanes step by a constant stride up to this is, on CPUs, one load of the
-# span they cover and a shuffle (codegen); past it the shuffles from that many registers cost
-# about what loading lane by lane does. Templates may vectorize such strided reads.
+# span they cover and a shuffle (codegen). The span is about `stride` vectors for one, so past
+# this most of what it loads is dropped; such loads stay lane by lane. Templates may vectorize
+# strided reads up to it.
 MAX_SPAN_STRIDE = 4
 
 
