@@ -18,6 +18,7 @@ from tvmc.codegen import (
     load_shared,
 )
 from tvmc.kernel import (
+    MAX_SPAN_STRIDE,
     Buffer,
     Kernel,
     KernelIRError,
@@ -174,3 +175,34 @@ def test_vectorized_loops_that_need_scalar_code_fall_back_correctly():
     load_jit(emit_cpu([k])).run("fallback", xv, yv, sv)
     np.testing.assert_array_equal(yv, np.maximum(xv, 0))
     np.testing.assert_allclose(sv[0], xv.sum(), atol=1e-6)
+
+
+@pytest.mark.parametrize("stride", [2, 3, 4, 5])
+def test_strided_vector_loads_read_their_span_once(stride):
+    # Strides up to MAX_SPAN_STRIDE load the span the lanes cover and shuffle; the last lane
+    # ends the buffer, so a load past the span would read outside it.
+    lanes = 16
+    x, y = Buffer("X", ((lanes - 1) * stride + 1,)), Buffer("Y", (lanes,))
+    body = loop("i", lanes, lambda i: y.store(i, x[i * stride] * 2.0), "vectorized")
+    k = Kernel("strided", (x, y), body)
+    artifact = emit_cpu([k])
+    span = f"<{(lanes - 1) * stride + 1} x float>"
+    assert (span in artifact.unoptimized_ir) == (stride <= MAX_SPAN_STRIDE)
+    xv = np.arange(x.shape[0], dtype=np.float32)
+    yv = np.zeros(lanes, np.float32)
+    load_jit(artifact).run("strided", xv, yv)
+    np.testing.assert_array_equal(yv, xv[::stride] * 2.0)
+
+
+def test_loads_at_computed_offsets_are_one_gather():
+    # Lane by lane, each computed offset was extracted from a vector before its load.
+    x, idx, y = Buffer("X", (64,)), Buffer("I", (16,), "int32"), Buffer("Y", (16,))
+    body = loop("i", 16, lambda i: y.store(i, x[idx[i]] + 1.0), "vectorized")
+    k = Kernel("gathered", (x, idx, y), body)
+    artifact = emit_cpu([k])
+    assert "llvm.masked.gather.v16f32" in artifact.unoptimized_ir
+    xv = np.arange(64, dtype=np.float32) * 0.5
+    iv = np.random.default_rng(0).integers(0, 64, 16).astype(np.int32)
+    yv = np.zeros(16, np.float32)
+    load_jit(artifact).run("gathered", xv, iv, yv)
+    np.testing.assert_array_equal(yv, xv[iv] + 1.0)

@@ -18,7 +18,7 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from tvmc.codegen.abi import NUM_THREADS_SYMBOL, KernelSignature
-from tvmc.codegen.llvm_util import I8, I32, I64, PTR, VOID, declare, ir_type
+from tvmc.codegen.llvm_util import I8, I32, I64, PTR, VOID, declare, ir_type, mem_type, type_suffix
 from tvmc.codegen.lower_stmt import Lowering, ModuleState
 from tvmc.codegen.pool import PARALLEL_FOR, load_pool
 from tvmc.codegen.target import CPUTarget, optimize
@@ -40,6 +40,8 @@ class CodegenOptions:
 class CPULowering(Lowering):
     """Lowering with parallel loops outlined onto the runtime's thread pool."""
 
+    span_loads = True
+
     def __init__(
         self, state: ModuleState, fn: ir.Function, kernel: Kernel, threads: bool, aligned: bool
     ) -> None:
@@ -47,6 +49,22 @@ class CPULowering(Lowering):
         self.kernel = kernel
         self.threads = threads  # False inside an outlined body: nested parallel loops run serially
         self.aligned = aligned  # params are 64-byte aligned (CodegenOptions.aligned_params)
+
+    def gather(self, buf: Buffer, offsets: ir.Value, lanes: int, align: int) -> ir.Value:
+        """One `llvm.masked.gather`: a gather instruction where LLVM deems the CPU's fast
+        (AVX-512, AVX2 on some), else its own lane-by-lane expansion. Lane by lane, each
+        computed offset costs an extract before its load (Resize's bilinear taps)."""
+        t = mem_type(buf.dtype, lanes)
+        pointers = self.element_ptr(buf, offsets)
+        pointers.type = ir.VectorType(PTR, lanes)  # llvmlite types a vector gep as one pointer
+        suffix = f"{type_suffix(t)}.v{lanes}p0"
+        mask_t = ir.VectorType(ir.IntType(1), lanes)
+        fn = declare(self.module, f"llvm.masked.gather.{suffix}", t,
+                     [pointers.type, I32, mask_t, t])  # fmt: skip
+        every = ir.Constant(mask_t, [1] * lanes)
+        return self.b.call(
+            fn, [pointers, ir.Constant(I32, align), every, ir.Constant(t, ir.Undefined)]
+        )
 
     def parallel_loop(self, s: For) -> None:
         """Outlines `s` and runs it on the thread pool (serially when nested)."""

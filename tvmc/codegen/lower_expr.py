@@ -2,7 +2,9 @@
 
 Shared by the CPU and NVPTX generators. Vectors are explicit `<N x T>` values; a scalar
 operand meeting a vector is splatted. A load or store whose flattened index is a unit-stride
-ramp becomes one vector load/store; other vector indices are gathered lane by lane.
+ramp becomes one vector load/store; a load of a small constant stride (`span_loads`) one load of
+the span its lanes cover and a shuffle; a load at per-lane computed offsets `gather` (one
+`llvm.masked.gather` on CPUs); other vector accesses go lane by lane.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from tvmc.codegen.llvm_util import (
 )
 from tvmc.codegen.mathfuncs import POLY_FUNCTIONS, WIDE_FUNCTIONS, math_function, wide_math_function
 from tvmc.kernel import (
+    MAX_SPAN_STRIDE,
     Add,
     And,
     BinaryOp,
@@ -129,6 +132,8 @@ class ExprLowering(Visitor):
     it is: each distinct node once, its value reused. That is sound because an expression lowers
     to straight-line code in one basic block, so a value dominates every later use in it.
     """
+
+    span_loads = False  # targets whose wide loads of any length are cheap set it (CPUs)
 
     module: ir.Module
     b: ir.IRBuilder
@@ -332,9 +337,13 @@ class ExprLowering(Visitor):
             total = v if total is None else self.int_op("add", total, v)
         return total if total is not None else ir.Constant(I64, 0)
 
-    def address(self, buf: Buffer, indices: tuple[Expr, ...]) -> tuple[str, ir.Value, int, int]:
-        """(kind, offset, lanes, align): kind is scalar, contiguous, uniform or gather; align is
-        the bytes a contiguous access is known to be aligned to (else the element size)."""
+    def address(
+        self, buf: Buffer, indices: tuple[Expr, ...], load: bool = False
+    ) -> tuple[str, ir.Value, int, int]:
+        """(kind, offset, lanes, align): kind is scalar, contiguous, uniform, strided (a constant
+        lane stride), gather (any other) or, for a load, spanN (stride N = 2..MAX_SPAN_STRIDE,
+        `span_loads`); align is the bytes a contiguous access is known to be aligned to (else
+        the element size)."""
         lanes = max((i.lanes for i in indices), default=1)
         if lanes == 1:
             return "scalar", self.flat_offset(buf, indices), 1, buf.itemsize
@@ -348,8 +357,10 @@ class ExprLowering(Visitor):
             return "contiguous", base, lanes, self.vector_align(buf, bases, lanes)
         if step == 0:
             return "uniform", base, lanes, buf.itemsize
+        if load and self.span_loads and 1 < step <= MAX_SPAN_STRIDE:
+            return f"span{step}", base, lanes, buf.itemsize
         offsets = self.int_op("add", self.widen(base, lanes), self.iota(I64, lanes, step))
-        return "gather", offsets, lanes, buf.itemsize
+        return "strided", offsets, lanes, buf.itemsize
 
     def vector_align(self, buf: Buffer, bases: tuple[Expr, ...], lanes: int) -> int:
         """Alignment in bytes of `lanes` elements from `bases`: the element size, unless the
@@ -373,23 +384,43 @@ class ExprLowering(Visitor):
     def load(self, e: Load) -> ir.Value:
         """A scalar, vector, broadcast or gathered load."""
         buf = e.buffer
-        kind, off, lanes, align = self.address(buf, e.indices)
+        kind, off, lanes, align = self.address(buf, e.indices, load=True)
         if kind == "contiguous":
             v = self.b.load(self.element_ptr(buf, off), typ=mem_type(buf.dtype, lanes), align=align)
+        elif kind.startswith("span"):
+            # the span between the first and last lane, both read, so inside the buffer
+            step = int(kind[4:])
+            span = mem_type(buf.dtype, (lanes - 1) * step + 1)
+            wide = self.b.load(self.element_ptr(buf, off), typ=span, align=align)
+            picks = ir.Constant(
+                ir.VectorType(ir.IntType(32), lanes), list(range(0, span.count, step))
+            )
+            v = self.b.shuffle_vector(wide, ir.Constant(span, ir.Undefined), picks)
         elif kind in ("scalar", "uniform"):
             v = self.b.load(self.element_ptr(buf, off), typ=mem_type(buf.dtype), align=align)
             v = self.widen(v, lanes)
-        else:
-            v = ir.Constant(mem_type(buf.dtype, lanes), ir.Undefined)
-            for k in range(lanes):
-                o = self.b.extract_element(off, ir.Constant(I64, k))
-                x = self.b.load(self.element_ptr(buf, o), typ=mem_type(buf.dtype), align=align)
-                v = self.b.insert_element(v, x, ir.Constant(I64, k))
+        elif kind == "gather":
+            v = self.gather(buf, off, lanes, align)
+        else:  # constant strides: each lane's address folds into its load
+            v = self.load_lanes(buf, off, lanes, align)
         if buf.dtype == "bool":
             v = self.b.icmp_unsigned("!=", v, splat(v.type, 0))
         return v
 
     visit_Load = load
+
+    def gather(self, buf: Buffer, offsets: ir.Value, lanes: int, align: int) -> ir.Value:
+        """The elements at a vector of computed offsets (targets override)."""
+        return self.load_lanes(buf, offsets, lanes, align)
+
+    def load_lanes(self, buf: Buffer, offsets: ir.Value, lanes: int, align: int) -> ir.Value:
+        """The elements at a vector of offsets, loaded lane by lane."""
+        v = ir.Constant(mem_type(buf.dtype, lanes), ir.Undefined)
+        for k in range(lanes):
+            o = self.b.extract_element(offsets, ir.Constant(I64, k))
+            x = self.b.load(self.element_ptr(buf, o), typ=mem_type(buf.dtype), align=align)
+            v = self.b.insert_element(v, x, ir.Constant(I64, k))
+        return v
 
     def store(self, buf: Buffer, indices: tuple[Expr, ...], value: Expr) -> None:
         """A scalar, vector or scattered store of `value`."""

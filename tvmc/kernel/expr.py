@@ -459,6 +459,13 @@ class Load(Expr):
         _derive(self, self.buffer.dtype, _lanes(*self.indices))
 
 
+# A vector load whose lanes step by a constant stride up to this is, on CPUs, one load of the
+# span they cover and a shuffle (codegen). The span is about `stride` vectors for one, so past
+# this most of what it loads is dropped; such loads stay lane by lane. Templates may vectorize
+# strided reads up to it.
+MAX_SPAN_STRIDE = 4
+
+
 @dataclass(frozen=True)
 class Ramp(Expr):
     """The vector `[base, base + stride, ..., base + (lanes - 1) * stride]`."""

@@ -19,6 +19,7 @@ import math
 from collections.abc import Callable
 
 from tvmc.kernel import (
+    MAX_SPAN_STRIDE,
     Buffer,
     Expr,
     Stmt,
@@ -90,9 +91,9 @@ def _fill_row(
         hi = max(lo, min(wq, (geo.in_shape[last] - 1 + pb - p) // s + 1))
         copy = seq(
             put(0, lo, lambda i: zero),
-            # a strided copy stays a scalar loop: LLVM vectorizes it with wide loads and shuffles,
-            # where an explicit vector of strided lanes becomes one load per lane
-            put(lo, hi, lambda i: x[(n, c, *lead, i * s + p - pb)], vectorize=s == 1),
+            # a small stride is a vector too (one span load and a shuffle): left a scalar loop,
+            # LLVM vectorized short rows across rows, with gathers and scatters
+            put(lo, hi, lambda i: x[(n, c, *lead, i * s + p - pb)], s <= MAX_SPAN_STRIDE),
             put(hi, wq, lambda i: zero),
         )
     else:

@@ -1,0 +1,42 @@
+"""The CPU conv input transform (tvmc/ops/conv/cpu_layout.py): strided rows as vector code."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tvmc.codegen import emit_cpu, load_jit
+from tvmc.kernel import MAX_SPAN_STRIDE, Buffer, For, Kernel, Load, interpret
+from tvmc.kernel.visitor import post_order
+from tvmc.ops.conv.cpu_layout import transform_kernel_body
+from tvmc.ops.conv.geometry import ConvGeometry
+
+
+def _transform(stride: int, size: int = 96, channels: int = 2) -> tuple[Kernel, ConvGeometry]:
+    geo = ConvGeometry(1, channels, channels, 1, (size, size), (3, 3),
+                       ((size - 1) // stride + 1,) * 2, (stride, stride), (1, 1), (1, 1),
+                       (1, 1))  # fmt: skip
+    x = Buffer("X", (1, channels, size, size))
+    dst = Buffer("T", (geo.channels * geo.channel_stride,))
+    return Kernel("transform", (dst, x), transform_kernel_body(geo, x, dst, 16, False)), geo
+
+
+def _vector_reads_of_input(kernel: Kernel) -> int:
+    loops = [n for n in post_order(kernel.body) if isinstance(n, For) and n.kind == "vectorized"]
+    return sum(
+        any(isinstance(e, Load) and e.buffer.name == "X" for e in post_order(f.body)) for f in loops
+    )
+
+
+@pytest.mark.parametrize("stride", [1, 2, 3, 4, 5])
+def test_rows_of_small_strides_are_vector_copies_that_match_the_interpreter(stride):
+    # A stride-2 row of 16 left scalar was vectorized by LLVM across rows, with gathers and
+    # scatters; as a vector it is one span load and a shuffle.
+    kernel, _ = _transform(stride)
+    assert (_vector_reads_of_input(kernel) > 0) == (stride <= MAX_SPAN_STRIDE)
+    x = np.random.default_rng(stride).standard_normal(kernel.params[1].shape).astype(np.float32)
+    compiled = np.full(kernel.params[0].shape, np.nan, np.float32)
+    interpreted = compiled.copy()
+    load_jit(emit_cpu([kernel])).run("transform", compiled, x)
+    interpret(kernel, interpreted, x)
+    np.testing.assert_array_equal(compiled, interpreted)
