@@ -246,6 +246,10 @@ def main() -> None:
         tasks = [(m, t) for m, t in tasks
                  if baseline.get(t.label, json_shaped(default_knobs(t))) != json_shaped(
                      default_knobs(t))]  # fmt: skip
+    if not tasks:
+        changed = " whose plan changed" if args.changed_only else ""
+        parser.error(f"no conv of {', '.join(args.models)} of {args.min_mflops:g} MFLOP or "
+                     f"more{changed} to measure")  # fmt: skip
     if args.cpu_time:
         set_num_threads(1)
     threads = num_threads()
