@@ -34,6 +34,7 @@ import time
 
 import numpy as np
 from baselines import onnxruntime_session, openvino_session, openvino_version
+from peak import paired_speedups, shared_core_share
 from suite import SUITES, BenchModel, by_names, suite
 
 import tvmc
@@ -204,6 +205,16 @@ def bench_model(model: BenchModel, tmp: str, repeat: int, threads: int, tuned: s
     return row
 
 
+def shared_cores(threads: int, seconds: float = 3.0) -> str:
+    """How often, over a few seconds, `threads` threads of FMAs ran no faster than one (peak.py
+    --watch): other processes, or a host that at times runs a VM's vCPUs on one core, move
+    every ratio of the run."""
+    share, bound = shared_core_share(paired_speedups(seconds, threads), threads)
+    return (
+        f"{share:.0%} of {seconds:g} s of paired FMA runs below {bound:.2f}x on {threads} threads"
+    )
+
+
 def geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
@@ -270,8 +281,11 @@ def main() -> None:
                         help="light: the ONNX light models; zoo: tests/models/zoo")  # fmt: skip
     parser.add_argument("--repeat", type=int, default=30, help="timed runs per runtime")
     parser.add_argument("--tuned", metavar="DIR", help="records DIR/<model>.json to compare")
-    parser.add_argument("--fixed-threads", action="store_true",
-                        help="also time tvmc with its thread count fixed (no run-by-run choice)")
+    parser.add_argument(
+        "--fixed-threads",
+        action="store_true",
+        help="also time tvmc with its thread count fixed (no run-by-run choice)",
+    )
     args = parser.parse_args()
     models = by_names(args.names) if args.names else suite(args.models)
     threads = num_threads()
@@ -281,6 +295,8 @@ def main() -> None:
           f"peak {peak:.0f} GFLOP/s ({source}); OpenVINO {ov or 'not installed'}; "
           f"load average {os.getloadavg()[0]:.1f}; "
           "ratio: tvmc / the faster of onnxruntime and OpenVINO")  # fmt: skip
+    if threads > 1:
+        print(f"shared cores before: {shared_cores(threads)}")
     header = (
         f"{'model':20} {'family':18} {'load s':>6} {'comp s':>6} {'tvmc ms':>8} {'ort ms':>8} "
         f"{'ov ms':>8} {'ratio':>6} {'GFLOP/s':>8} {'peak':>5} {'ws MB':>6} {'naive MB':>8} "
@@ -321,6 +337,8 @@ def main() -> None:
     if rows:
         print("\n".join(summary(rows, left_out)))
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
+    if threads > 1:
+        print(f"shared cores after: {shared_cores(threads)}")
 
 
 if __name__ == "__main__":

@@ -72,33 +72,42 @@ def median_seconds(fn, repeat: int = 5) -> float:
     return statistics.median(times)
 
 
-def watch(seconds: float) -> None:
-    """Pairs of short peak runs, all cores then one, for `seconds`: the spread of their ratio."""
+def paired_speedups(seconds: float, threads: int) -> list[float]:
+    """For `seconds`, short peak runs (~5 ms) on `threads` then on one, in pairs: the speedup
+    of each pair, sorted. On a steady machine they sit near `threads`."""
     steps = 50_000
     module = load_shared(emit_cpu([peak_kernel(steps)]))
     out = np.zeros((64, LANES), np.float32)
-    flops = 64 * steps * ACCS * LANES * 2
-    cores = physical_cores()
     module.run("peak", out)
-    ratios = []
+    speedups = []
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         pair = []
-        for threads in (cores, 1):
-            set_num_threads(threads)
+        for n in (threads, 1):
+            set_num_threads(n)
             start = time.perf_counter()
             module.run("peak", out)
             pair.append(time.perf_counter() - start)
-        ratios.append(pair[1] / pair[0])  # speedup of all cores over one
+        speedups.append(pair[1] / pair[0])
     set_num_threads(None)
-    ratios.sort()
-    deciles = (
-        " ".join(f"{ratios[len(ratios) * k // 10]:.2f}" for k in range(10)) + f" {ratios[-1]:.2f}"
-    )
-    bound = 1 + (cores - 1) / 4
-    low = sum(r < bound for r in ratios) / len(ratios)
-    print(f"{len(ratios)} pairs of ~{flops / 1e9:.1f} GFLOP runs, {cores} cores against 1: "
-          f"speedup min, deciles, max {deciles}; {low:.0%} of pairs below {bound:.2f}x "
+    return sorted(speedups)
+
+
+def shared_core_share(speedups: list[float], threads: int) -> tuple[float, float]:
+    """(share of pairs where all threads gave about what one gives, the bound used: a quarter
+    of the way from 1x to `threads`x)."""
+    bound = 1 + (threads - 1) / 4
+    return sum(s < bound for s in speedups) / max(len(speedups), 1), bound
+
+
+def watch(seconds: float) -> None:
+    """`--watch`: the spread of the paired speedups, and how often all cores gave one's."""
+    cores = physical_cores()
+    speedups = paired_speedups(seconds, cores)
+    tenths = " ".join(f"{speedups[len(speedups) * k // 10]:.2f}" for k in range(10))
+    share, bound = shared_core_share(speedups, cores)
+    print(f"{len(speedups)} pairs of ~5 ms FMA runs, {cores} cores against 1: speedup min, "
+          f"deciles, max {tenths} {speedups[-1]:.2f}; {share:.0%} of pairs below {bound:.2f}x "
           "(all cores gave about what one gives)")  # fmt: skip
 
 
