@@ -132,8 +132,13 @@ class Layout:
 
     @property
     def panel_vectors(self) -> int:
-        """NV of the GEMM's NR = NV * lanes panel: the least padding of P, then the widest."""
-        return min(range(4, 0, -1), key=lambda nv: _round_up(self.tiles, nv * self.lanes))
+        """NV of the GEMM's NR = NV * lanes panel: the most accumulators doing useful work
+        (MR x NV x the share of P that is not padding), then the widest."""
+
+        def useful(nv: int) -> float:
+            return self.rows_for(nv) * nv * self.tiles / _round_up(self.tiles, nv * self.lanes)
+
+        return max(range(4, 0, -1), key=useful)
 
     @property
     def panel(self) -> int:
@@ -144,9 +149,18 @@ class Layout:
         return _round_up(self.tiles, self.panel)
 
     @property
+    def gemm_flops(self) -> int:
+        """The GEMM's multiply-adds x 2, over the padded tiles (the work it does)."""
+        s = self.shape
+        return 2 * self.alpha**2 * s.out_channels * s.channels * self.padded_tiles
+
+    @property
     def tile_rows(self) -> int:
+        return self.rows_for(self.panel_vectors)
+
+    def rows_for(self, nv: int) -> int:
         """MR: the most rows dividing K whose accumulators, B vectors and broadcast fit."""
-        nv, k = self.panel_vectors, self.shape.out_channels
+        k = self.shape.out_channels
         fits = [r for r in range(1, MAX_TILE_ROWS + 1) if r * nv + nv + 1 <= self.registers]
         return max(r for r in fits if k % r == 0)
 
@@ -221,23 +235,41 @@ def pad_kernel(lay: Layout) -> Kernel:
 
 
 def input_kernel(lay: Layout) -> Kernel:
-    """V[t, c, p] = (B^T d B)[t] for the alpha x alpha input d of tile p (vectors over p)."""
+    """V[t, c, p] = (B^T d B)[t] for the alpha x alpha input d of tile p (vectors over p).
+    Where a row has a vector of tiles, each vector stays in one row: its inputs are loads of
+    stride m (a wide load and a shuffle); else the lanes gather their inputs one by one."""
     s, a, n, wp = lay.shape, lay.alpha, lay.tile_lanes, lay.padded_width
     bt = MATRICES[lay.m][0]
     xp = Buffer("Xp", (s.channels, lay.padded_height * wp))
     v = Buffer("V", (a * a, s.channels, lay.padded_tiles))
 
+    def transform(p0: Expr, base: Expr, lane_step: int | None) -> Stmt:
+        def channel(c: Var) -> Stmt:
+            def at(i: int, j: int) -> Expr:
+                if lane_step is None:  # base: a vector of per-lane offsets
+                    return xp[c, base + (i * wp + j)]
+                return xp[c, ramp(base + (i * wp + j), n, lane_step)]
+
+            out = two_sided(bt, [[at(i, j) for j in range(a)] for i in range(a)], n)
+            return seq(*(v.store((i * a + j, c, ramp(p0, n)), out[i][j])
+                         for i in range(a) for j in range(a)))  # fmt: skip
+
+        return loop("c", s.channels, channel)
+
+    if lay.tiles_w >= n:
+        chunks = math.ceil(lay.tiles_w / n)
+
+        def row(ty: Var) -> Stmt:
+            def chunk(ci: Var) -> Stmt:
+                return let("x0", minimum(ci * n, lay.tiles_w - n), lambda x0: transform(
+                    ty * lay.tiles_w + x0, ty * (lay.m * wp) + x0 * lay.m, lay.m))  # fmt: skip
+
+            return loop("chunk", chunks, chunk)
+
+        return Kernel("wino_input", (xp, v), loop("ty", lay.tiles_h, row))
+
     def per_chunk(p0: Expr, ty: Expr, tx: Expr) -> Stmt:
-        def at(base: Var) -> Stmt:
-            def channel(c: Var) -> Stmt:
-                d = [[xp[c, base + (i * wp + j)] for j in range(a)] for i in range(a)]
-                out = two_sided(bt, d, n)
-                return seq(*(v.store((i * a + j, c, ramp(p0, n)), out[i][j])
-                             for i in range(a) for j in range(a)))  # fmt: skip
-
-            return loop("c", s.channels, channel)
-
-        return let("base", ty * (lay.m * wp) + tx * lay.m, at)
+        return let("base", ty * (lay.m * wp) + tx * lay.m, lambda base: transform(p0, base, None))
 
     return Kernel("wino_input", (xp, v), over_tiles(lay, per_chunk))
 
@@ -464,11 +496,13 @@ def main() -> None:
             print(f"F({m}x{m},3x3) {shape}: max error {check(shape, m):.1e} of max |y|")
         return
     set_num_threads(1)
+    host = CPUTarget.host()
+    lanes = host.vector_bits // 32
     print(f"one thread, CPU time; best (median) of {args.rounds * 5} runs; "
           f"load average {os.getloadavg()[0]:.2f}")  # fmt: skip
     head = f"{'model':15} {'conv':20} {'MFLOP':>6} {'direct':>13}"
     for m in args.tiles:
-        head += f" | F{m} eff. GFLOP/s  x direct  input/gemm/output  err"
+        head += f" | F{m} eff. GFLOP/s  x direct  input/gemm/output  gemm GFLOP/s  err"
     print(head)
     total = {"direct": 0.0, **{m: 0.0 for m in args.tiles}}
     for model, shape, task in conv_shapes(args.models):
@@ -485,8 +519,9 @@ def main() -> None:
             best = sum(stages)
             total[m] += best * weight
             split = "/".join(f"{t / best:.0%}" for t in stages)
+            gemm = Layout(shape, m, lanes, host.vector_registers).gemm_flops / stages[1] / 1e9
             line += (f" | {gflop / best:6.1f} ({gflop / med:5.1f}) {best_direct / best:8.2f}x"
-                     f"  {split:>17}  {errors[m]:.0e}")  # fmt: skip
+                     f"  {split:>17}  {gemm:12.1f}  {errors[m]:.0e}")  # fmt: skip
         print(line)
         sys.stdout.flush()
     summary = ", ".join(f"F{m} {total['direct'] / total[m]:.2f}x" for m in args.tiles)

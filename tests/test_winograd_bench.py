@@ -18,6 +18,7 @@ import winograd  # noqa: E402
     [
         winograd.Shape(channels=3, out_channels=8, height=5, width=7),  # fewer tiles than lanes
         winograd.Shape(channels=16, out_channels=24, height=18, width=18),  # a tail vector
+        winograd.Shape(channels=8, out_channels=8, height=6, width=66),  # rows of tile vectors
     ],
 )
 def test_stages_match_the_direct_conv(shape, m):
