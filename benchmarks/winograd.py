@@ -55,6 +55,7 @@ from tvmc.kernel import (
     seq,
 )
 from tvmc.ops.conv.cpu import geometry_of
+from tvmc.ops.conv.cpu_tiles import FLOPS_PER_CYCLE, FMA_LATENCY, LOADS_PER_CYCLE
 
 # Lavin & Gray's matrices: Y = A^T [(G g G^T) * (B^T d B)] A.
 MATRICES = {
@@ -100,6 +101,7 @@ class Layout:
     m: int
     lanes: int
     registers: int
+    vectors: int = 0  # the GEMM panel's NV; 0: `panel_vectors` picks it
 
     @property
     def alpha(self) -> int:
@@ -132,13 +134,18 @@ class Layout:
 
     @property
     def panel_vectors(self) -> int:
-        """NV of the GEMM's NR = NV * lanes panel: the most accumulators doing useful work
-        (MR x NV x the share of P that is not padding), then the widest."""
+        """NV of the GEMM's NR = NV * lanes panel: the fewest modelled cycles, the padded
+        panels times the row blocks times a reduction step's cycles (its FMAs, its loads or
+        the FMA latency, whichever is longest: cpu_tiles' core model), then the widest."""
 
-        def useful(nv: int) -> float:
-            return self.rows_for(nv) * nv * self.tiles / _round_up(self.tiles, nv * self.lanes)
+        def cycles(nv: int) -> float:
+            mr = self.rows_for(nv)
+            per_cycle = FLOPS_PER_CYCLE / (2 * self.lanes)
+            step = max(mr * nv / per_cycle, (mr + nv) / LOADS_PER_CYCLE, FMA_LATENCY)
+            panels = _round_up(self.tiles, nv * self.lanes) // (nv * self.lanes)
+            return panels * (self.shape.out_channels // mr) * step
 
-        return max(range(4, 0, -1), key=useful)
+        return self.vectors or min(range(4, 0, -1), key=cycles)
 
     @property
     def panel(self) -> int:
@@ -378,9 +385,13 @@ def direct_conv(x: np.ndarray, w: np.ndarray) -> np.ndarray:
 class Winograd:
     """The compiled stages of one shape and tile size, with their buffers."""
 
-    def __init__(self, shape: Shape, m: int, w: np.ndarray, target: CPUTarget | None = None):
+    def __init__(
+        self, shape: Shape, m: int, w: np.ndarray, target: CPUTarget | None = None,
+        vectors: int = 0,
+    ):  # fmt: skip
         target = target or CPUTarget.host()
-        self.layout = lay = Layout(shape, m, target.vector_bits // 32, target.vector_registers)
+        lanes = target.vector_bits // 32
+        self.layout = lay = Layout(shape, m, lanes, target.vector_registers, vectors)
         kernels = [pad_kernel(lay), input_kernel(lay), gemm_kernel(lay), output_kernel(lay)]
         self.module = load_shared(emit_cpu(kernels, target))
         a2, s = lay.alpha**2, shape
