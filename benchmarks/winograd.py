@@ -241,16 +241,18 @@ def pad_kernel(lay: Layout) -> Kernel:
     return Kernel("wino_pad", (x, xp), body)
 
 
-def input_kernel(lay: Layout) -> Kernel:
+def input_kernel(lay: Layout, row_min: int = 0) -> Kernel:
     """V[t, c, p] = (B^T d B)[t] for the alpha x alpha input d of tile p (vectors over p).
-    Where a row has a vector of tiles, each vector stays in one row: its inputs are loads of
-    stride m (a wide load and a shuffle); else the lanes gather their inputs one by one."""
-    s, a, n, wp = lay.shape, lay.alpha, lay.tile_lanes, lay.padded_width
+    Where a row has half a vector of tiles or more, each vector stays in one row: its inputs
+    are loads of stride m (a wide load and a shuffle); else the lanes gather them one by one.
+    `row_min`: the fewest tiles a row needs for that (default: half a vector's lanes, where
+    rows already beat gathers: docs/performance.md); a vector spans min(lanes, tiles_w)."""
+    s, a, wp = lay.shape, lay.alpha, lay.padded_width
     bt = MATRICES[lay.m][0]
     xp = Buffer("Xp", (s.channels, lay.padded_height * wp))
     v = Buffer("V", (a * a, s.channels, lay.padded_tiles))
 
-    def transform(p0: Expr, base: Expr, lane_step: int | None) -> Stmt:
+    def transform(p0: Expr, base: Expr, lane_step: int | None, n: int) -> Stmt:
         def channel(c: Var) -> Stmt:
             def at(i: int, j: int) -> Expr:
                 if lane_step is None:  # base: a vector of per-lane offsets
@@ -263,20 +265,22 @@ def input_kernel(lay: Layout) -> Kernel:
 
         return loop("c", s.channels, channel)
 
-    if lay.tiles_w >= n:
+    if lay.tiles_w >= (row_min or lay.lanes // 2):
+        n = min(lay.lanes, lay.tiles_w)
         chunks = math.ceil(lay.tiles_w / n)
 
         def row(ty: Var) -> Stmt:
             def chunk(ci: Var) -> Stmt:
                 return let("x0", minimum(ci * n, lay.tiles_w - n), lambda x0: transform(
-                    ty * lay.tiles_w + x0, ty * (lay.m * wp) + x0 * lay.m, lay.m))  # fmt: skip
+                    ty * lay.tiles_w + x0, ty * (lay.m * wp) + x0 * lay.m, lay.m, n))  # fmt: skip
 
             return loop("chunk", chunks, chunk)
 
         return Kernel("wino_input", (xp, v), loop("ty", lay.tiles_h, row))
 
     def per_chunk(p0: Expr, ty: Expr, tx: Expr) -> Stmt:
-        return let("base", ty * (lay.m * wp) + tx * lay.m, lambda base: transform(p0, base, None))
+        base = ty * (lay.m * wp) + tx * lay.m
+        return let("base", base, lambda b: transform(p0, b, None, lay.tile_lanes))
 
     return Kernel("wino_input", (xp, v), over_tiles(lay, per_chunk))
 
