@@ -8,11 +8,11 @@ A feasibility measurement, not a template: the compiler does not use it. Per con
 1, pad 1) and output tile m (alpha = m + 2):
 - the weight transform U[alpha^2, K, C] = G g G^T, in numpy (a compile-time constant in a build);
 - "input": a pad kernel copying X into a zero-bordered plane, then the input transform
-  V[alpha^2, C, P] = B^T d B over the P tiles, vectorized across tiles (each lane gathers its
-  tile's alpha x alpha inputs);
+  V[alpha^2, C, P] = B^T d B over the P tiles, vectorized across the tiles of a row (loads of
+  stride m) or, in planes of fewer than half a vector of tiles per row, across rows (gathers);
 - "gemm": alpha^2 independent GEMMs M[t] = U[t] @ V[t] (K x C times C x P), register-tiled as
   benchmarks/kernel_matmul.py (a packed B panel of KC x NR, MR x NR accumulators, FMA from
-  broadcast U values); P is padded to the panel width NR;
+  broadcast U values); P is padded to the panel width NR (1-4 vectors: `panel_vectors`);
 - "output": Y = A^T m A per tile, scattered into the output (its planes rounded up to m).
 Every stage runs on one thread, timed by the thread's CPU time (as heavy_convs.py --cpu-time),
 in alternation with the direct conv's default config built and timed as heavy_convs.py times it.
@@ -506,7 +506,13 @@ def main() -> None:
                         help="only check one shape's result against numpy")  # fmt: skip
     args = parser.parse_args()
     if args.check:
+        if min(args.check) < 1:
+            parser.error(f"--check wants positive C K H W, got {' '.join(map(str, args.check))}")
         shape = Shape(*args.check)
+        small = [m for m in args.tiles if Layout(shape, m, 1, 1).tiles < 2]
+        if small:  # a vector of 1 tile: 1-lane ramps, which the CPU codegen does not lower
+            parser.error(f"--check: a {shape.height}x{shape.width} plane is one F{small[0]} "
+                         f"tile; the benchmark wants 2 or more")  # fmt: skip
         for m in args.tiles:
             print(f"F({m}x{m},3x3) {shape}: max error {check(shape, m):.1e} of max |y|")
         return
@@ -521,6 +527,9 @@ def main() -> None:
     print(head)
     totals: dict[str, dict] = {}  # per model: seconds per run of its 3x3 convs, by variant
     for model, shape, task in conv_shapes(args.models):
+        if any(Layout(shape, m, 1, 1).tiles < 2 for m in args.tiles):
+            print(f"{model:15} {str(shape):20} skipped: one tile (1-lane vectors)")
+            continue
         total = totals.setdefault(
             model, {"direct": 0.0, "fastest": 0.0, **dict.fromkeys(args.tiles, 0.0)}
         )
