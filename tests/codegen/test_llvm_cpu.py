@@ -26,6 +26,7 @@ from tvmc.kernel import (
     if_then_else,
     interpret,
     loop,
+    ramp,
     seq,
 )
 
@@ -206,3 +207,20 @@ def test_loads_at_computed_offsets_are_one_gather():
     yv = np.zeros(16, np.float32)
     load_jit(artifact).run("gathered", xv, iv, yv)
     np.testing.assert_array_equal(yv, xv[iv] + 1.0)
+
+
+@pytest.mark.parametrize("extent", [1, 3])
+def test_a_one_lane_ramp_is_its_base(extent):
+    # Code written for `lanes` wide vectors meets a plane of one: ramp(i, 1) is a scalar index.
+    # It was lowered as a <1 x i32> vector added to a scalar (LLVM's "operands must be the same
+    # type").
+    x, y = Buffer("X", (extent,)), Buffer("Y", (extent,))
+    body = loop("i", extent, lambda i: y.store(ramp(i, 1), x[ramp(i, 1)] * 3.0))
+    k = Kernel("one_lane", (x, y), body)
+    xv = np.arange(extent, dtype=np.float32) + 1.0
+    yv = np.zeros(extent, np.float32)
+    load_jit(emit_cpu([k])).run("one_lane", xv, yv)
+    np.testing.assert_array_equal(yv, xv * 3.0)
+    yi = np.zeros(extent, np.float32)
+    interpret(k, xv, yi)
+    np.testing.assert_array_equal(yi, xv * 3.0)

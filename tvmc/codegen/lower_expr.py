@@ -206,6 +206,8 @@ class ExprLowering(Visitor):
         return value if value.type == t else self.b.bitcast(value, t)
 
     def visit_Ramp(self, e: Ramp) -> ir.Value:
+        if e.lanes == 1:  # a scalar, as every other one-lane value here
+            return self.expr(e.base)
         base = self.widen(self.expr(e.base), e.lanes)
         step = self.int_op(
             "mul",
