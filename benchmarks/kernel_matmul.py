@@ -35,59 +35,71 @@ from tvmc.kernel import (
 LANES = 16
 
 
-def matmul_kernel(m: int, n: int, k: int, mr: int = 4, nr: int = 64, kc: int = 128) -> Kernel:
-    """C[m, n] = A[m, k] @ B[k, n] for m % mr == n % nr == k % kc == 0, nr % 16 == 0."""
-    a, b, c = Buffer("A", (m, k)), Buffer("B", (k, n)), Buffer("C", (m, n))
+def matmul_kernel(
+    m: int, n: int, k: int, mr: int = 4, nr: int = 64, kc: int = 128,
+    batch: int | None = None, lanes: int = LANES, name: str = "matmul",
+) -> Kernel:  # fmt: skip
+    """C[m, n] = A[m, k] @ B[k, n] for m % mr == n % nr == k % kc == 0, nr % lanes == 0; with
+    `batch`, C[t] = A[t] @ B[t] for each t < batch (the parallel loop's outer axis)."""
+    lead = (batch,) if batch else ()
+    a, b, c = Buffer("A", (*lead, m, k)), Buffer("B", (*lead, k, n)), Buffer("C", (*lead, m, n))
 
     def over_tile(body) -> Stmt:
-        """body(r, v) for each of the MR x NR/16 vectors of the tile, fully unrolled."""
+        """body(r, v) for each of the MR x NR/lanes vectors of the tile, fully unrolled."""
 
         def row(r: Var) -> Stmt:
-            return loop("v", nr // LANES, lambda v: body(r, v), kind="unrolled")
+            return loop("v", nr // lanes, lambda v: body(r, v), kind="unrolled")
 
         return loop("r", mr, row, kind="unrolled")
 
-    def tile(jo: Var, ko: Var, bp: Buffer, io: Var) -> Stmt:
+    def tile(t: tuple, jo: Var, ko: Var, bp: Buffer, io: Var) -> Stmt:
         def compute(acc: Buffer) -> Stmt:
-            def lanes(v):
-                return ramp(v * LANES, LANES)
+            def vector(v):
+                return ramp(v * lanes, lanes)
 
             def c_at(r, v):
-                return (io * mr + r, ramp(jo * nr + v * LANES, LANES))
+                return (*t, io * mr + r, ramp(jo * nr + v * lanes, lanes))
 
             def update(kk: Var) -> Stmt:
                 def one(r, v):
-                    a_rk = broadcast(a[io * mr + r, ko * kc + kk], LANES)
-                    return acc.store((r, lanes(v)), fma(a_rk, bp[kk, lanes(v)], acc[r, lanes(v)]))
+                    a_rk = broadcast(a[(*t, io * mr + r, ko * kc + kk)], lanes)
+                    return acc.store((r, vector(v)),
+                                     fma(a_rk, bp[kk, vector(v)], acc[r, vector(v)]))  # fmt: skip
 
                 return over_tile(one)
 
             return seq(
                 if_then_else(
                     ko.eq(0),
-                    over_tile(lambda r, v: acc.store((r, lanes(v)), broadcast(0.0, LANES))),
-                    over_tile(lambda r, v: acc.store((r, lanes(v)), c[c_at(r, v)])),
+                    over_tile(lambda r, v: acc.store((r, vector(v)), broadcast(0.0, lanes))),
+                    over_tile(lambda r, v: acc.store((r, vector(v)), c[c_at(r, v)])),
                 ),
                 loop("kk", kc, update),
-                over_tile(lambda r, v: c.store(c_at(r, v), acc[r, lanes(v)])),
+                over_tile(lambda r, v: c.store(c_at(r, v), acc[r, vector(v)])),
             )
 
         return allocate("acc", (mr, nr), compute)
 
-    def panel(jo: Var, ko: Var) -> Stmt:
+    def panel(t: tuple, jo: Var, ko: Var) -> Stmt:
         def body(bp: Buffer) -> Stmt:
             def pack(kk: Var) -> Stmt:
                 def copy(j: Var) -> Stmt:
-                    return bp.store((kk, j), b[ko * kc + kk, jo * nr + j])
+                    return bp.store((kk, j), b[(*t, ko * kc + kk, jo * nr + j)])
 
                 return loop("j", nr, copy, kind="vectorized")
 
-            return seq(loop("kk", kc, pack), loop("io", m // mr, lambda io: tile(jo, ko, bp, io)))
+            return seq(loop("kk", kc, pack),
+                       loop("io", m // mr, lambda io: tile(t, jo, ko, bp, io)))  # fmt: skip
 
         return allocate("Bp", (kc, nr), body)
 
-    body = loop("jo", n // nr, lambda jo: loop("ko", k // kc, lambda ko: panel(jo, ko)), "parallel")
-    return Kernel("matmul", (a, b, c), body)
+    def panels(t: tuple, kind: str = "serial") -> Stmt:
+        return loop(
+            "jo", n // nr, lambda jo: loop("ko", k // kc, lambda ko: panel(t, jo, ko)), kind
+        )
+
+    body = loop("t", batch, lambda t: panels((t,)), "parallel") if batch else panels((), "parallel")
+    return Kernel(name, (a, b, c), body)
 
 
 def _time(fn, repeat: int) -> tuple[float, float]:

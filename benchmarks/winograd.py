@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from heavy_convs import cpu_timed, task_types
+from kernel_matmul import matmul_kernel
 from suite import by_names
 
 import tvmc
@@ -44,10 +45,7 @@ from tvmc.kernel import (
     Kernel,
     Stmt,
     Var,
-    allocate,
     broadcast,
-    fma,
-    if_then_else,
     let,
     loop,
     minimum,
@@ -287,62 +285,10 @@ def input_kernel(lay: Layout, row_min: int = 0) -> Kernel:
 
 def gemm_kernel(lay: Layout) -> Kernel:
     """M[t] = U[t] @ V[t] for each of the alpha^2 positions t (kernel_matmul.py's tiling)."""
-    s, lanes = lay.shape, lay.lanes
-    t_count, k, c_, p = lay.alpha**2, s.out_channels, s.channels, lay.padded_tiles
-    mr, nr, kc = lay.tile_rows, lay.panel, lay.depth_block
-    u = Buffer("U", (t_count, k, c_))
-    v = Buffer("V", (t_count, c_, p))
-    out = Buffer("M", (t_count, k, p))
-
-    def over_tile(body) -> Stmt:
-        def row(r: Var) -> Stmt:
-            return loop("vv", nr // lanes, lambda vv: body(r, vv), kind="unrolled")
-
-        return loop("r", mr, row, kind="unrolled")
-
-    def vec(vv):
-        return ramp(vv * lanes, lanes)
-
-    def tile(t: Var, jo: Var, ko: Var, bp: Buffer, io: Var) -> Stmt:
-        def compute(acc: Buffer) -> Stmt:
-            def at(r, vv):
-                return (t, io * mr + r, ramp(jo * nr + vv * lanes, lanes))
-
-            def update(kk: Var) -> Stmt:
-                def one(r, vv):
-                    ukr = broadcast(u[t, io * mr + r, ko * kc + kk], lanes)
-                    return acc.store((r, vec(vv)), fma(ukr, bp[kk, vec(vv)], acc[r, vec(vv)]))
-
-                return over_tile(one)
-
-            return seq(
-                if_then_else(
-                    ko.eq(0),
-                    over_tile(lambda r, vv: acc.store((r, vec(vv)), broadcast(0.0, lanes))),
-                    over_tile(lambda r, vv: acc.store((r, vec(vv)), out[at(r, vv)])),
-                ),
-                loop("kk", kc, update),
-                over_tile(lambda r, vv: out.store(at(r, vv), acc[r, vec(vv)])),
-            )
-
-        return allocate("acc", (mr, nr), compute)
-
-    def panel(t: Var, jo: Var, ko: Var) -> Stmt:
-        def body(bp: Buffer) -> Stmt:
-            def pack(kk: Var) -> Stmt:
-                def copy(j: Var) -> Stmt:
-                    return bp.store((kk, j), v[t, ko * kc + kk, jo * nr + j])
-
-                return loop("j", nr, copy, kind="vectorized")
-
-            return seq(loop("kk", kc, pack),
-                       loop("io", k // mr, lambda io: tile(t, jo, ko, bp, io)))  # fmt: skip
-
-        return allocate("Bp", (kc, nr), body)
-
-    body = loop("t", t_count, lambda t: loop("jo", p // nr, lambda jo: loop(
-        "ko", c_ // kc, lambda ko: panel(t, jo, ko))), "parallel")  # fmt: skip
-    return Kernel("wino_gemm", (u, v, out), body)
+    s = lay.shape
+    return matmul_kernel(s.out_channels, lay.padded_tiles, s.channels, lay.tile_rows, lay.panel,
+                         lay.depth_block, batch=lay.alpha**2, lanes=lay.lanes,
+                         name="wino_gemm")  # fmt: skip
 
 
 def output_kernel(lay: Layout) -> Kernel:
