@@ -81,7 +81,7 @@ def paired_speedups(seconds: float, threads: int) -> list[float]:
     module.run("peak", out)
     speedups = []
     end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
+    while not speedups or time.perf_counter() < end:  # one pair at least
         pair = []
         for n in (threads, 1):
             set_num_threads(n)
@@ -117,7 +117,9 @@ def main() -> None:
         "--watch", type=float, metavar="SECONDS", help="paired short runs: how steady all cores are"
     )
     args = parser.parse_args()
-    if args.watch:
+    if args.watch is not None:
+        if not args.watch > 0:
+            parser.error(f"--watch takes a positive number of seconds, not {args.watch:g}")
         watch(args.watch)
         return
     n = 64 << 20  # float32 elements: 256 MiB
