@@ -15,6 +15,7 @@ shared physical cores shows it here, below anything the guest's scheduler report
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import time
 
@@ -72,11 +73,16 @@ def median_seconds(fn, repeat: int = 5) -> float:
     return statistics.median(times)
 
 
+@functools.cache
+def _short_peak_module():
+    """The peak kernel at ~5 ms a run on one core, built once (make bench probes twice)."""
+    return load_shared(emit_cpu([peak_kernel(50_000)]))
+
+
 def paired_speedups(seconds: float, threads: int) -> list[float]:
     """For `seconds`, short peak runs (~5 ms) on `threads` then on one, in pairs: the speedup
     of each pair, sorted. On a steady machine they sit near `threads`."""
-    steps = 50_000
-    module = load_shared(emit_cpu([peak_kernel(steps)]))
+    module = _short_peak_module()
     out = np.zeros((64, LANES), np.float32)
     module.run("peak", out)
     speedups = []

@@ -53,7 +53,7 @@ from tvmc.kernel import (
     seq,
 )
 from tvmc.ops.conv.cpu import geometry_of
-from tvmc.ops.conv.cpu_tiles import FLOPS_PER_CYCLE, FMA_LATENCY, LOADS_PER_CYCLE
+from tvmc.ops.conv.cpu_tiles import FLOPS_PER_CYCLE, FMA_LATENCY, LOADS_PER_CYCLE, max_rows
 
 # Lavin & Gray's matrices: Y = A^T [(G g G^T) * (B^T d B)] A.
 MATRICES = {
@@ -165,9 +165,8 @@ class Layout:
 
     def rows_for(self, nv: int) -> int:
         """MR: the most rows dividing K whose accumulators, B vectors and broadcast fit."""
-        k = self.shape.out_channels
-        fits = [r for r in range(1, MAX_TILE_ROWS + 1) if r * nv + nv + 1 <= self.registers]
-        return max(r for r in fits if k % r == 0)
+        fits = range(1, min(MAX_TILE_ROWS, max_rows(nv, self.registers)) + 1)
+        return max(r for r in fits if self.shape.out_channels % r == 0)
 
     @property
     def depth_block(self) -> int:
