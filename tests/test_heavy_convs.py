@@ -34,3 +34,34 @@ def test_cold_weights_reads_back_the_activations_not_the_weights(tmp_path):
     packed = [arrays[name] for name in built.params]
     assert packed and max(a.size for a in packed) >= w.size  # the packed (padded) weights
     assert not any(a is p for a in read_back for p in packed)
+
+
+def conv_task(tmp_path, x_shape, w_shape, pads):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    path = tmp_path / "conv.onnx"
+    attrs = {"pads": pads, "kernel_shape": list(w_shape[2:])}
+    onnx.save(single_node_model("Conv", {"x": x}, attrs, constants={"w": w}), path)
+    (task,) = tvmc.extract_tasks(path, target="llvm")
+    return task
+
+
+def test_winograd_defaults_are_named_and_direct_times_the_direct_plan(tmp_path):
+    """A 3x3 conv Winograd takes by default says so (its GFLOP/s are effective ones);
+    `--direct` names and builds the direct conv's plan."""
+    task = conv_task(tmp_path, (1, 32, 28, 28), (32, 32, 3, 3), [1, 1, 1, 1])
+    host = heavy_convs.CPUTarget.host()
+    assert heavy_convs.default_plan(task, host).startswith("winograd4 GEMM")
+    direct = heavy_convs.default_plan(task, host, direct=True)
+    assert direct.split()[0] in ("pixels", "channels")
+    config = heavy_convs.direct_entity(task, host)
+    assert config.values == {"schedule": direct.split()[0]}
+    assert heavy_convs.other_order(task) is None  # Winograd's plan has no tile loop order
+
+
+def test_other_order_flips_only_the_order(tmp_path):
+    task = conv_task(tmp_path, (1, 32, 28, 28), (48, 32, 1, 1), [0, 0, 0, 0])
+    default = tuple(task.space.get(task.space.default_index).values["plan"])
+    other = tuple(heavy_convs.other_order(task).values["plan"])
+    assert other[:3] == default[:3] and other[4:] == default[4:] and other[3] != default[3]

@@ -1,38 +1,47 @@
-"""benchmarks/winograd.py: its Winograd stages compute the 3x3 conv numpy computes."""
+"""benchmarks/winograd.py: it finds a model's Winograd-eligible convs and times and checks the
+direct conv beside F2 and F4 as the compiler builds them."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 
-import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks"))
+BENCH = os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks")
+sys.path.insert(0, BENCH)
 import winograd  # noqa: E402
 
-
-@pytest.mark.parametrize("m", sorted(winograd.MATRICES))
-@pytest.mark.parametrize(
-    "shape",
-    [
-        winograd.Shape(channels=3, out_channels=8, height=5, width=7),  # fewer tiles than lanes
-        winograd.Shape(channels=16, out_channels=24, height=18, width=18),  # a tail vector
-        winograd.Shape(channels=8, out_channels=8, height=6, width=66),  # rows of tile vectors
-    ],
-)
-def test_stages_match_the_direct_conv(shape, m):
-    error = winograd.check(shape, m)  # asserts rtol 1e-4 itself
-
-    assert error < 1e-4
+from tvmc.codegen import CPUTarget  # noqa: E402
 
 
-def test_a_wrong_weight_transform_is_caught():
-    shape = winograd.Shape(channels=4, out_channels=8, height=6, width=6)
-    rng = np.random.default_rng(0)
-    w = rng.standard_normal((8, 4, 3, 3), dtype=np.float32)
-    wino = winograd.Winograd(shape, 2, w)
-    wino.u *= 1.001  # a scaled U: the check must notice
+@pytest.fixture(scope="module")
+def squeezenet_convs():
+    return winograd.eligible_convs(["light_squeezenet"])
 
-    with pytest.raises(AssertionError):
-        winograd.error_of(wino, w, rng)
+
+def test_eligible_convs_are_the_3x3_stride_1_ones(squeezenet_convs):
+    """squeezenet 1.1's expand3x3 convs (16->64 ... 64->256): its 1x1 and strided ones are not."""
+    assert squeezenet_convs
+    for model, geo, task in squeezenet_convs:
+        assert model == "light_squeezenet" and task.op == "Conv"
+        assert geo.kernel == (3, 3) and geo.strides == (1, 1) and geo.group == 1
+
+
+def test_variants_run_and_stay_accurate(squeezenet_convs):
+    _, geo, task = min(squeezenet_convs, key=lambda c: c[1].channels * c[1].out_channels)
+    target = CPUTarget.host()
+    times = winograd.measure(task, geo, 1, target)
+    assert set(times) == set(winograd.VARIANTS) and all(len(t) == 5 for t in times.values())
+    assert all(t > 0 for ts in times.values() for t in ts)
+    knobs = winograd.configs(geo, target)
+    assert knobs["direct"]["schedule"] in ("pixels", "channels")
+    assert winograd.max_error(task, knobs["winograd2"]) < 1e-5
+    assert winograd.max_error(task, knobs["winograd4"]) < 5e-5
+
+
+def test_rounds_must_be_positive():
+    run = subprocess.run([sys.executable, os.path.join(BENCH, "winograd.py"), "--rounds", "0"],
+                         capture_output=True, text=True)  # fmt: skip
+    assert run.returncode == 2 and "--rounds wants a positive count" in run.stderr

@@ -483,12 +483,14 @@ def conv_attrs(w_shape, attrs):
     return OPS["Conv"].normalize_attrs({**onnx_defaults, **attrs}, "Conv")
 
 
-def default_plan(x_shape, w_shape, attrs):
-    """The plan an empty config gets on the AVX-512 target `lower_and_run` lowers for."""
+def default_plan(x_shape, w_shape, attrs, constant_weights=False):
+    """The plan an empty config gets on the AVX-512 target `lower_and_run` lowers for (by
+    default the direct conv's: runtime weights leave Winograd out)."""
     full = conv_attrs(w_shape, attrs)
     geo = geometry_of("Conv", full, [TensorType(s, "float32") for s in (x_shape, w_shape)])
     target = LoweringTarget(num_threads=2)
-    return plan({}, geo, target.lanes("float32"), target.vector_registers)
+    return plan({}, geo, target.lanes("float32"), target.vector_registers,
+                constant_weights=constant_weights)  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -509,7 +511,8 @@ def test_conv_default_orders(x_shape, w_shape, attrs, schedule, order, rng):
     """The default plans `default_order` picks for resnet- and vgg-like shapes compute the conv."""
     chosen = default_plan(x_shape, w_shape, attrs)
     assert (chosen.schedule, chosen.order) == (schedule, order)
-    check_conv("Conv", randn(rng, *x_shape), randn(rng, *w_shape), attrs, randn(rng, w_shape[0]))
+    x, w, b = randn(rng, *x_shape), randn(rng, *w_shape), randn(rng, w_shape[0])
+    check_conv("Conv", x, w, attrs, b, config={"schedule": schedule})  # not Winograd
 
 
 PREFETCH_CASES = [
@@ -618,11 +621,12 @@ def test_conv_avx2_default_tiles(x_shape, w_shape, attrs, schedule, tile, rng):
     """AVX2 code of the default plans computes the conv (it runs on any AVX2 host)."""
     geo = geometry_of("Conv", conv_attrs(w_shape, attrs),
                       [TensorType(s, "float32") for s in (x_shape, w_shape)])  # fmt: skip
-    chosen = plan({}, geo, AVX2.vector_bits // 32, AVX2.vector_registers)
+    chosen = plan({}, geo, AVX2.vector_bits // 32, AVX2.vector_registers, constant_weights=False)
     assert (chosen.schedule, (chosen.tiling.mr, chosen.tiling.nv)) == (schedule, tile)
     x, w, b = randn(rng, *x_shape), randn(rng, *w_shape), randn(rng, w_shape[0])
     # sums of up to 2304 products of unit normals (|sum| ~ 50) in another order than
     # onnxruntime's: float32 rounding reaches ~1e-4 absolute
     tol = {"rtol": 1e-4, "atol": 3e-4}
-    check_conv("Conv", x, w, attrs, b, target=AVX2, tol=tol)
-    check_conv("Conv", x, w, attrs, b, target=AVX2, epilogue=True, tol=tol)
+    direct = {"schedule": schedule}  # the 3x3 ones run as Winograd by default
+    check_conv("Conv", x, w, attrs, b, target=AVX2, tol=tol, config=direct)
+    check_conv("Conv", x, w, attrs, b, target=AVX2, epilogue=True, tol=tol, config=direct)

@@ -10,15 +10,22 @@ the transform into the tile loop (each channel's planes are built in local scrat
 A strided ConvTranspose runs as a 1x1 conv making one column per (output channel, tap) and a
 gather summing the columns that land on each output (cpu_transpose); one of stride 1 is read
 stuffed (`ConvGeometry.stuffed`): a conv with the flipped, transposed weights. Its knobs apply
-to that columns or stuffed conv.
+to that columns or stuffed conv. A 3x3 stride-1 conv may run as Winograd instead
+(cpu_winograd: input transform, batched GEMM, output transform).
 
 Knobs (ctx.config; `plan` reads them, with the defaults in DEFAULTS and `_estimate`):
-- schedule: "pixels", "channels" or "depthwise" (default: the cheapest by `_estimate`).
+- schedule: "pixels", "channels", "depthwise" (direct convs) or "winograd2" / "winograd4"
+  (F(2x2,3x3) / F(4x4,3x3): cpu_winograd; 3x3 stride-1 ungrouped float32 convs with constant
+  weights, others fall back to the direct default). Default: "winograd4" where
+  `cpu_winograd.default_tile` says it pays, else the cheapest direct one by `_estimate`.
 - tile_vectors / tile_rows: the NV and MR limits the chosen schedule picks its register tile
-  under (defaults: 8 / 6 for "pixels" and "depthwise", 4 / 14 for "channels").
-- plan: [schedule, tile_vectors, tile_rows] or [..., order] in one knob (what the tuning space
-  offers, so that no two configs differ only in knobs their schedule does not read); it
-  overrides the three (four).
+  under (defaults: 8 / 6 for "pixels" and "depthwise", 4 / 14 for "channels"; for Winograd
+  the GEMM's tile, default by cpu_winograd's cycle model).
+- plan: [schedule, tile_vectors, tile_rows, order, unroll_taps] for "pixels" and "channels",
+  [schedule, tile_vectors, tile_rows, unroll_taps] for "depthwise", [schedule, tile_vectors,
+  tile_rows] for Winograd, in one knob (what the tuning space offers, so that no two configs
+  differ only in knobs their schedule does not read); trailing entries may be left out; it
+  overrides the separate knobs.
 - unroll_taps: "all" kernel taps, one kernel "row" or "none" (default) unrolled per step of
   the tap loop. Unrolled taps of a stride-1 row read overlapping inputs; LLVM then shares those
   loads across taps and runs out of registers.
@@ -31,26 +38,22 @@ Knobs (ctx.config; `plan` reads them, with the defaults in DEFAULTS and `_estima
 - prefetch: whether each tile fetches its share of the operand the tile loop's next outer step
   reads (cpu_tiles.Ahead); the default is `default_prefetch`'s. Not in the knob space yet.
 
-The knob space (`conv_space`): every config builds and computes the same result.
-Knob spaces of the Conv and ConvTranspose templates: the names `plan` reads.
+The knob space (`conv_space`): one knob, `plan`; every config builds different code and
+computes the same result (up to rounding: Winograd's is larger, cpu_winograd).
 
-Every config of a space builds and computes the same result; knobs only change the speed.
-
-- plan: [schedule, tile_vectors, tile_rows(, order)], the schedule with the NV and MR limits it
-  chooses its register tile under, and for "pixels"/"channels" the tile loop order
-  ("pixels_outer" or "channels_outer"; "depthwise" has one tile loop and no order).
-  Schedules: "pixels" and "channels"; "depthwise" and "pixels" when each group reads one input
-  channel ("channels" too when a group has over 8 output channels: the template may pick it).
-  Many limits give the same tile, so each schedule offers one pair per distinct tiling of this
-  workload (the tile's own NV and MR where they give it), the template's default tiling and
-  the others with the best modelled throughput (`_estimate`'s model), up to KEEP
-  of them. Folding the schedule into the tile
-  knob keeps the space free of configs that differ only in limits their schedule never reads.
-  The register budget MR * NV + NV + 1 <= the target's registers (32 AVX-512, 16 AVX2) holds
-  for every tile: the tilings enforce it. The default tilings also prefer tiles that fit the
-  core (`cpu_tiles.fits_core`: enough accumulators to hide the FMA latency, and no more loads
-  than the core makes in the cycles of its FMAs).
-- unroll_taps: "none", "row", "all" where they differ ("all" up to MAX_UNROLLED_TAPS taps).
+- Direct schedules: "pixels" and "channels"; "depthwise" and "pixels" when each group reads
+  one input channel ("channels" too when a group has over 8 output channels: the template may
+  pick it). Many limits give the same tile, so each schedule offers one pair per distinct
+  tiling of this workload (the tile's own NV and MR where they give it), the template's
+  default tiling and the others with the best modelled throughput (`_estimate`'s model), up to
+  KEEP of them, each with every tile loop order (pixels, channels) and every unroll_taps that
+  differs ("none", "row", "all"; "all" up to MAX_UNROLLED_TAPS taps). The register budget
+  MR * NV + NV + 1 <= the target's registers (32 AVX-512, 16 AVX2) holds for every tile: the
+  tilings enforce it. The default tilings also prefer tiles that fit the core
+  (`cpu_tiles.fits_core`: enough accumulators to hide the FMA latency, and no more loads than
+  the core makes in the cycles of its FMAs).
+- Winograd (where eligible): F2 and F4, each with its distinct GEMM tiles
+  (`cpu_winograd.gemm_tiles`).
 
 `in_place` is not a knob of the space: reading an unpadded 1x1 input in place never loses to a
 copy, so the template's default (True) applies.
@@ -88,6 +91,15 @@ from tvmc.ops.conv.cpu_tiles import (
     pixel_tiling,
 )
 from tvmc.ops.conv.cpu_transpose import columns_geometry, columns_lowering, uses_columns
+from tvmc.ops.conv.cpu_winograd import (
+    SCHEDULES,
+    WinogradLayout,
+    default_tile,
+    eligible,
+    gemm_tiles,
+    layout,
+    winograd_lowering,
+)
 from tvmc.ops.conv.definition import conv_rule, conv_transpose_rule
 from tvmc.ops.conv.geometry import ConvGeometry
 from tvmc.ops.lowering import Attrs, Epilogue, LowerContext, LoweringTarget, Template, TensorRef
@@ -124,7 +136,7 @@ class Plan:
     """The chosen schedule and its tiling (knobs read once, here)."""
 
     schedule: str
-    tiling: PixelTiling | ChannelTiling  # a ChannelTiling for "channels" only
+    tiling: PixelTiling | ChannelTiling | WinogradLayout  # by schedule: channels, winograd*
     order: str
     unroll_taps: str
     in_place: bool
@@ -132,14 +144,17 @@ class Plan:
 
 
 def plan(
-    cfg: Mapping[str, Any], geo: ConvGeometry, lanes: int, registers: int, cache_elements: int = 0
-) -> Plan:
+    cfg: Mapping[str, Any], geo: ConvGeometry, lanes: int, registers: int, cache_elements: int = 0,
+    dtype: str = "float32", constant_weights: bool = True,
+) -> Plan:  # fmt: skip
     """The knobs of `cfg`, with defaults chosen for `geo`, tiles that fit `registers` and a
-    core's own cache of `cache_elements` input elements (0: unknown)."""
+    core's own cache of `cache_elements` input elements (0: unknown). The Winograd schedules
+    need `constant_weights` (transformed at compile time); others fall back to the default."""
     cfg = dict(cfg)
     if "plan" in cfg:
-        cfg["schedule"], cfg["tile_vectors"], cfg["tile_rows"], *order = cfg.pop("plan")
-        cfg.update(zip(["order"], order))
+        schedule, cfg["tile_vectors"], cfg["tile_rows"], *rest = cfg.pop("plan")
+        cfg["schedule"] = schedule
+        cfg.update(zip(["order", "unroll_taps"] if schedule in ORDERED else ["unroll_taps"], rest))
 
     def limits(default: tuple[int, int]) -> tuple[int, int]:
         return int(cfg.get("tile_vectors", default[0])), int(cfg.get("tile_rows", default[1]))
@@ -147,10 +162,18 @@ def plan(
     pix, pix_eff = pixel_tiling(geo, lanes, *limits(DEFAULTS["pixels"]), registers)
     chn, chn_eff = channel_tiling(geo, lanes, *limits(DEFAULTS["channels"]), registers)
     depthwise = geo.icg == 1 and geo.group > 1 and geo.ocg <= 8
-    default = "depthwise" if depthwise else _estimate(geo, lanes, pix, pix_eff, chn, chn_eff)
-    schedule = str(cfg.get("schedule", default))
+    direct = "depthwise" if depthwise else _estimate(geo, lanes, pix, pix_eff, chn, chn_eff)
+    winograd = constant_weights and eligible(geo, dtype)
+    m = default_tile(geo, dtype) if winograd else None
+    schedule = str(cfg.get("schedule", f"winograd{m}" if m else direct))
     if schedule == "depthwise" and geo.icg != 1:
         schedule = "pixels"  # a tile loop builds the planes of one input channel only
+    if schedule in SCHEDULES:
+        if winograd:
+            vectors, rows = int(cfg.get("tile_vectors", 0)), int(cfg.get("tile_rows", 0))
+            tiles = layout(geo, SCHEDULES[schedule], lanes, registers, vectors, rows)
+            return Plan(schedule, tiles, "", "none", True, False)
+        schedule = direct
     tiling = chn if schedule == "channels" else pix
     order = str(cfg.get("order", default_order(geo, schedule, lanes)))
     fetch = cfg.get("prefetch", default_prefetch(geo, schedule, order, cache_elements))
@@ -204,8 +227,13 @@ def conv_lowering(
     acc = accumulator_dtype(out.dtype)
     lanes = ctx.target.lanes(acc)
     cache = ctx.target.cache_bytes // np.dtype(x.type.dtype).itemsize
-    p = plan(ctx.config, geo, lanes, ctx.target.vector_registers, cache)
+    registers, constant = ctx.target.vector_registers, w.value is not None
+    p = plan(ctx.config, geo, lanes, registers, cache, x.dtype, constant)
     parallel = 2 * math.prod(out.shape) * geo.icg * len(geo.taps) >= PARALLEL_MIN_FLOPS
+    if isinstance(p.tiling, WinogradLayout):
+        assert x.buffer is not None and w.value is not None, "plan checked both"
+        weights = weight_fn(np.asarray(w.value, np.float32))
+        return winograd_lowering(ctx, p.tiling, x.buffer, weights, bias, out, epilogue, parallel)
 
     def pack(v: np.ndarray) -> np.ndarray:
         if isinstance(p.tiling, ChannelTiling):
@@ -375,6 +403,7 @@ KEEP = {"pixels": 16, "channels": 12}  # distinct tilings kept per schedule
 # (tile_vectors, tile_rows) `plan` uses when a config has none ("depthwise": pixels)
 DEFAULTS = {"pixels": (8, 6), "channels": (4, 14)}
 ORDERS = ("pixels_outer", "channels_outer")  # tile loop orders of "pixels" and "channels"
+ORDERED = ("pixels", "channels")  # the schedules with a tile loop order
 
 
 # ---- the knob space ------------------------------------------------------------------------------
@@ -397,12 +426,13 @@ def conv_space(op: str) -> Callable[[Attrs, list[TensorType], LoweringTarget], C
         geo = geometry_of(op, attrs, input_types)
         lanes = target.lanes(accumulator_dtype(input_types[0].dtype))
         registers = target.vector_registers
-        cache = target.cache_bytes // np.dtype(input_types[0].dtype).itemsize
-        configs = _space(geo, lanes, registers)
-        want = plan({}, geo, lanes, registers, cache)
+        dtype = input_types[0].dtype
+        cache = target.cache_bytes // np.dtype(dtype).itemsize
+        configs = _space(geo, lanes, registers, eligible(geo, dtype))
+        want = plan({}, geo, lanes, registers, cache, dtype)
         configs.default_index = next(
             (i for i in range(len(configs))
-             if plan(configs.get(i).values, geo, lanes, registers, cache) == want),
+             if plan(configs.get(i).values, geo, lanes, registers, cache, dtype) == want),
             None,
         )  # fmt: skip
         return configs
@@ -411,7 +441,7 @@ def conv_space(op: str) -> Callable[[Attrs, list[TensorType], LoweringTarget], C
     return space
 
 
-def _space(geo: ConvGeometry, lanes: int, registers: int) -> ConfigSpace:
+def _space(geo: ConvGeometry, lanes: int, registers: int, winograd: bool) -> ConfigSpace:
     depthwise = geo.icg == 1 and geo.group > 1
     with_channels = not depthwise or geo.ocg > 8  # the template's default may pick it then
 
@@ -420,11 +450,18 @@ def _space(geo: ConvGeometry, lanes: int, registers: int) -> ConfigSpace:
         used = geo.ocg / (ceil_div(geo.ocg, tiling.mr) * tiling.mr)
         return tiling, eff * used * density(tiling.mr, tiling.nv), (tiling.nv, tiling.mr)
 
+    taps = len(geo.taps)
+    steps = {"none": 1, "row": geo.kernel[-1], "all": taps}
+    unroll = [u for u, n in steps.items() if u == "none" or (1 < n <= MAX_UNROLLED_TAPS)]
+    if steps["row"] == taps and "row" in unroll and "all" in unroll:
+        unroll.remove("all")  # one kernel row is the whole kernel
+
     rows = [r for r in ROW_LIMITS if r <= geo.ocg] or [1]
     pixel_tiles = _tiles(pixels, range(1, MAX_VECTORS + 1), rows, "pixels")
-    plans = [["pixels", nv, mr, order] for nv, mr in pixel_tiles for order in ORDERS]
+    plans = [["pixels", nv, mr, order, u] for nv, mr in pixel_tiles for order in ORDERS
+             for u in unroll]  # fmt: skip
     if depthwise:
-        plans = [["depthwise", nv, mr] for nv, mr in pixel_tiles] + plans
+        plans = [["depthwise", nv, mr, u] for nv, mr in pixel_tiles for u in unroll] + plans
     if with_channels:
 
         def channels(nv: int, mr: int) -> tuple[Hashable, float, tuple[int, int]]:
@@ -434,17 +471,12 @@ def _space(geo: ConvGeometry, lanes: int, registers: int) -> ConfigSpace:
         vectors = range(1, min(MAX_VECTORS, ceil_div(geo.ocg, lanes)) + 1)
         pixels_ = [r for r in ROW_LIMITS if r <= geo.out_shape[-1]] or [1]
         tiles = _tiles(channels, vectors, pixels_, "channels")
-        plans += [["channels", nv, mr, order] for nv, mr in tiles for order in ORDERS]
-    space = ConfigSpace()
-    space.other("plan", plans)
-
-    taps = len(geo.taps)
-    steps = {"none": 1, "row": geo.kernel[-1], "all": taps}
-    unroll = [u for u, n in steps.items() if u == "none" or (1 < n <= MAX_UNROLLED_TAPS)]
-    if steps["row"] == taps and "row" in unroll and "all" in unroll:
-        unroll.remove("all")  # one kernel row is the whole kernel
-    space.annotate("unroll_taps", unroll)
-    return space
+        plans += [["channels", nv, mr, order, u] for nv, mr in tiles for order in ORDERS
+                  for u in unroll]  # fmt: skip
+    if winograd:
+        plans += [[name, nv, mr] for name, m in SCHEDULES.items()
+                  for nv, mr in gemm_tiles(geo, m, lanes, registers)]  # fmt: skip
+    return ConfigSpace().other("plan", plans)
 
 
 def _tiles(

@@ -65,7 +65,7 @@ def _source(geo: ConvGeometry, axis: int, z: Expr) -> Expr:
     return minimum(maximum(z // u, 0), geo.in_shape[axis] - 1) if u > 1 else z
 
 
-def _fill_row(
+def fill_row(
     geo: ConvGeometry, x: Buffer, n: Expr, c: Expr, dst: Buffer, row_base: Expr,
     phase: tuple[int, ...], ys: tuple[Expr, ...], lanes: int,
 ) -> Stmt:  # fmt: skip
@@ -124,7 +124,7 @@ def fill_planes(
 
         def row(yr: Expr, plane_base: Expr = plane_base, phase: tuple = phase) -> Stmt:
             ys = unflatten(yr, lead_shape) if lead_shape else ()
-            return _fill_row(geo, x, n, c, dst, plane_base + yr * wq, phase, ys, lanes)
+            return fill_row(geo, x, n, c, dst, plane_base + yr * wq, phase, ys, lanes)
 
         stmts.append(loop("y", rows, row) if rows > 1 else row(const(0)))
     return seq(*stmts)

@@ -1,0 +1,179 @@
+"""Winograd convs (tvmc.ops.conv.cpu_winograd), compiled natively, against onnxruntime.
+
+Shapes hit the layout's edges: planes not a multiple of the tile m (the last tiles half
+outside), one tile in all, a strip row's last tile reading the next strip's first columns,
+batches whose tiles share the GEMM's columns, asymmetric and zero pads, a stride-1
+ConvTranspose (a conv of flipped weights). Temps start as NaN (`lower_and_run`), so a GEMM
+column or strip element the kernels forget to write shows. Tolerance: F(4x4,3x3)'s rounding
+is up to ~2e-5 of max |y| (coefficients up to 8 and 1/24), so atol is relative to that.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.ops.test_conv_kernels import AVX2, check_conv, randn
+from tvmc.codegen import CPUTarget
+from tvmc.graph import TensorType
+from tvmc.ops import OPS
+from tvmc.ops.conv.cpu import geometry_of, plan
+from tvmc.ops.conv.cpu_winograd import WinogradLayout, default_tile, eligible, layout
+from tvmc.ops.lowering import LoweringTarget
+
+TARGET = LoweringTarget(num_threads=2)
+LANES, REGISTERS = TARGET.lanes("float32"), TARGET.vector_registers
+PAD1 = {"pads": [1, 1, 1, 1]}
+
+
+def tolerance(x: np.ndarray, w: np.ndarray) -> dict[str, float]:
+    """rtol 1e-4, atol 5e-5 of the output's scale (sqrt of the sum's terms, |y| ~ that)."""
+    scale = float(np.sqrt(w[0].size)) * float(np.abs(x).max()) * float(np.abs(w).max())
+    return {"rtol": 1e-4, "atol": 5e-5 * scale}
+
+
+def attrs_of(w_shape, attrs, op="Conv"):
+    """`attrs` with ONNX's defaults for a conv of weights `w_shape`, normalized for `op`."""
+    n = len(w_shape) - 2
+    defaults = {"kernel_shape": list(w_shape[2:]), "strides": [1] * n, "pads": [0] * 2 * n,
+                "dilations": [1] * n, "group": 1}  # fmt: skip
+    if op == "ConvTranspose":
+        defaults["output_padding"] = [0] * n
+    return OPS[op].normalize_attrs({**defaults, **attrs}, op)
+
+
+def geometry(x_shape, w_shape, attrs, op="Conv"):
+    types = [TensorType(s, "float32") for s in (x_shape, w_shape)]
+    return geometry_of(op, attrs_of(w_shape, attrs, op), types)
+
+
+CASES = [
+    ((1, 8, 10, 10), (6, 8, 3, 3), PAD1),  # 10 = 2 F4 tiles + 2 of a third
+    ((2, 5, 9, 13), (7, 5, 3, 3), {"pads": [0, 1, 2, 0]}),  # batch 2, asymmetric pads
+    ((1, 16, 14, 14), (16, 16, 3, 3), PAD1),  # 16 tiles: one full vector
+    ((1, 3, 5, 4), (2, 3, 3, 3), {}),  # unpadded: a 3x2 output, one F4 tile
+    ((1, 4, 3, 3), (5, 4, 3, 3), PAD1),  # a 3x3 plane: tiles wider than the plane
+    ((3, 6, 7, 30), (9, 6, 3, 3), PAD1),  # long rows: several vectors per image, 3 images
+]
+
+
+@pytest.mark.parametrize("x_shape,w_shape,attrs", CASES)
+@pytest.mark.parametrize("schedule", ["winograd2", "winograd4"])
+def test_winograd_matches_onnxruntime(x_shape, w_shape, attrs, schedule, rng):
+    x, w, b = randn(rng, *x_shape), randn(rng, *w_shape), randn(rng, w_shape[0])
+    assert plan({"schedule": schedule}, geometry(x_shape, w_shape, attrs), LANES,
+                REGISTERS).schedule == schedule  # fmt: skip
+    tol = tolerance(x, w)
+    check_conv("Conv", x, w, attrs, b, config={"schedule": schedule}, tol=tol)
+    check_conv("Conv", x, w, attrs, None, config={"schedule": schedule}, epilogue=True, tol=tol)
+
+
+@pytest.mark.parametrize("tile", [(1, 4), (2, 6), (3, 8)])
+def test_winograd_gemm_tiles(tile, rng):
+    """Every GEMM tile of the space computes the conv (MR not dividing K included)."""
+    x_shape, w_shape = (1, 24, 20, 20), (20, 24, 3, 3)
+    x, w, b = randn(rng, *x_shape), randn(rng, *w_shape), randn(rng, w_shape[0])
+    config = {"plan": ["winograd4", *tile]}
+    check_conv("Conv", x, w, PAD1, b, config=config, tol=tolerance(x, w))
+
+
+@pytest.mark.skipif(CPUTarget.host().vector_bits < 256, reason="AVX2 code does not run here")
+def test_winograd_on_avx2(rng):
+    """8-lane vectors and 16 registers: the GEMM's default tile shrinks, the result stays."""
+    x_shape, w_shape = (1, 16, 13, 11), (24, 16, 3, 3)
+    x, w, b = randn(rng, *x_shape), randn(rng, *w_shape), randn(rng, w_shape[0])
+    lay = plan({"schedule": "winograd4"}, geometry(x_shape, w_shape, PAD1), 8, 16).tiling
+    assert isinstance(lay, WinogradLayout)
+    assert lay.gemm_rows * lay.gemm_vectors + lay.gemm_vectors + 1 <= 16
+    check_conv("Conv", x, w, PAD1, b, config={"schedule": "winograd4"}, target=AVX2,
+               tol=tolerance(x, w))  # fmt: skip
+
+
+def test_winograd_conv_transpose_of_stride_1(rng):
+    """A stride-1 ConvTranspose is a conv of flipped, transposed weights: Winograd applies."""
+    x_shape, w_shape = (1, 6, 9, 9), (6, 4, 3, 3)
+    x, w, b = randn(rng, *x_shape), randn(rng, *w_shape), randn(rng, 4)
+    attrs = {"pads": [1, 1, 1, 1]}
+    geo = geometry(x_shape, w_shape, attrs, "ConvTranspose")
+    assert plan({"schedule": "winograd2"}, geo, LANES, REGISTERS).schedule == "winograd2"
+    check_conv("ConvTranspose", x, w, attrs, b, config={"schedule": "winograd2"},
+               tol=tolerance(x, w))  # fmt: skip
+
+
+def test_runtime_weights_fall_back_to_the_direct_conv(rng):
+    """Winograd transforms the weights at compile time: a runtime weight runs the direct conv."""
+    x_shape, w_shape = (1, 16, 14, 14), (16, 16, 3, 3)
+    geo = geometry(x_shape, w_shape, PAD1)
+    chosen = plan({"schedule": "winograd4"}, geo, LANES, REGISTERS, constant_weights=False)
+    assert chosen.schedule in ("pixels", "channels")
+    x, w, b = randn(rng, *x_shape), randn(rng, *w_shape), randn(rng, w_shape[0])
+    check_conv("Conv", x, w, PAD1, b, config={"schedule": "winograd4"}, runtime_weight=True)
+
+
+@pytest.mark.parametrize(
+    "x_shape,w_shape,attrs,dtype,why",
+    [
+        ((1, 16, 14, 14), (16, 16, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}, "float32",
+         "strided"),
+        ((1, 16, 14, 14), (16, 16, 3, 3), {"dilations": [2, 2], "pads": [2, 2, 2, 2]},
+         "float32", "dilated"),
+        ((1, 16, 14, 14), (16, 8, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}, "float32",
+         "grouped"),
+        ((1, 16, 14, 14), (16, 16, 5, 5), {"pads": [2, 2, 2, 2]}, "float32", "5x5"),
+        ((1, 16, 14, 14), (16, 16, 3, 3), PAD1, "float16", "float16"),
+        ((1, 16, 14), (16, 16, 3), {"pads": [1, 1]}, "float32", "1-D"),
+    ],
+)  # fmt: skip
+def test_winograd_not_eligible(x_shape, w_shape, attrs, dtype, why):
+    geo = geometry(x_shape, w_shape, attrs)
+    assert not eligible(geo, dtype), why
+    chosen = plan({"schedule": "winograd4"}, geo, LANES, REGISTERS, dtype=dtype)
+    assert not isinstance(chosen.tiling, WinogradLayout), why
+
+
+@pytest.mark.parametrize(
+    "x_shape,w_shape,m",
+    [
+        ((1, 64, 56, 56), (64, 64, 3, 3), 4),  # resnet50's: F4 2.3x the direct conv
+        ((1, 512, 14, 14), (512, 512, 3, 3), 4),
+        ((1, 16, 55, 55), (64, 16, 3, 3), 4),  # squeezenet's expand3x3
+        ((1, 192, 13, 13), (384, 192, 3, 3), 4),
+        ((1, 512, 7, 7), (512, 512, 3, 3), None),  # 7x7 planes: F4 0.4x, direct
+        ((1, 3, 224, 224), (64, 3, 3, 3), None),  # 3 input channels: 0.2x, direct
+    ],
+)
+def test_default_tile_follows_the_measured_table(x_shape, w_shape, m):
+    geo = geometry(x_shape, w_shape, PAD1)
+    assert default_tile(geo, "float32") == m
+    chosen = plan({}, geo, LANES, REGISTERS)
+    assert chosen.schedule == (f"winograd{m}" if m else chosen.schedule)
+    assert isinstance(chosen.tiling, WinogradLayout) == (m is not None)
+
+
+def test_space_offers_winograd_and_its_default(rng):
+    """Eligible convs get F2 and F4 plans beside the direct ones, and the space's default
+    config is the template's default plan (Winograd's F4 with its default GEMM tile)."""
+    shapes = [(1, 64, 28, 28), (64, 64, 3, 3)]
+    full = attrs_of((64, 64, 3, 3), PAD1)
+    types = [TensorType(s, "float32") for s in shapes]
+    space = OPS["Conv"].space(full, types, TARGET)
+    names = {p[0] for p in space.knobs[0].candidates}
+    assert {"winograd2", "winograd4", "pixels", "channels"} <= names
+    geo = geometry_of("Conv", full, types)
+    default = plan(space.get(space.default_index).values, geo, LANES, REGISTERS)
+    assert default == plan({}, geo, LANES, REGISTERS) and default.schedule == "winograd4"
+    strided = attrs_of((64, 64, 3, 3), {**PAD1, "strides": [2, 2]})
+    other = OPS["Conv"].space(strided, types, TARGET)
+    assert not {p[0] for p in other.knobs[0].candidates} & {"winograd2", "winograd4"}
+
+
+def test_layout_covers_the_plane_and_the_strip_overrun():
+    """tiles_w * m leaves the 2 columns the last tile of a strip row reads past the output
+    width; the GEMM's columns are whole panels of every image's tiles."""
+    for width in range(1, 40):
+        geo = geometry((2, 8, 9, width), (8, 8, 3, 3), PAD1)
+        for m in (2, 4):
+            lay = layout(geo, m, LANES, REGISTERS)
+            assert lay.pitch >= width + 2 and lay.pitch - m < width + 2
+            assert lay.tiles_h * m >= 9 and lay.columns % (lay.gemm_vectors * LANES) == 0
+            assert lay.columns >= 2 * lay.tiles

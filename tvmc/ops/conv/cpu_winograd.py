@@ -1,0 +1,339 @@
+"""Winograd F(m x m, 3 x 3) for 3x3 stride-1 convs on CPUs (Lavin & Gray): the conv template's
+"winograd2" and "winograd4" schedules.
+
+Y = A^T [(G g G^T) * (B^T d B)] A per output tile of m x m (alpha = m + 2 inputs a side): the
+multiply-adds of a tile drop from 9 m^2 per channel pair to alpha^2 (2.25x fewer for m = 2, 4x
+for m = 4), at the price of the transforms and of rounding (F4's coefficients reach 8 and 1/24:
+errors near 2e-5 of max |y| against 1e-7 for the direct conv). Three kernels:
+
+1. input (parallel over (n, c)): the channel's zero-padded input in local scratch, laid out as
+   *strips*: strip (i, ty) is padded row ty * m + i, `pitch` = tiles_w * m columns wide. Tile p
+   (row-major over tiles_h x tiles_w) then starts at offset p * m of every strip row i, so one
+   vector covers consecutive tiles across tile rows with loads of constant stride m. V[t, c, P]
+   = B^T d B for each of the alpha^2 positions t.
+2. GEMM: M[t] = U[t] @ V[t] for each t, U[t] = (G g G^T)[t] (K x C) transformed at compile time;
+   the MatMul template's register-tiled GEMM (tvmc.ops.linalg.cpu), V read in place.
+3. output (parallel over (n, k)): A^T M A per tile into local strips (stores m apart), then the
+   output rows copied out through bias and the epilogue, as contiguous vectors.
+
+Why `pitch` = tiles_w * m and not the padded width: a tile row's last tile reads 2 columns past
+it, which are the next strip's first 2 (finite input values). They only feed outputs at or past
+the conv's output width, since tiles_w * m >= out_width + 2 (`WinogradLayout`), and
+Winograd's algebra cancels them exactly up to rounding.
+
+Chosen where `eligible` (3x3, stride 1, dilation 1, ungrouped, 2-D, float32, constant weights)
+and `default_tile` says it pays: measured per conv on an AMD Zen 4 (docs/performance.md,
+"Winograd"). The tuner may pick it anywhere it is eligible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from tvmc.graph import TensorType
+from tvmc.kernel import (
+    Buffer,
+    Expr,
+    Kernel,
+    Stmt,
+    Var,
+    allocate,
+    broadcast,
+    const,
+    if_then_else,
+    let,
+    loop,
+    minimum,
+    ramp,
+    seq,
+)
+from tvmc.ops.conv.cpu_layout import fill_row, vector_range
+from tvmc.ops.conv.cpu_tiles import FLOPS_PER_CYCLE, FMA_LATENCY, LOADS_PER_CYCLE, max_rows
+from tvmc.ops.conv.geometry import ConvGeometry
+from tvmc.ops.linalg.cpu import gemm_kernels
+from tvmc.ops.lowering import Epilogue, LowerContext, TensorRef, ref_of_buffer
+from tvmc.ops.schedule.injective import make_kernel
+from tvmc.ops.schedule.microkernel import finalize
+
+# B^T, G and A^T of F(2x2,3x3) and F(4x4,3x3) (Lavin & Gray, "Fast Algorithms for CNNs").
+MATRICES = {
+    2: (
+        [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]],
+        [[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]],
+        [[1, 1, 1, 0], [0, 1, -1, -1]],
+    ),
+    4: (
+        [[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
+         [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]],
+        [[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
+         [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]],
+        [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]],
+    ),
+}  # fmt: skip
+SCHEDULES = {"winograd2": 2, "winograd4": 4}  # the conv template's schedule name -> m
+MAX_GEMM_ROWS = 8  # MR cap of the default GEMM tile: more rows only lengthen the unrolled body
+# default_tile's rule, from the per-conv table in docs/performance.md ("Winograd in the
+# compiler"): F4 won on every plane of 13x13 and more with 16 channels or more a side (1.1-2.5x
+# the direct conv), lost on 7x7 and 6x6 planes (0.2-0.6x) and on a 3-channel first conv (0.2x)
+MIN_PLANE = 13
+MIN_CHANNELS = 16
+
+
+def eligible(geo: ConvGeometry, dtype: str) -> bool:
+    """Whether the Winograd schedules can compute this conv (weights must also be constant)."""
+    return (
+        len(geo.kernel) == 2
+        and geo.kernel == (3, 3)
+        and geo.strides == (1, 1)
+        and geo.dilations == (1, 1)
+        and geo.upsample == (1, 1)
+        and geo.group == 1
+        and not geo.transposed
+        and dtype == "float32"
+        and all(p >= 0 for p in geo.pad_begin)
+        and all(o - i - p + 2 >= 0 for o, i, p in zip(geo.out_shape, geo.in_shape, geo.pad_begin))
+    )
+
+
+def default_tile(geo: ConvGeometry, dtype: str) -> int | None:
+    """m of the Winograd schedule an eligible conv gets by default, None for the direct conv."""
+    if not eligible(geo, dtype):
+        return None
+    big = min(geo.out_shape) >= MIN_PLANE and min(geo.channels, geo.out_channels) >= MIN_CHANNELS
+    return 4 if big else None
+
+
+@dataclass(frozen=True)
+class WinogradLayout:
+    """The tiling of one conv for output tile m: tiles, strips and the GEMM's panels."""
+
+    geo: ConvGeometry
+    m: int
+    lanes: int
+    gemm_vectors: int  # NV of the GEMM's tile
+    gemm_rows: int  # MR of the GEMM's tile
+
+    @property
+    def alpha(self) -> int:
+        return self.m + 2
+
+    @property
+    def tiles_h(self) -> int:
+        return -(-self.geo.out_shape[0] // self.m)
+
+    @property
+    def tiles_w(self) -> int:
+        """Tiles a row, covering the output width plus the 2 columns a strip's last tile reads
+        past its end (module doc)."""
+        return -(-(self.geo.out_shape[1] + 2) // self.m)
+
+    @property
+    def pitch(self) -> int:
+        return self.tiles_w * self.m
+
+    @property
+    def tiles(self) -> int:
+        """Tiles of one image."""
+        return self.tiles_h * self.tiles_w
+
+    @property
+    def columns(self) -> int:
+        """P: the GEMM's columns, every image's tiles, padded to whole panels."""
+        panel = self.gemm_vectors * self.lanes
+        return -(-self.geo.batch * self.tiles // panel) * panel
+
+    @property
+    def strips_size(self) -> int:
+        """Elements of one channel's input strips, with 2 of slack (the last tile's overrun)."""
+        return self.alpha * self.tiles_h * self.pitch + 2
+
+    @property
+    def vector(self) -> int:
+        """Tiles per vector of the transforms (fewer where an image has fewer tiles)."""
+        return min(self.lanes, self.tiles)
+
+
+def layout(
+    geo: ConvGeometry, m: int, lanes: int, registers: int, vectors: int = 0, rows: int = 0
+) -> WinogradLayout:
+    """The layout for tile m with the GEMM tile of at most `vectors` x `rows` (0: the default,
+    the fewest modelled cycles by cpu_tiles' core model)."""
+    tiles = geo.batch * WinogradLayout(geo, m, lanes, 1, 1).tiles
+    k = geo.out_channels
+
+    def rows_for(nv: int) -> int:  # the most rows dividing K that fit the registers
+        limit = min(rows or MAX_GEMM_ROWS, max_rows(nv, registers), k)
+        return max(r for r in range(1, max(1, limit) + 1) if k % r == 0)
+
+    def cycles(nv: int) -> float:
+        mr = rows_for(nv)
+        per_cycle = FLOPS_PER_CYCLE / (2 * lanes)
+        step = max(mr * nv / per_cycle, (mr + nv) / LOADS_PER_CYCLE, FMA_LATENCY)
+        return -(-tiles // (nv * lanes)) * -(-k // mr) * step
+
+    widest = max(1, min(vectors or 4, -(-tiles // lanes)))
+    nv = widest if vectors else min(range(widest, 0, -1), key=cycles)
+    return WinogradLayout(geo, m, lanes, nv, rows_for(nv))
+
+
+def weight_transform(w: np.ndarray, m: int) -> np.ndarray:
+    """U[alpha^2, K, C] = G g G^T of weights w[K, C, 3, 3] (float64 math, float32 result)."""
+    g = np.array(MATRICES[m][1])
+    u = np.einsum("ai,kcij,bj->abkc", g, w.astype(np.float64), g)
+    return np.ascontiguousarray(u.reshape(-1, *w.shape[:2]), dtype=np.float32)
+
+
+def lincomb(coefficients: Sequence[float], vectors: Sequence[Expr], lanes: int) -> Expr:
+    """sum(c * v) over the nonzero coefficients; +-1 as adds and subtracts."""
+    total: Expr | None = None
+    for c, v in zip(coefficients, vectors):
+        if c == 0:
+            continue
+        term = v if abs(c) == 1 else broadcast(float(abs(c)), lanes) * v
+        if total is None:
+            total = broadcast(0.0, lanes) - term if c < 0 else term
+        else:
+            total = total - term if c < 0 else total + term
+    assert total is not None, "a transform row has a nonzero coefficient"
+    return total
+
+
+def two_sided(matrix: Sequence[Sequence[float]], d: list[list[Expr]], lanes: int) -> list:
+    """matrix @ d @ matrix^T on a grid of vector expressions."""
+    rows = [[lincomb(row, [d[i][j] for i in range(len(d))], lanes) for j in range(len(d[0]))]
+            for row in matrix]  # fmt: skip
+    return [[lincomb(col, r, lanes) for col in matrix] for r in rows]
+
+
+def over_tiles(lay: WinogradLayout, body) -> Stmt:
+    """body(p0) for each vector of `lay.vector` tiles of one image from p0; the last vector is
+    moved back to end at the last tile (it redoes some tiles, with the same result)."""
+    n = lay.vector
+    return loop("chunk", -(-lay.tiles // n),
+                lambda ci: let("p0", minimum(ci * n, lay.tiles - n), body))  # fmt: skip
+
+
+def input_kernel_body(lay: WinogradLayout, x: Buffer, v: Buffer, parallel: bool) -> Stmt:
+    """V[t, c, n * tiles + p] = (B^T d B)[t] of tile p of channel (n, c), per (n, c)."""
+    geo, a, m, n = lay.geo, lay.alpha, lay.m, lay.vector
+    bt = MATRICES[m][0]
+    strip = lay.tiles_h * lay.pitch  # from strip row i to i + 1
+    # plane rows of `tiled` are padded rows: fill_row writes zeros outside the input
+    tiled = replace(geo, out_shape=(lay.tiles_h * m, lay.pitch - 2))
+    real = geo.batch * lay.tiles
+
+    def channel(s: Buffer, nb: Expr, c: Expr) -> Stmt:
+        def row(i: int, ty: Var) -> Stmt:
+            base = (i * lay.tiles_h + ty) * lay.pitch
+            return fill_row(tiled, x, nb, c, s, base, (0, 0), (ty * m + i,), lay.lanes)
+
+        def tiles(p0: Var) -> Stmt:
+            d = [[s[ramp(p0 * m + (i * strip + j), n, m)] for j in range(a)] for i in range(a)]
+            out = two_sided(bt, d, n)
+            col = ramp(nb * lay.tiles + p0, n)
+            return seq(*(v.store((i * a + j, c, col), out[i][j])
+                         for i in range(a) for j in range(a)))  # fmt: skip
+
+        # the GEMM reads the padding columns (never the output): zeros, not stale workspace
+        # bits that could be denormals, which slow the FMAs
+        zero = const(0.0, v.dtype)
+
+        def zeros(p: Expr) -> Stmt:
+            return seq(*(v.store((t, c, p), zero) for t in range(a * a)))
+
+        pad = vector_range(real, lay.columns, lay.lanes, zeros)
+        return seq(
+            *(loop("ty", lay.tiles_h, lambda ty, i=i: row(i, ty)) for i in range(a)),
+            s.store(ramp(const(lay.strips_size - 2), 2), broadcast(0.0, 2)),
+            over_tiles(lay, tiles),
+            None
+            if lay.columns == real
+            else pad
+            if geo.batch == 1
+            else if_then_else(nb.eq(geo.batch - 1), pad),
+        )
+
+    def at(nc: Var) -> Stmt:
+        def scratch(s: Buffer) -> Stmt:
+            return let("nb", nc // geo.channels, lambda nb: let(
+                "c", nc % geo.channels, lambda c: channel(s, nb, c)))  # fmt: skip
+
+        return allocate("strips", (lay.strips_size,), scratch, x.dtype)
+
+    count = geo.batch * geo.channels
+    return loop("nc", count, at, "parallel" if parallel and count > 1 else "serial")
+
+
+def output_kernel_body(
+    lay: WinogradLayout, mm: Buffer, bias: TensorRef | None, out: Buffer,
+    epilogue: Epilogue | None, parallel: bool,
+) -> Stmt:  # fmt: skip
+    """out[n, k] = A^T M A of every tile of (n, k), + bias, through the epilogue."""
+    geo, a, m, n = lay.geo, lay.alpha, lay.m, lay.vector
+    at_ = MATRICES[m][2]
+    strip = lay.tiles_h * lay.pitch
+    height, width = geo.out_shape
+
+    def channel(s: Buffer, nb: Expr, k: Expr) -> Stmt:
+        def tiles(p0: Var) -> Stmt:
+            col = ramp(nb * lay.tiles + p0, n)
+            d = [[mm[i * a + j, k, col] for j in range(a)] for i in range(a)]
+            y = two_sided(at_, d, n)
+            return seq(*(s.store(ramp(p0 * m + (i * strip + j), n, m), y[i][j])
+                         for i in range(m) for j in range(m)))  # fmt: skip
+
+        def row(r: Var) -> Stmt:
+            base = (r % m) * strip + (r // m) * lay.pitch
+
+            def element(col: Expr) -> Stmt:
+                value = s[base + col]
+                if bias is not None:
+                    value = value + bias.read((k,)).astype(value.dtype)
+                return finalize(value, (nb, k, r, col), out, epilogue)
+
+            return vector_range(0, width, lay.lanes, element)
+
+        return seq(over_tiles(lay, tiles), loop("r", height, row))
+
+    def at(nk: Var) -> Stmt:
+        def scratch(s: Buffer) -> Stmt:
+            return let("nb", nk // geo.out_channels, lambda nb: let(
+                "k", nk % geo.out_channels, lambda k: channel(s, nb, k)))  # fmt: skip
+
+        return allocate("strips", (m * strip,), scratch, "float32")
+
+    count = geo.batch * geo.out_channels
+    return loop("nk", count, at, "parallel" if parallel and count > 1 else "serial")
+
+
+def winograd_lowering(
+    ctx: LowerContext, lay: WinogradLayout, x: Buffer, weights: np.ndarray,
+    bias: TensorRef | None, out: Buffer, epilogue: Epilogue | None, parallel: bool,
+) -> list[Kernel]:  # fmt: skip
+    """The three kernels computing `out` = conv(x, weights) + bias, then the epilogue."""
+    geo, a2 = lay.geo, lay.alpha**2
+    k, c, p = geo.out_channels, geo.channels, lay.columns
+    u = ctx.param(weight_transform(weights, lay.m), "winograd_u")
+    v = ctx.temp((a2, c, p), "float32", "winograd_v")
+    mm = ctx.temp((a2, k, p), "float32", "winograd_m")
+    kernels = [make_kernel(ctx.name("winograd_input"), input_kernel_body(lay, x, v, parallel))]
+    u_ref = ref_of_buffer("winograd_u", TensorType((a2, k, c), "float32"), u)
+    v_ref = ref_of_buffer("winograd_v", TensorType((a2, c, p), "float32"), v)
+    tile = {"tile_m": lay.gemm_rows, "tile_n": lay.gemm_vectors}
+    kernels += gemm_kernels(replace(ctx, config=tile), u_ref, v_ref, mm, None)
+    body = output_kernel_body(lay, mm, bias, out, epilogue, parallel)
+    return [*kernels, make_kernel(ctx.name("winograd_output"), body)]
+
+
+def gemm_tiles(geo: ConvGeometry, m: int, lanes: int, registers: int) -> list[tuple[int, int]]:
+    """The (NV, MR) GEMM tiles the knob space offers for tile m: each distinct layout of
+    NV 1-4 and MR 4, 6 or 8 (clamped as `layout` clamps them)."""
+    seen: dict[tuple[int, int], tuple[int, int]] = {}
+    for nv in range(1, 5):
+        for mr in (4, 6, 8):
+            lay = layout(geo, m, lanes, registers, nv, mr)
+            seen.setdefault((lay.gemm_vectors, lay.gemm_rows), (nv, mr))
+    return sorted(seen.values())
