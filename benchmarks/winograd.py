@@ -6,11 +6,13 @@
 For each such conv: the direct conv's default plan, "winograd2" and "winograd4" (F(2x2,3x3),
 F(4x4,3x3), their default GEMM tiles), each built and run as `heavy_convs.py --cpu-time` runs a
 config (one thread, timed by the thread's CPU time), in alternating blocks of 5 runs in one
-process; and the schedule the template picks by default (`default_tile`'s rule). Prints the
-direct conv's GFLOP/s, each Winograd's speedup over it (best of the runs) and its max error
-against the op's reference relative to max |y|; per model, the default's speedup over the
-direct conv on its eligible 3x3 convs (each counted as often as the model runs it) beside the
-fastest of the three per conv. The figures behind `default_tile` (docs/performance.md).
+process; `--cold-weights`: the weights fetched from memory in each run, as in a model whose
+weights outgrow the caches (where F4's transformed weights, 4x the direct conv's, cost). Prints
+the direct conv's GFLOP/s, each Winograd's speedup over it (best of the runs), its max error
+against the op's reference relative to max |y|, and the schedule the template picks by default
+(`default_tile`'s rule); per model, the default's speedup over the direct conv on its eligible
+3x3 convs (each counted as often as the model runs it) beside the fastest of the three per
+conv. The figures behind `default_tile` (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import sys
 import tempfile
 
 import numpy as np
-from heavy_convs import config_of, cpu_timed, task_types
+from heavy_convs import config_of, cpu_timed, last_level_cache_bytes, task_types
 from suite import by_names
 
 import tvmc
@@ -73,9 +75,15 @@ def max_error(task, knobs: dict) -> float:
     return float(np.abs(got - want).max() / np.abs(want).max())
 
 
-def measure(task, geo: ConvGeometry, rounds: int, target: CPUTarget) -> dict[str, list[float]]:
-    """CPU seconds per run of each variant, in alternating blocks of 5 (after a warm-up)."""
-    runs = {name: cpu_timed(task, config_of(knobs)) for name, knobs in configs(geo, target).items()}
+def measure(
+    task, geo: ConvGeometry, rounds: int, target: CPUTarget, flush: np.ndarray | None = None
+) -> dict[str, list[float]]:
+    """CPU seconds per run of each variant, in alternating blocks of 5 (after a warm-up); with
+    `flush`, the weights come from memory in each run (`heavy_convs.py --cold-weights`)."""
+    runs = {
+        name: cpu_timed(task, config_of(knobs), flush, only_weights=True)
+        for name, knobs in configs(geo, target).items()
+    }
     for run in runs.values():
         run()
     times: dict[str, list[float]] = {name: [] for name in runs}
@@ -89,19 +97,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", default=["light_vgg19", "light_resnet50"])
     parser.add_argument("--rounds", type=int, default=4, help="alternating blocks of 5 runs")
+    parser.add_argument("--cold-weights", action="store_true",
+                        help="evict the caches before each run, then read the activations back: "
+                             "the weights come from memory, as in a model")  # fmt: skip
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error(f"--rounds wants a positive count, got {args.rounds}")
     set_num_threads(1)
     target = CPUTarget.host()
     lanes, registers = target.vector_bits // 32, target.vector_registers
-    print(f"one thread, CPU time; best (median) of {args.rounds * 5} runs; "
+    flush = None
+    if args.cold_weights:  # twice the largest cache, written before each run
+        flush = np.zeros(2 * max(last_level_cache_bytes(), 1 << 20) // 4, np.float32)
+    weights = "from memory" if flush is not None else "as the caches hold them"
+    print(f"one thread, CPU time, weights {weights}; best (median) of {args.rounds * 5} runs; "
           f"load average {os.getloadavg()[0]:.2f}")  # fmt: skip
     print(f"{'model':18} {'conv':22} {'MFLOP':>6} {'direct GFLOP/s':>15} {'F2 x':>6} "
           f"{'F4 x':>6} {'F2 err':>7} {'F4 err':>7}  default")  # fmt: skip
     totals: dict[str, dict[str, float]] = {}
     for model, geo, task in eligible_convs(args.models):
-        times = measure(task, geo, args.rounds, target)
+        times = measure(task, geo, args.rounds, target, flush)
         best = {name: min(t) for name, t in times.items()}
         chosen = plan({}, geo, lanes, registers).schedule
         default = chosen if chosen in SCHEDULES else "direct"

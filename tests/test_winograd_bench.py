@@ -45,3 +45,14 @@ def test_rounds_must_be_positive():
     run = subprocess.run([sys.executable, os.path.join(BENCH, "winograd.py"), "--rounds", "0"],
                          capture_output=True, text=True)  # fmt: skip
     assert run.returncode == 2 and "--rounds wants a positive count" in run.stderr
+
+
+def test_cold_weights_runs_every_variant(squeezenet_convs):
+    """`--cold-weights`: each run first writes the flush array (out of its timing)."""
+    import numpy as np
+
+    _, geo, task = squeezenet_convs[0]
+    flush = np.zeros(1 << 16, np.float32)
+    times = winograd.measure(task, geo, 1, CPUTarget.host(), flush)
+    assert set(times) == set(winograd.VARIANTS)
+    assert flush[0] == 3 * 6  # 3 variants, a warm-up and 5 runs each

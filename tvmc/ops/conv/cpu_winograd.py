@@ -75,9 +75,11 @@ MATRICES = {
 }  # fmt: skip
 SCHEDULES = {"winograd2": 2, "winograd4": 4}  # the conv template's schedule name -> m
 MAX_GEMM_ROWS = 8  # MR cap of the default GEMM tile: more rows only lengthen the unrolled body
-# default_tile's rule, from the per-conv table in docs/performance.md ("Winograd in the
-# compiler"): F4 won on every plane of 13x13 and more with 16 channels or more a side (1.1-2.5x
-# the direct conv), lost on 7x7 and 6x6 planes (0.2-0.6x) and on a 3-channel first conv (0.2x)
+# default_tile's rule, from the tables in docs/performance.md ("Winograd"): F4 won on planes of
+# 13x13 and more with 16 channels or more a side (1.1-2.5x the direct conv per conv) and lost
+# on 7x7 and 6x6 planes (0.2-0.6x) and a 3-channel first conv (0.2x). On 13-19 planes with the
+# weights from memory F2 beat F4 per conv (F4's transformed weights are 4x the direct conv's),
+# but F2 there lost 4-5% end to end on resnet50, inception_v2 and squeezenet (2 threads)
 MIN_PLANE = 13
 MIN_CHANNELS = 16
 
