@@ -68,6 +68,17 @@ def test_winograd_matches_onnxruntime(x_shape, w_shape, attrs, schedule, rng):
     check_conv("Conv", x, w, attrs, None, config={"schedule": schedule}, epilogue=True, tol=tol)
 
 
+@pytest.mark.parametrize("schedule", ["winograd2", "winograd4"])
+def test_winograd_strips_beyond_the_stack_limit(schedule, rng):
+    """A 300x310 plane's strips (F4: 6 x 75 x 312 floats, 560 KB) come from the heap."""
+    x_shape, w_shape = (1, 4, 300, 310), (8, 4, 3, 3)
+    lay = plan({"schedule": schedule}, geometry(x_shape, w_shape, PAD1), LANES, REGISTERS).tiling
+    assert lay.strips_size * 4 > 256 * 1024  # codegen's stack_limit
+    x, w, b = randn(rng, *x_shape), randn(rng, *w_shape), randn(rng, w_shape[0])
+    check_conv("Conv", x, w, PAD1, b, config={"schedule": schedule}, epilogue=True,
+               tol=tolerance(x, w))  # fmt: skip
+
+
 @pytest.mark.parametrize("tile", [(1, 4), (2, 6), (3, 8)])
 def test_winograd_gemm_tiles(tile, rng):
     """Every GEMM tile of the space computes the conv (MR not dividing K included)."""
