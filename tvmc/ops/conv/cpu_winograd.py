@@ -87,8 +87,7 @@ MIN_CHANNELS = 16
 def eligible(geo: ConvGeometry, dtype: str) -> bool:
     """Whether the Winograd schedules can compute this conv (weights must also be constant)."""
     return (
-        len(geo.kernel) == 2
-        and geo.kernel == (3, 3)
+        geo.kernel == (3, 3)
         and geo.strides == (1, 1)
         and geo.dilations == (1, 1)
         and geo.upsample == (1, 1)
