@@ -447,3 +447,22 @@ def test_tuning_for_cuda_without_a_gpu_is_one_clear_error(model_path, tmp_path):
     with pytest.raises(UsageError, match=r"cannot measure 'cuda -arch=sm_90' configs here: "):
         tvmc.tune_tasks(tasks, log, "random", 4, progress=Events())
     assert list(read_records(str(log), must_exist=False)) == []
+
+
+def test_records_naming_a_config_the_space_lacks_are_ignored_with_their_own_warning(
+    model_path, tmp_path, caplog
+):
+    """A record with today's code_hash but a config no candidate of the space (an edited file)
+    is ignored, and the warning says so rather than blaming a template version."""
+    task = tvmc.extract_tasks(str(model_path))[0]
+    config = task.space.get(3).to_json()
+    entity = [[name, kind, "no such value"] for name, kind, _value in config["entity"]]
+    log = tmp_path / "log.json"
+    append_records(
+        str(log), [Record(task.target, task.name, task.args, {**config, "entity": entity}, [1e-5])]
+    )
+    with caplog.at_level(logging.WARNING, logger="tvmc"):
+        package = tvmc.compile(str(model_path), tuning_records=log)
+    assert "name a config their template does not offer" in caplog.text
+    assert "another version of their template" not in caplog.text
+    assert package.metadata["tuning"]["stale"] == 1 and package.metadata["tuning"]["tuned"] == 0

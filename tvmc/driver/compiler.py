@@ -174,7 +174,7 @@ def apply_records(
     paired check's verdict, else the best error-free record."""
     path = os.fspath(path)
     tasks = {t.workload: t for t in extract_tasks(graph, target, lowering_target)}
-    usable, stale = [], set()
+    usable, stale, unknown = [], set(), set()
     records = load_records(path)  # a missing file, or one without a record, is an error
     check_target_kind(records, target, path)
     for record in records:
@@ -196,18 +196,23 @@ def apply_records(
                 else (tasks[workload].space.from_entity(record.config["entity"]).values)
             )
         except (ValueError, TypeError):
-            stale.add(workload)
+            unknown.add(workload)  # a config the space does not offer
             continue
         tuned += 1
         stale.discard(workload)
         configs.update({node: values for node in tasks[workload].nodes})
+    stale -= unknown
     if stale:
         logger.warning("%s: the records of %d task(s) were made for another version of their "
                        "template and are ignored; tune them again", path, len(stale))  # fmt: skip
+    if unknown:
+        logger.warning("%s: the best records of %d task(s) name a config their template does "
+                       "not offer (another tool's or version's records, or an edited file) and "
+                       "are ignored", path, len(unknown))  # fmt: skip
     if tuned < len(tasks):
         logger.warning("%d of %d tasks have no usable record in %s and use default schedules",
                        len(tasks) - tuned, len(tasks), path)  # fmt: skip
-    return AppliedTuning(path, configs, len(tasks), tuned, len(stale))
+    return AppliedTuning(path, configs, len(tasks), tuned, len(stale) + len(unknown))
 
 
 def _copy(graph: Graph) -> Graph:
