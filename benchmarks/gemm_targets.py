@@ -20,7 +20,7 @@ import tempfile
 
 import numpy as np
 import onnx
-from heavy_convs import cpu_seconds, cpu_timed, default_knobs, last_level_cache_bytes
+from heavy_convs import cache_flush_array, cpu_seconds, cpu_timed, default_knobs
 from onnx import TensorProto, helper, numpy_helper
 
 import tvmc
@@ -62,7 +62,7 @@ def main() -> None:
     print(f"peak {peak:.0f} GFLOP/s ({source}); load average {os.getloadavg()[0]:.1f}")
     flush = None
     if args.cold:
-        flush = np.zeros(2 * max(last_level_cache_bytes(), 1 << 20) // 4, np.float32)
+        flush = cache_flush_array()
     print(f"{'workload':26} " + " ".join(f"{t[:28]:>28}" for t in args.targets))
     with tempfile.TemporaryDirectory() as tmp:
         for name, m, k, n in WORKLOADS:

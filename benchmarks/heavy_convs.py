@@ -142,9 +142,11 @@ def target_peak(target: CPUTarget, threads: int) -> tuple[float, str]:
     return peak, source
 
 
-def last_level_cache_bytes() -> int:
-    """The largest CPU cache (sysfs), or 0 where it is not told."""
-    return max(host_cache_bytes().values(), default=0)
+def cache_flush_array() -> np.ndarray:
+    """What `--cold` runs write before each timed run to evict the caches: twice the largest
+    CPU cache (sysfs; 1 MiB where it is not told)."""
+    largest = max(host_cache_bytes().values(), default=0)
+    return np.zeros(2 * max(largest, 1 << 20) // 4, np.float32)
 
 
 def cpu_timed(
@@ -230,8 +232,11 @@ def main() -> None:
     parser.add_argument("--orders", action="store_true", help="also the other tile-loop order")
     parser.add_argument("--prefetch", action="store_true",
                         help="with --cpu-time: also the default with prefetch flipped")  # fmt: skip
-    parser.add_argument("--direct", action="store_true",
-                        help="with --cpu-time: the direct conv's default plan, never Winograd")
+    parser.add_argument(
+        "--direct",
+        action="store_true",
+        help="with --cpu-time: the direct conv's default plan, never Winograd",
+    )
     parser.add_argument("--cold", action="store_true",
                         help="with --cpu-time: evict the caches before each run")  # fmt: skip
     parser.add_argument("--cold-weights", action="store_true",
@@ -275,8 +280,8 @@ def main() -> None:
           f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
     flipped: list[float | None] = [None] * len(tasks)
     flush = None
-    if args.cold or args.cold_weights:  # twice the largest cache, written before each run
-        flush = np.zeros(2 * max(last_level_cache_bytes(), 1 << 20) // 4, np.float32)
+    if args.cold or args.cold_weights:
+        flush = cache_flush_array()
     if args.cpu_time:
         best = []
         for i, (_, t) in enumerate(tasks):

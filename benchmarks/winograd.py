@@ -24,14 +24,14 @@ import sys
 import tempfile
 
 import numpy as np
-from heavy_convs import config_of, cpu_timed, last_level_cache_bytes, task_types
+from heavy_convs import cache_flush_array, config_of, cpu_timed, default_conv_plan, task_types
 from suite import by_names
 
 import tvmc
 from tvmc.autotune.measure import MeasureInput, TaskOp
 from tvmc.autotune.measure_cpu import allocate_buffers, build
 from tvmc.codegen import CPUTarget, load_object, set_num_threads
-from tvmc.ops.conv.cpu import geometry_of, plan
+from tvmc.ops.conv.cpu import geometry_of
 from tvmc.ops.conv.cpu_winograd import SCHEDULES, eligible
 from tvmc.ops.conv.geometry import ConvGeometry
 
@@ -54,10 +54,9 @@ def eligible_convs(models: list[str]) -> list[tuple[str, ConvGeometry, object]]:
     return found
 
 
-def configs(geo: ConvGeometry, target: CPUTarget) -> dict[str, dict]:
+def configs(task, target: CPUTarget) -> dict[str, dict]:
     """The knobs of each variant: the direct conv's default schedule, each Winograd's."""
-    lanes, registers = target.vector_bits // 32, target.vector_registers
-    direct = plan({}, geo, lanes, registers, constant_weights=False).schedule
+    direct = default_conv_plan(task, target, direct=True).schedule
     return {"direct": {"schedule": direct}, **{name: {"schedule": name} for name in SCHEDULES}}
 
 
@@ -76,13 +75,13 @@ def max_error(task, knobs: dict) -> float:
 
 
 def measure(
-    task, geo: ConvGeometry, rounds: int, target: CPUTarget, flush: np.ndarray | None = None
+    task, rounds: int, target: CPUTarget, flush: np.ndarray | None = None
 ) -> dict[str, list[float]]:
     """CPU seconds per run of each variant, in alternating blocks of 5 (after a warm-up); with
     `flush`, the weights come from memory in each run (`heavy_convs.py --cold-weights`)."""
     runs = {
         name: cpu_timed(task, config_of(knobs), flush, only_weights=True)
-        for name, knobs in configs(geo, target).items()
+        for name, knobs in configs(task, target).items()
     }
     for run in runs.values():
         run()
@@ -105,10 +104,7 @@ def main() -> None:
         parser.error(f"--rounds wants a positive count, got {args.rounds}")
     set_num_threads(1)
     target = CPUTarget.host()
-    lanes, registers = target.vector_bits // 32, target.vector_registers
-    flush = None
-    if args.cold_weights:  # twice the largest cache, written before each run
-        flush = np.zeros(2 * max(last_level_cache_bytes(), 1 << 20) // 4, np.float32)
+    flush = cache_flush_array() if args.cold_weights else None
     weights = "from memory" if flush is not None else "as the caches hold them"
     print(f"one thread, CPU time, weights {weights}; best (median) of {args.rounds * 5} runs; "
           f"load average {os.getloadavg()[0]:.2f}")  # fmt: skip
@@ -116,17 +112,16 @@ def main() -> None:
           f"{'F4 x':>6} {'F2 err':>7} {'F4 err':>7}  default")  # fmt: skip
     totals: dict[str, dict[str, float]] = {}
     for model, geo, task in eligible_convs(args.models):
-        times = measure(task, geo, args.rounds, target, flush)
+        times = measure(task, args.rounds, target, flush)
         best = {name: min(t) for name, t in times.items()}
-        chosen = plan({}, geo, lanes, registers).schedule
+        chosen = default_conv_plan(task, target).schedule
         default = chosen if chosen in SCHEDULES else "direct"
         total = totals.setdefault(model, {"direct": 0.0, "default": 0.0, "fastest": 0.0})
         total["direct"] += best["direct"] * task.weight
         total["default"] += best[default] * task.weight
         total["fastest"] += min(best.values()) * task.weight
-        knobs = configs(geo, target)
-        errors = [max_error(task, knobs[name]) for name in SCHEDULES]
-        flops = 2 * geo.batch * geo.out_channels * geo.channels * 9 * int(np.prod(geo.out_shape))
+        errors = [max_error(task, {"schedule": name}) for name in SCHEDULES]
+        flops = task.flops
         conv = f"{geo.channels}->{geo.out_channels} {'x'.join(map(str, geo.out_shape))}"
         median = statistics.median(times["direct"])
         print(f"{model:18} {conv:22} {flops / 1e6:6.0f} {flops / best['direct'] / 1e9:6.1f} "

@@ -30,12 +30,12 @@ def test_eligible_convs_are_the_3x3_stride_1_ones(squeezenet_convs):
 
 
 def test_variants_run_and_stay_accurate(squeezenet_convs):
-    _, geo, task = min(squeezenet_convs, key=lambda c: c[1].channels * c[1].out_channels)
+    _, _, task = min(squeezenet_convs, key=lambda c: c[1].channels * c[1].out_channels)
     target = CPUTarget.host()
-    times = winograd.measure(task, geo, 1, target)
+    times = winograd.measure(task, 1, target)
     assert set(times) == set(winograd.VARIANTS) and all(len(t) == 5 for t in times.values())
     assert all(t > 0 for ts in times.values() for t in ts)
-    knobs = winograd.configs(geo, target)
+    knobs = winograd.configs(task, target)
     assert knobs["direct"]["schedule"] in ("pixels", "channels")
     assert winograd.max_error(task, knobs["winograd2"]) < 1e-5
     assert winograd.max_error(task, knobs["winograd4"]) < 5e-5
@@ -51,8 +51,8 @@ def test_cold_weights_runs_every_variant(squeezenet_convs):
     """`--cold-weights`: each run first writes the flush array (out of its timing)."""
     import numpy as np
 
-    _, geo, task = squeezenet_convs[0]
+    _, _, task = squeezenet_convs[0]
     flush = np.zeros(1 << 16, np.float32)
-    times = winograd.measure(task, geo, 1, CPUTarget.host(), flush)
+    times = winograd.measure(task, 1, CPUTarget.host(), flush)
     assert set(times) == set(winograd.VARIANTS)
     assert flush[0] == 3 * 6  # 3 variants, a warm-up and 5 runs each
