@@ -156,6 +156,14 @@ def plan(
         cfg["schedule"] = schedule
         cfg.update(zip(["order", "unroll_taps"] if schedule in ORDERED else ["unroll_taps"], rest))
 
+    winograd = constant_weights and eligible(geo, dtype)
+    m = default_tile(geo, dtype) if winograd else None
+    chosen = cfg.get("schedule", f"winograd{m}" if m else None)
+    if chosen in SCHEDULES and winograd:
+        vectors, rows = int(cfg.get("tile_vectors", 0)), int(cfg.get("tile_rows", 0))
+        tiles = layout(geo, SCHEDULES[chosen], lanes, registers, vectors, rows)
+        return Plan(chosen, tiles, "", "none", True, False)
+
     def limits(default: tuple[int, int]) -> tuple[int, int]:
         return int(cfg.get("tile_vectors", default[0])), int(cfg.get("tile_rows", default[1]))
 
@@ -163,17 +171,10 @@ def plan(
     chn, chn_eff = channel_tiling(geo, lanes, *limits(DEFAULTS["channels"]), registers)
     depthwise = geo.icg == 1 and geo.group > 1 and geo.ocg <= 8
     direct = "depthwise" if depthwise else _estimate(geo, lanes, pix, pix_eff, chn, chn_eff)
-    winograd = constant_weights and eligible(geo, dtype)
-    m = default_tile(geo, dtype) if winograd else None
-    schedule = str(cfg.get("schedule", f"winograd{m}" if m else direct))
+    # no schedule, or Winograd where it cannot run: the direct default
+    schedule = direct if chosen is None or chosen in SCHEDULES else str(chosen)
     if schedule == "depthwise" and geo.icg != 1:
         schedule = "pixels"  # a tile loop builds the planes of one input channel only
-    if schedule in SCHEDULES:
-        if winograd:
-            vectors, rows = int(cfg.get("tile_vectors", 0)), int(cfg.get("tile_rows", 0))
-            tiles = layout(geo, SCHEDULES[schedule], lanes, registers, vectors, rows)
-            return Plan(schedule, tiles, "", "none", True, False)
-        schedule = direct
     tiling = chn if schedule == "channels" else pix
     order = str(cfg.get("order", default_order(geo, schedule, lanes)))
     fetch = cfg.get("prefetch", default_prefetch(geo, schedule, order, cache_elements))
