@@ -170,7 +170,7 @@ def test_tune_tasks_writes_every_result_and_resumes(measurer, tmp_path):
         assert verdicts == []
     else:
         assert stats.verdict in ("kept", "default won") and len(verdicts) == 1
-        assert len(verdicts[0].costs) == len(verdicts[0].verdict.default_costs) == 6
+        assert len(verdicts[0].costs) == len(verdicts[0].verdict.default_costs) == 8
     tune_tasks([task], path, "random", [8], measurer=measurer, progress=TuningProgress(), seed=1)
     again = [r for r in read_records(path) if r.verdict is None]
     assert len(again) == 8 and len({r.config["index"] for r in again}) == 8

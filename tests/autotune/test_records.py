@@ -186,13 +186,13 @@ def _verdict(index, costs, default_costs, kept, task="dense.llvm"):
 
 def test_a_verdict_round_trips_and_old_readers_see_a_plain_record(tmp_path):
     path = str(tmp_path / "log.json")
-    verdict = _verdict(2, [1.0, 1.1, 0.9], [1.2, 1.3, 1.2], kept=True)
+    verdict = _verdict(2, [1.0, 1.1, 0.9, 1.0, 1.0], [1.2, 1.3, 1.2, 1.2, 1.2], kept=True)
     append_records(path, [_record(2, 0.5), verdict])
     again = list(read_records(path))
     assert again[1] == verdict and again[0].verdict is None
     assert not again[1].applies_default
     doc = json.loads(verdict.encode())  # AutoTVM's keys as ever, one more beside them
-    assert doc["verdict"] == {"kept": True, "default_costs": [1.2, 1.3, 1.2]}
+    assert doc["verdict"] == {"kept": True, "default_costs": [1.2, 1.3, 1.2, 1.2, 1.2]}
     assert set(doc) == {"input", "config", "result", "version", "tvm_version", "verdict"}
     del doc["verdict"]  # what a reader that ignores the key sees: a record of that config
     assert Record.decode(json.dumps(doc)).config["index"] == 2
@@ -204,7 +204,7 @@ def test_the_last_verdict_decides_over_lower_costs():
     later = _record(3, 0.1)  # measured after the check: never compared with the default
     best = best_records([_record(0, 1.0), lucky, lost, later], "llvm")
     assert best[lucky.workload] is lost and best[lucky.workload].applies_default
-    kept = _verdict(3, [0.5, 0.6, 0.5], [1.0, 1.0, 1.0], kept=True)
+    kept = _verdict(3, [0.5, 0.6, 0.5, 0.5, 0.5], [1.0] * 5, kept=True)
     best = best_records([_record(0, 1.0), lucky, lost, later, kept], "llvm")
     assert best[lucky.workload] is kept and not kept.applies_default
     # without verdicts (older files): the lowest mean cost, as before

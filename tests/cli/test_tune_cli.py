@@ -59,12 +59,17 @@ def test_user_errors_are_one_line(model: Path, tmp_path: Path):
     error(tvmc("records", "show", tmp_path / "none.json"), 2, "does not exist")
     missing_dir = tmp_path / "no" / "l.json"
     error(tvmc("tune", model, "-o", missing_dir, "--trials", "2"), 2, "cannot write")
+    error(
+        tvmc("tune", model, "-o", tmp_path / "l.json", "--paired-rounds", "3"),
+        2,
+        "paired_rounds must be 0 \\(no check\\) or at least 5",
+    )
 
 
 def test_short_real_tune_then_compile_and_records(model: Path, tmp_path: Path):
     log, best = tmp_path / "log.json", tmp_path / "best.json"
     args = ["tune", model, "--tuning-records", log, "--trials", "4", "--tuner", "random"]
-    result = ok(tvmc(*args, "--repeat", "1", "--paired-rounds", "2"))
+    result = ok(tvmc(*args, "--repeat", "1", "--paired-rounds", "5"))
     for setting in (
         "tuning settings",
         "early stopping",
@@ -129,7 +134,7 @@ def test_progress_bars_on_a_terminal(model, tmp_path, monkeypatch, fake_measurer
     assert "#0 Conv 3x3 3->8 @16x16" in screen.getvalue() and "GFLOP/s" in screen.getvalue()
     measured = fake_measurers.made[0].measured
     assert len(set(measured)) == 6  # and the paired checks re-time some of them
-    assert "applied" in shown and "6 rounds of the best config" in shown
+    assert "applied" in shown and "8 rounds of the best config" in shown
 
 
 def test_tasks_list_in_a_subprocess(model: Path):

@@ -71,6 +71,31 @@ def paired_ratios(costs: Sequence[float], default_costs: Sequence[float]) -> tup
     return statistics.median(ratios), sum(1 for r in ratios if r < 1)
 
 
+# A paired check keeps a config only if it won so many rounds that a coin per round (no real
+# difference) would do it at most this often: on the 2-core VM configs won 4 or 5 of 6 rounds
+# by chance and lost end to end (docs/tuning.md, "A final paired check per task").
+SIGNIFICANCE = 0.05
+
+
+def wins_needed(rounds: int) -> int | None:
+    """Fewest won rounds of `rounds` that chance reaches with probability <= SIGNIFICANCE (one
+    sided sign test): 5 of 5, 6 of 6, 7 of 8, 8 of 10; None under 5 rounds (no count does)."""
+    tail = 0.0
+    for wins in range(rounds, 0, -1):
+        tail += math.comb(rounds, wins) / 2**rounds
+        if tail > SIGNIFICANCE:
+            return wins + 1 if wins < rounds else None
+    return None
+
+
+def won_clearly(costs: Sequence[float], default_costs: Sequence[float]) -> bool:
+    """Whether the config beat the default beyond chance: a median ratio below 1 and at least
+    `wins_needed` rounds won."""
+    ratio, wins = paired_ratios(costs, default_costs)
+    needed = wins_needed(len(costs))
+    return ratio < 1 and needed is not None and wins >= needed
+
+
 def _verdict(doc: Any, costs: list[float], error_no: int) -> Verdict:
     """A record's verdict, checked against its costs: a ValueError unless it is well formed and
     consistent (a config kept only when it won most rounds and its median ratio is below 1).
@@ -118,8 +143,15 @@ class Record:
 
     @property
     def applies_default(self) -> bool:
-        """Whether this record stands for the default schedule: a verdict the default won."""
-        return self.verdict is not None and not self.verdict.kept
+        """Whether this record stands for the default schedule: a verdict the default won, or
+        one that kept its config on too few won rounds (`won_clearly`; older tvmc kept a
+        config that won most rounds)."""
+        return self.verdict is not None and not (self.verdict.kept and self.won_clearly)
+
+    @property
+    def won_clearly(self) -> bool:
+        """Whether a verdict's config beat the default beyond chance in its rounds."""
+        return self.verdict is not None and won_clearly(self.costs, self.verdict.default_costs)
 
     def encode(self) -> str:
         """The record as one JSON line (no newline)."""

@@ -5,8 +5,9 @@ On a shared or virtual machine a kernel can run in two speed modes that last lon
 config's measurement (docs/performance.md), so a search can crown a config that was only
 measured in the fast mode. The check times both configs in `rounds` rounds, ABBA order (the
 config first in even rounds, the default first in odd ones) so a drift cancels, and keeps the
-config only when the median of its per-round cost ratios is below `margin` and it won most
-rounds. The verdict becomes a record (`records.Verdict`) that compile honours.
+config only when the median of its per-round cost ratios is below `margin` and it won so many
+rounds that chance is ruled out (a sign test: 7 of 8). The verdict becomes a record
+(`records.Verdict`) that compile honours.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ import time
 from dataclasses import dataclass
 
 from tvmc.autotune.measure import MeasureInput, Measurer, default_entity
-from tvmc.autotune.records import Record, Verdict, paired_ratios
+from tvmc.autotune.records import Record, Verdict, paired_ratios, won_clearly
 from tvmc.autotune.task import Task
 from tvmc.ops.space import ConfigEntity
 
-PAIRED_ROUNDS = 6  # rounds of the check: both configs timed once per round
+PAIRED_ROUNDS = 8  # rounds of the check: both configs timed once per round
+MIN_PAIRED_ROUNDS = 5  # fewer rounds cannot keep a config (`records.wins_needed`)
 MARGIN = 0.97  # keep the config when its median cost ratio to the default is below this
 
 
@@ -62,9 +64,10 @@ def default_config(task: Task) -> ConfigEntity:
 
 
 def decide(costs: tuple[float, ...], default_costs: tuple[float, ...], margin: float) -> bool:
-    """Keep the config: median cost ratio below `margin` and faster in most rounds."""
-    ratio, wins = paired_ratios(costs, default_costs)
-    return ratio < margin and 2 * wins > len(costs)
+    """Keep the config: median cost ratio below `margin`, and faster in so many rounds that
+    chance is ruled out (`records.won_clearly`: 7 of 8, 6 of 6; never with under 5 rounds)."""
+    ratio, _ = paired_ratios(costs, default_costs)
+    return ratio < margin and won_clearly(costs, default_costs)
 
 
 def paired_check(

@@ -22,9 +22,11 @@ from tvmc.cli.types import (
 from tvmc.driver import TARGET_KINDS, TuneOptions, extract_tasks, load, tune
 from tvmc.driver.tune_options import (
     MEASURE_DEFAULTS,
+    MIN_PAIRED_ROUNDS,
     PAIRED_MARGIN,
     TUNER_NAMES,
     select_tasks,
+    wins_needed,
 )
 from tvmc.driver.tuning_report import (
     TaskStats,
@@ -218,7 +220,7 @@ def print_summary(summary: TuningSummary, console: Console) -> None:
         + ("GB/s: of the task's tensors, for tasks of no FLOPs; " if memory else "")
         + "speedup: over the default schedule, as searched; applied: what compile uses, with "
         "the best config's speedup over the default timed in alternation (kept: it won by "
-        f"{1 - PAIRED_MARGIN:.0%} in most rounds); peak: {peak}{plan.peak_source})",
+        f"{1 - PAIRED_MARGIN:.0%} in too many rounds for chance); peak: {peak}{plan.peak_source})",
         markup=False,
     )
 
@@ -335,7 +337,8 @@ def print_task_list(rows: list[dict[str, Any]], model_file: str) -> None:
     show_default=True,
     metavar="N",
     help="After each task's search, time its best config and the default schedule alternately "
-    f"N times; compile keeps the config only if it wins by {1 - PAIRED_MARGIN:.0%} in most rounds "
+    f"N times (0 or at least {MIN_PAIRED_ROUNDS}); compile keeps the config only if it wins by "
+    f"{1 - PAIRED_MARGIN:.0%} (median) in too many rounds for chance: {wins_needed(8)} of 8 "
     "(0: no check, the lowest cost wins).",
 )
 @click.option(

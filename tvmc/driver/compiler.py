@@ -187,7 +187,13 @@ def apply_records(
         usable.append(record)
     configs: dict[str, dict[str, Any]] = {}
     tuned = 0
-    for workload, record in best_records(usable, target_kind(target)).items():
+    best = best_records(usable, target_kind(target))
+    unclear = sum(1 for r in best.values() if r.verdict and r.verdict.kept and not r.won_clearly)
+    if unclear:
+        logger.warning("%s: the paired checks of %d task(s) kept a config on too few won rounds "
+                       "to tell it from chance (an older tvmc's rule): their default schedules "
+                       "are used", path, unclear)  # fmt: skip
+    for workload, record in best.items():
         try:
             # a verdict the default won: its schedule, checked to be at least as fast
             values = (

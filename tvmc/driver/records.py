@@ -32,11 +32,13 @@ class WorkloadRecords:
     verdict: Record | None = None  # the last paired check's: what compile applies
 
     def verdict_json(self) -> dict[str, Any] | None:
-        """The last paired check: kept or not, the config's paired speedup, its index."""
+        """The last paired check: kept or not (as compile applies it: an older tvmc's verdict
+        that kept a config on too few won rounds is not), the config's paired speedup, its
+        index."""
         if self.verdict is None or self.verdict.verdict is None:
             return None
         ratio, _ = paired_ratios(self.verdict.costs, self.verdict.verdict.default_costs)
-        return {"kept": self.verdict.verdict.kept, "speedup": round(1 / ratio, 3),
+        return {"kept": not self.verdict.applies_default, "speedup": round(1 / ratio, 3),
                 "config_index": self.verdict.config.get("index")}  # fmt: skip
 
     @property

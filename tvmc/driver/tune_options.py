@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from tvmc.autotune.measure import MeasureOptions
+from tvmc.autotune.records import wins_needed  # noqa: F401  (the CLI's help)
 from tvmc.autotune.tuners import TUNERS
 from tvmc.autotune.verify import MARGIN as PAIRED_MARGIN  # noqa: F401  (the CLI's help)
-from tvmc.autotune.verify import PAIRED_ROUNDS
+from tvmc.autotune.verify import MIN_PAIRED_ROUNDS, PAIRED_ROUNDS
 from tvmc.driver.compiler import checked_kind
 from tvmc.errors import UsageError, did_you_mean, unknown_choice
 
@@ -61,6 +62,10 @@ class TuneOptions:
         for name, value, low in at_least:
             if value is not None and (not isinstance(value, int) or value < low):
                 raise UsageError(f"{name} must be an integer of at least {low}, got {value!r}")
+        if isinstance(self.paired_rounds, int) and 0 < self.paired_rounds < MIN_PAIRED_ROUNDS:
+            raise UsageError(f"paired_rounds must be 0 (no check) or at least {MIN_PAIRED_ROUNDS}"
+                             f" (fewer rounds cannot tell a win from chance), got "
+                             f"{self.paired_rounds}")  # fmt: skip
         for name, value, positive in (("min_repeat_ms", self.min_repeat_ms, False),
                                       ("timeout", self.timeout, True)):  # fmt: skip
             if (

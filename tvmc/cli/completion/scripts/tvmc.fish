@@ -223,7 +223,7 @@ complete -c tvmc -n '__tvmc_command tvmc tune' -l 'min-repeat-ms' -x -d 'Raise -
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'timeout' -x -d 'Seconds one config may run before it counts as a run timeout.'
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'parallel' -x -d 'Builds at once (default: the physical cores); runs are one at a time.'
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'flush-cache' -d 'Flush the CPU caches before each run.'
-complete -c tvmc -n '__tvmc_command tvmc tune' -l 'paired-rounds' -x -d 'After each task\'s search, time its best config and the default schedule alternately N times; compile keeps the config only if it wins by 3% in most rounds (0: no check, the lowest cost wins).'
+complete -c tvmc -n '__tvmc_command tvmc tune' -l 'paired-rounds' -x -d 'After each task\'s search, time its best config and the default schedule alternately N times (0 or at least 5); compile keeps the config only if it wins by 3% (median) in too many rounds for chance: 7 of 8 (0: no check, the lowest cost wins).'
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'tasks' -x -d 'Tasks to tune, as TVMC: \'0\', \'0,2\', \'3-5\', \'-5\' (0 to 5), \'6-\' (6 on), \'all\'; \'list\' prints the tasks and tunes nothing.'
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'scheduler' -x -d 'Measure on a Dask cluster: its scheduler, e.g. tcp://host:8786 (needs tvmc[dist]; see docs/distributed.md). Records stay on this machine.'
 complete -c tvmc -n '__tvmc_command tvmc tune' -l 'device-key' -x -d 'With --scheduler: the device resource to measure on (tvmc worker --device-key KEY).'
