@@ -12,12 +12,15 @@ measured peak (tvmc.runtime.peak), and workspace bytes against the naive sum. A 
 onnxruntime or OpenVINO cannot run is left out, with the reason. At the end: the geometric mean
 of the ratios over all models and per family, the worst model, and the issue's targets.
 With `--tuned DIR` (records from benchmarks/tune_models.py, DIR/<model>.json) tvmc also runs
-compiled with those records, in the same alternation: the tuned latency, its ratio to the
-faster baseline, its speedup over untuned, the noise (the spread of the per-round ratios of tuned
-to untuned, each pair timed back to back) and a flag where tuned is slower than untuned in every
-round, i.e. beyond that noise. With `--fixed-threads` the same untuned executor also runs with its
-thread count fixed (TVMC_ADAPTIVE_THREADS=0) in the same alternation: the default (choosing the
-count run by run, tvmc/runtime/thread_choice.py) against fixed, per model and as a geometric mean.
+compiled with those records, in the same alternation, beside a control: a second executor of the
+untuned package (its own params and workspace), since on a shared VM two executors of the same
+code can differ by 20% in every round of a run. Printed: the tuned latency, its ratio to the
+faster baseline, its speedup over untuned, the noise (how far the control strayed from untuned:
+the largest per-round ratio either way, each pair timed back to back) and a flag where tuned is
+slower than both untuned executors in every round, i.e. beyond what identical code showed.
+With `--fixed-threads` the same untuned executor also runs with its thread count fixed
+(TVMC_ADAPTIVE_THREADS=0) in the same alternation: the default (choosing the count run by run,
+tvmc/runtime/thread_choice.py) against fixed, per model and as a geometric mean.
 Medians of `--repeat` timed runs after warm-up; the machine is shared, so compare ratios, not
 lone times.
 """
@@ -85,9 +88,10 @@ def blocked_median_ms(*fns, repeat: int, rounds: int | None = None) -> list[floa
     return [statistics.median(t for block in f for t in block) * 1e3 for f in times]
 
 
-def compiled_executor(graph, options: CompileOptions, inputs: list[np.ndarray]):
-    """The model built with `options`, loaded, with `inputs` bound: (executor, result)."""
-    result = build(graph, options)
+def compiled_executor(graph, options: CompileOptions, inputs: list[np.ndarray], result=None):
+    """The model built with `options` (or `result`, a build of it to load again: another copy of
+    its code, params and workspace), loaded, with `inputs` bound: (executor, result)."""
+    result = result or build(graph, options)
     p = result.lowered.program
     info = ProgramInfo(p.entry, p.inputs, p.outputs, p.params, p.buffers, p.calls,
                        p.workspace_bytes)  # fmt: skip
@@ -173,6 +177,8 @@ def bench_model(model: BenchModel, tmp: str, repeat: int, threads: int, tuned: s
             )
             runs.append(tuned_executor.call)
             outputs.append(tuned_executor.run())
+            control, _ = compiled_executor(loaded.graph, CompileOptions(), bound, result)
+            runs.append(control.call)
         if fixed:
             runs.append(fixed_threads(executor))
     except Exception as exc:  # tvmc's own failure: a bug to report, not a baseline's gap
@@ -197,12 +203,20 @@ def bench_model(model: BenchModel, tmp: str, repeat: int, threads: int, tuned: s
         "one_thread_runs": executor.thread_runs.get(1, 0),
     }  # fmt: skip
     if len(tvmc_ms) > 1:
-        # tuned / untuned per round: each pair ran back to back, so drifts of the machine cancel
-        paired = [statistics.median(t) / statistics.median(u) for t, u in zip(times[1], times[0])]
-        row.update(tuned_ms=tvmc_ms[1], tuned_ratio=tvmc_ms[1] / best,
-                   speedup=tvmc_ms[0] / tvmc_ms[1], noise=max(paired) - min(paired),
-                   slower=min(paired) > 1.0)  # fmt: skip
+        row.update(tuned_comparison(*times[:3]), tuned_ms=tvmc_ms[1],
+                   tuned_ratio=tvmc_ms[1] / best, speedup=tvmc_ms[0] / tvmc_ms[1])  # fmt: skip
     return row
+
+
+def tuned_comparison(untuned, tuned, control) -> dict:
+    """Per round (each block of one executor beside the others', so drifts of the machine
+    cancel): the noise, how far the control (untuned code again) strayed from untuned, the
+    largest ratio either way minus 1; and whether tuned was slower than both untuned executors
+    in every round, i.e. beyond what identical code showed."""
+    med = statistics.median
+    strays = [max(med(c) / med(u), med(u) / med(c)) for u, c in zip(untuned, control)]
+    slower = all(med(t) > max(med(u), med(c)) for u, t, c in zip(untuned, tuned, control))
+    return {"noise": max(strays) - 1, "slower": slower}
 
 
 def shared_cores(threads: int, seconds: float = 3.0) -> str:
@@ -254,10 +268,10 @@ def summary(rows: list[dict], left_out: list[tuple[str, str]]) -> list[str]:
                      f"speedup {geomean([r['speedup'] for r in tuned]):.2f}x")  # fmt: skip
         lines.append(f"target tuned geometric mean <= {TUNED_GEOMEAN}: "
                      f"{'met' if g <= TUNED_GEOMEAN else 'MISSED'} ({g:.2f})")  # fmt: skip
-        slower = [f"{r['model']} {1 / r['speedup']:.2f}x (per-round spread {r['noise']:.0%})"
+        slower = [f"{r['model']} {1 / r['speedup']:.2f}x (identical code strayed {r['noise']:.0%})"
                   for r in tuned if r["slower"]]  # fmt: skip
         lines.append(
-            "tuned slower than untuned in every round (beyond the noise): "
+            "tuned slower than both untuned executors in every round (beyond the noise): "
             + (", ".join(slower) if slower else "none")
         )
     fixed = [r for r in rows if r["fixed_ms"] is not None]
