@@ -79,7 +79,7 @@ SIGNIFICANCE = 0.05
 
 def wins_needed(rounds: int) -> int | None:
     """Fewest won rounds of `rounds` that chance reaches with probability <= SIGNIFICANCE (one
-    sided sign test): 5 of 5, 6 of 6, 7 of 8, 8 of 10; None under 5 rounds (no count does)."""
+    sided sign test): 5 of 5, 6 of 6, 7 of 8, 9 of 10; None under 5 rounds (no count does)."""
     tail = 0.0
     for wins in range(rounds, 0, -1):
         tail += math.comb(rounds, wins) / 2**rounds
