@@ -8,7 +8,8 @@ single loops was measured and dropped: a loop's time says too little. Whole infe
 the executor times every run. The counts form a ladder, the count set and its halves down to one
 (16, 8, 4, 2, 1; on 2 cores 2 and 1); the chooser runs on one rung and now and then holds a
 trial against a neighbouring rung, rarely while that keeps losing clearly, soon when the times
-of the rung in use stay moved (a neighbour came or went).
+of the rung in use stay moved from what the last trial saw of it (a neighbour came or went), or
+when the trial itself saw them move (its two blocks of the rung in use disagree: no verdict).
 
 A trial compares fresh runs only, in alternating blocks (current, candidate, candidate,
 current), so that neither old times from another state of the machine nor a machine getting
@@ -32,7 +33,7 @@ from __future__ import annotations
 from collections import deque
 
 WINDOW = 5  # recent runs of the rung in use whose median is watched for a change of the machine
-DRIFT = 1.3  # that median moved by this factor from the first window after the last trial ...
+DRIFT = 1.3  # that median moved by this factor from the last trial's last block of the rung ...
 DRIFT_WINDOWS = 2  # ... in this many windows in a row: the machine changed, hold a trial now
 BLOCK_RUNS = 3  # timed runs per block of a trial
 FIRST_INTERVAL = 4  # runs before the first trial, and after a switch or a change of the machine
@@ -144,16 +145,23 @@ class ThreadChoice:
             ]  # blocks side by side
             each = all(_median(c) < _median(k) for c, k in pairs)
             below = SWITCH_DOWN_BELOW if self._candidate < self.current else SWITCH_UP_BELOW
-            self._end_trial(switch=ratio < below and each, clear_loss=ratio > CLEAR_LOSS)
+            first, last = _median(current[:BLOCK_RUNS]), _median(current[BLOCK_RUNS:])
+            changed = max(first, last) > DRIFT * min(first, last)  # the machine, mid-trial
+            self._end_trial(switch=ratio < below and each, clear_loss=ratio > CLEAR_LOSS,
+                            changed=changed)  # fmt: skip
 
-    def _end_trial(self, switch: bool, clear_loss: bool) -> None:
-        if switch:
-            self.current = self._candidate
+    def _end_trial(self, switch: bool, clear_loss: bool, changed: bool = False) -> None:
+        if switch or changed:  # a trial that saw the machine change tells little: soon again
+            self.current = self._candidate if switch else self.current
             self._interval = FIRST_INTERVAL
         else:  # kept: try half as often, up to a bound that depends on how far behind
             bound = MAX_INTERVAL if clear_loss else CLOSE_INTERVAL
             self._interval = min(self._interval * 2, max(bound, self._interval // 2))
-        self._baseline = None
+        # the rung now in use as the trial last saw it: a machine that changes right after the
+        # trial moves the next windows away from it (a baseline taken from the first window
+        # after the trial would already be the changed machine, and hide the change)
+        last_block = self._timed[self.current][-BLOCK_RUNS:]
+        self._baseline = _median(last_block) if last_block else None
         self._window.clear()
         self._since_trial = 0
 
