@@ -227,21 +227,3 @@ def test_a_change_right_after_a_trial_is_noticed():
     after = used[changed_at:]
     assert after.index(1) <= 2 * thread_choice.WINDOW + 3  # a trial down, at once
     assert after[40:].count(1) / len(after[40:]) > 0.95  # and it switched
-
-
-def test_a_trial_that_saw_the_machine_change_is_held_again_soon():
-    """A neighbour arrives after a trial's first block on one thread: its last block on two
-    threads is 1.6x the first, so the trial (no switch: one thread lost the first pair) saw the
-    machine change and its verdict is no verdict. The next trial comes after the first
-    interval, and switches, instead of after twice the last interval (128 runs)."""
-    choice, used, late_ones = ThreadChoice(2), [], 0
-    for i in range(700):
-        threads = choice.next_threads()
-        used.append(threads)
-        late_ones += i > 400 and threads == 1
-        busy = late_ones >= 3
-        choice.observe(threads, {2: 1.6 if busy else 1.0, 1: 1.3 if busy else 1.05}[threads])
-    start = next(i for i in range(401, 700) if used[i] == 1)  # that trial's first run on 1
-    assert used[start - 3 : start + 10] == TRIAL_DOWN and choice.current == 1
-    assert 1 in used[start + 10 : start + 10 + thread_choice.FIRST_INTERVAL + 4]
-    assert used[start + 60 :].count(1) / len(used[start + 60 :]) > 0.8  # trials up aside

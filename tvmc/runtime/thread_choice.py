@@ -8,8 +8,7 @@ single loops was measured and dropped: a loop's time says too little. Whole infe
 the executor times every run. The counts form a ladder, the count set and its halves down to one
 (16, 8, 4, 2, 1; on 2 cores 2 and 1); the chooser runs on one rung and now and then holds a
 trial against a neighbouring rung, rarely while that keeps losing clearly, soon when the times
-of the rung in use stay moved from what the last trial saw of it (a neighbour came or went), or
-when the trial itself saw them move (its two blocks of the rung in use disagree: no verdict).
+of the rung in use stay moved from what the last trial saw of it (a neighbour came or went).
 
 A trial compares fresh runs only, in alternating blocks (current, candidate, candidate,
 current), so that neither old times from another state of the machine nor a machine getting
@@ -145,14 +144,11 @@ class ThreadChoice:
             ]  # blocks side by side
             each = all(_median(c) < _median(k) for c, k in pairs)
             below = SWITCH_DOWN_BELOW if self._candidate < self.current else SWITCH_UP_BELOW
-            first, last = _median(current[:BLOCK_RUNS]), _median(current[BLOCK_RUNS:])
-            changed = max(first, last) > DRIFT * min(first, last)  # the machine, mid-trial
-            self._end_trial(switch=ratio < below and each, clear_loss=ratio > CLEAR_LOSS,
-                            changed=changed)  # fmt: skip
+            self._end_trial(switch=ratio < below and each, clear_loss=ratio > CLEAR_LOSS)
 
-    def _end_trial(self, switch: bool, clear_loss: bool, changed: bool = False) -> None:
-        if switch or changed:  # a trial that saw the machine change tells little: soon again
-            self.current = self._candidate if switch else self.current
+    def _end_trial(self, switch: bool, clear_loss: bool) -> None:
+        if switch:
+            self.current = self._candidate
             self._interval = FIRST_INTERVAL
         else:  # kept: try half as often, up to a bound that depends on how far behind
             bound = MAX_INTERVAL if clear_loss else CLOSE_INTERVAL
