@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tests.backend.node_cases import evaluate
 from tests.lowering_helpers import run_graph_lowered
-from tests.onnx_helpers import run_onnxruntime, single_node_model
+from tests.onnx_helpers import int8_beside_uint8, run_onnxruntime, single_node_model
 from tests.ops.gpu.test_gpu_ptx import assemble, kernels_of
 from tests.ops.kernel_checks import run_direct
 from tvmc.errors import ModelError, UnsupportedModelError
@@ -41,11 +41,11 @@ def test_qdq_model_compiles_and_matches_onnxruntime(rng):
     DynamicQuantizeLinear's three outputs, through fusion, memory planning and native code."""
     init = {
         "s_in": np.array(0.02, F32), "z_in": np.array(128, U8),
-        "w": rng.integers(-127, 128, (6, 3, 3, 3)).astype(I8),
+        "w": int8_beside_uint8(rng, -127, 128, (6, 3, 3, 3)),
         "ws": rng.uniform(0.001, 0.01, 6).astype(F32), "wz": np.zeros(6, I8),
         "s_mid": np.array(0.05, F32), "z_mid": np.array(10, U8),
         "b": rng.integers(-500, 500, 6).astype(I32),
-        "m": rng.integers(-127, 128, (8, 5)).astype(I8), "ms": np.array(0.01, F32),
+        "m": int8_beside_uint8(rng, -127, 128, (8, 5)), "ms": np.array(0.01, F32),
         "mz": np.array(0, I8), "s_out": np.array(0.1, F32), "z_out": np.array(3, U8),
     }  # fmt: skip
     nodes = [

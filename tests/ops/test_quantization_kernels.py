@@ -12,8 +12,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.lowering_helpers import run_graph_lowered
+from tests.onnx_helpers import int8_beside_uint8, single_node_model
 from tests.ops.kernel_checks import check
+from tvmc.frontend import convert_model
 from tvmc.ops.lowering import LoweringTarget
+from tvmc.passes import IMPORT_PIPELINE, run_passes
 
 CUDA = LoweringTarget(kind="cuda")
 EXACT = {"rtol": 0.0, "atol": 0.0}
@@ -33,8 +37,12 @@ def ties(rng, shape, scale: float, dtype=F32, span: int = 300) -> np.ndarray:
     return (halves * scale).astype(dtype)
 
 
-def small_ints(rng, dtype, shape) -> np.ndarray:
+def small_ints(rng, dtype, shape, beside=None) -> np.ndarray:
+    """Random `dtype` integers over its whole range; int8 data to multiply with uint8 data
+    (`beside`) stays where onnxruntime sums such products exactly on this host."""
     info = np.iinfo(dtype)
+    if dtype == I8 and beside == U8:
+        return int8_beside_uint8(rng, info.min, int(info.max) + 1, shape)
     return rng.integers(info.min, int(info.max) + 1, shape).astype(dtype)
 
 
@@ -135,10 +143,23 @@ def test_dynamic_quantize(kind, rng):
 # ---- MatMulInteger / QLinearMatMul ---------------------------------------------------------------
 @pytest.mark.parametrize("a_type,b_type", [(U8, U8), (U8, I8), (I8, I8), (I8, U8)])
 def test_matmul_integer(a_type, b_type, rng):
-    a, b = small_ints(rng, a_type, (5, 300)), small_ints(rng, b_type, (300, 9))
+    a, b = small_ints(rng, a_type, (5, 300)), small_ints(rng, b_type, (300, 9), a_type)
     za, zb = small_ints(rng, a_type, ()), small_ints(rng, b_type, (9,))  # b: per column
     check("MatMulInteger", {"a": a, "b": b, "za": za, "zb": zb}, opset=10, expect="MatMul")
     check("MatMulInteger", {"a": a}, constants={"b": b}, opset=10, expect="MatMul")
+
+
+def test_matmul_integer_uint8_by_int8_is_exact_past_int16_pairs(rng):
+    """Full-range uint8 x int8, whose pairs of products pass int16 (where onnxruntime without
+    VNNI saturates them), summed exactly: against tvmc's int64 reference, not onnxruntime."""
+    a, b = small_ints(rng, U8, (5, 300)), small_ints(rng, I8, (300, 9))
+    a[0], b[:, 0] = 255, 127
+    za, zb = scalar(3, U8), scalar(-2, I8)
+    model = single_node_model("MatMulInteger", {"a": a, "b": b, "za": za, "zb": zb}, opset=10)
+    graph = run_passes(convert_model(model), IMPORT_PIPELINE)
+    (got,) = run_graph_lowered(graph, {"a": a, "b": b, "za": za, "zb": zb}).values()
+    want = (a.astype(np.int64) - 3) @ (b.astype(np.int64) + 2)
+    np.testing.assert_array_equal(got, want)
 
 
 def test_matmul_integer_batched_and_extreme(rng):
@@ -152,7 +173,7 @@ def test_matmul_integer_batched_and_extreme(rng):
 @pytest.mark.parametrize("a_type,b_type,y_type", [(U8, U8, U8), (U8, I8, U8), (I8, I8, I8)])
 @pytest.mark.parametrize("scale_type", [F32, F16])
 def test_qlinear_matmul(a_type, b_type, y_type, scale_type, rng):
-    a, b = small_ints(rng, a_type, (2, 6, 70)), small_ints(rng, b_type, (70, 11))
+    a, b = small_ints(rng, a_type, (2, 6, 70)), small_ints(rng, b_type, (70, 11), a_type)
     inputs = {
         "a": a, "a_scale": scalar(0.0213, scale_type), "a_zero": small_ints(rng, a_type, ()),
         "b": b, "b_scale": rng.uniform(0.01, 0.03, 11).astype(scale_type),
@@ -203,7 +224,7 @@ def test_conv_integer_wide_sums_accumulate_in_float64(rng):
 @pytest.mark.parametrize("per_channel", [False, True])
 def test_qlinear_conv(attrs, per_channel, rng):
     groups = attrs.get("group", 1)
-    x, w = small_ints(rng, U8, (2, 4, 6, 9)), small_ints(rng, I8, (6, 4 // groups, 3, 3))
+    x, w = small_ints(rng, U8, (2, 4, 6, 9)), small_ints(rng, I8, (6, 4 // groups, 3, 3), U8)
     w_scale = rng.uniform(0.002, 0.01, 6 if per_channel else ()).astype(F32)
     inputs = {"x": x, "xs": scalar(0.05, F32), "xz": scalar(128, U8)}
     params = {"w": w, "ws": w_scale, "wz": np.zeros(w_scale.shape, I8),
@@ -233,7 +254,7 @@ def test_cuda_dynamic_quantize(rng):
 
 
 def test_cuda_integer_matmuls(rng):
-    a, b = small_ints(rng, U8, (5, 40)), small_ints(rng, I8, (40, 7))
+    a, b = small_ints(rng, U8, (5, 40)), small_ints(rng, I8, (40, 7), U8)
     za, zb = scalar(9, U8), scalar(0, I8)
     check("MatMulInteger", {"a": a, "b": b, "za": za, "zb": zb}, opset=10, target=CUDA,
           expect="MatMul")  # fmt: skip
