@@ -86,7 +86,8 @@ def default_plan(task, target: CPUTarget, direct: bool = False) -> str:
     if isinstance(t, PixelTiling) and (t.rows > 1 or t.chunks > 1):
         cut = f" {t.rows} rows" if t.rows > 1 else f" 1/{t.chunks} row"
     fetch = " prefetch" if chosen.prefetch else ""
-    return f"{chosen.schedule} {t.mr}x{t.nv}{cut} {chosen.order}{fetch}"
+    split = f" split {chosen.split}" if chosen.split > 1 else ""
+    return f"{chosen.schedule} {t.mr}x{t.nv}{cut} {chosen.order}{fetch}{split}"
 
 
 def default_conv_plan(task, target: CPUTarget, direct: bool = False):

@@ -483,6 +483,12 @@ def conv_attrs(w_shape, attrs):
     return OPS["Conv"].normalize_attrs({**onnx_defaults, **attrs}, "Conv")
 
 
+def conv_geometry(x_shape, w_shape, attrs):
+    """The geometry of a float32 conv of these shapes and (ONNX) attributes."""
+    types = [TensorType(s, "float32") for s in (x_shape, w_shape)]
+    return geometry_of("Conv", conv_attrs(w_shape, attrs), types)
+
+
 def default_plan(x_shape, w_shape, attrs, constant_weights=False):
     """The plan an empty config gets on the AVX-512 target `lower_and_run` lowers for (by
     default the direct conv's: runtime weights leave Winograd out)."""
@@ -600,6 +606,80 @@ def test_default_prefetch_where_the_outer_operand_outgrows_the_cache(
     assert with_cache.prefetch == fetch
     assert with_cache.order == chosen.order  # the cache moves nothing else
     assert plan({"prefetch": not fetch}, geo, 16, 32, cache_bytes // 4).prefetch == (not fetch)
+
+
+@pytest.mark.parametrize("x_shape,w_shape,attrs", PREFETCH_CASES)
+@pytest.mark.parametrize("schedule", ["pixels", "channels"])
+@pytest.mark.parametrize("order", ["pixels_outer", "channels_outer"])
+def test_conv_split_reduction_keeps_results(x_shape, w_shape, attrs, schedule, order, rng):
+    """A reduction cut into chunks of input channels (sums kept between runs of the tile loop,
+    bias and epilogue in the last) computes the conv, with and without prefetches."""
+    x, w, b = randn(rng, *x_shape), randn(rng, *w_shape), randn(rng, w_shape[0])
+    for split, fetch in ((2, False), (4, True)):
+        config = {"schedule": schedule, "order": order, "split": split, "prefetch": fetch,
+                  "tile_rows": 3}  # fmt: skip
+        check_conv("Conv", x, w, attrs, b, config=config)
+        check_conv("Conv", x, w, attrs, b, config=config, epilogue=True)
+
+
+@pytest.mark.parametrize("schedule", ["pixels", "channels"])
+def test_conv_split_reduction_interpreted(schedule, rng):
+    # every partial-sum access lies in its temp; the chunks add up in the interpreter too
+    check_lowered(
+        "Conv",
+        {"x": randn(rng, 1, 6, 9, 10)},
+        {"pads": [1, 1, 1, 1]},
+        constants={"w": randn(rng, 40, 6, 3, 3), "b": randn(rng, 40)},
+        use_interpreter=True,
+        config={"in_place": False, "schedule": schedule, "split": 3, "tile_rows": 2},
+        **TOL,
+    )
+
+
+def test_conv_split_knob_falls_back_where_it_cannot_apply():
+    """A split that does not divide the input channels, or of a depthwise conv, runs unsplit."""
+    geo = conv_geometry((1, 24, 7, 7), (64, 24, 1, 1), {})
+    assert plan({"split": 5}, geo, 16, 32).split == 1
+    assert plan({"split": 0}, geo, 16, 32).split == 1
+    assert plan({"split": 4}, geo, 16, 32).split == 4
+    dw = conv_geometry((1, 24, 7, 7), (24, 1, 3, 3), {"group": 24})
+    assert plan({"split": 2}, dw, 16, 32).split == 1
+
+
+@pytest.mark.parametrize(
+    "x_shape,w_shape,cache_bytes,lanes,split",
+    [
+        # channels_outer reads the input (1024 x 196 floats, 800 KB) once per channel block:
+        # 4 chunks of 256 channels (200 KB) fit half of a 512 KB cache, 1 of a 2 MB one
+        ((1, 1024, 14, 14), (512, 1024, 1, 1), 512 << 10, 8, 4),
+        ((1, 1024, 14, 14), (512, 1024, 1, 1), 2 << 20, 8, 1),
+        # 3x3 512->512 @7: a channel block's weights (24 x 512 x 9 floats) outgrow the cache
+        ((1, 512, 7, 7), (512, 512, 3, 3), 512 << 10, 8, 4),
+        # a short reduction is never cut (chunks of fewer than MIN_CHUNK_STEPS steps)
+        ((1, 32, 112, 112), (64, 32, 1, 1), 64 << 10, 8, 1),
+        # a cache of unknown size: never
+        ((1, 1024, 14, 14), (512, 1024, 1, 1), 0, 8, 1),
+    ],
+)  # fmt: skip
+def test_default_split_where_the_inner_operand_outgrows_the_cache(
+    x_shape, w_shape, cache_bytes, lanes, split
+):
+    geo = conv_geometry(x_shape, w_shape, {"pads": [1, 1, 1, 1]} if w_shape[-1] == 3 else {})
+    chosen = plan({"schedule": "channels" if w_shape[-1] == 3 else "pixels"}, geo, lanes, 16,
+                  cache_bytes // 4)  # fmt: skip
+    assert chosen.split == split and geo.icg % split == 0
+
+
+def test_no_default_prefetch_for_multi_tap_channel_tiles_on_avx2():
+    """On 16 registers a channels tile of a 3x3 conv does not prefetch by default (measured to
+    halve it on Zen 3); a 1x1 one and the AVX-512 tiles keep the rule."""
+    three = conv_geometry((1, 512, 7, 7), (512, 512, 3, 3), {"pads": [1, 1, 1, 1]})
+    one = conv_geometry((1, 512, 7, 7), (2048, 512, 1, 1), {})
+    cache = (512 << 10) // 4
+    channels = {"schedule": "channels", "order": "channels_outer"}
+    assert not plan(channels, three, 8, 16, cache).prefetch
+    assert plan(channels, three, 16, 32, cache).prefetch
+    assert plan(channels, one, 8, 16, cache).prefetch
 
 
 AVX2 = CPUTarget.parse("llvm -mcpu=znver3")  # AVX2 and FMA, no AVX-512: 8 lanes, 16 registers

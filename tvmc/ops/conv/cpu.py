@@ -37,6 +37,8 @@ Knobs (ctx.config; `plan` reads them, with the defaults in DEFAULTS and `_estima
   weight block); the default is `default_order`'s.
 - prefetch: whether each tile fetches its share of the operand the tile loop's next outer step
   reads (cpu_tiles.Ahead); the default is `default_prefetch`'s. Not in the knob space yet.
+- split: into how many chunks of input channels the reduction is cut (cpu_tiles.Split: the tile
+  loop runs once per chunk); the default is `default_split`'s. Not in the knob space yet.
 
 The knob space (`conv_space`): one knob, `plan`; every config builds different code and
 computes the same result (up to rounding: Winograd's is larger, cpu_winograd).
@@ -78,6 +80,7 @@ from tvmc.ops.conv.cpu_tiles import (
     Operands,
     PixelTiling,
     Reduction,
+    Split,
     channel_reads_end,
     channel_tile,
     channel_tiling,
@@ -141,6 +144,7 @@ class Plan:
     unroll_taps: str
     in_place: bool
     prefetch: bool
+    split: int = 1  # chunks of input channels the reduction is cut into (a divisor of geo.icg)
 
 
 def plan(
@@ -177,10 +181,14 @@ def plan(
         schedule = "pixels"  # a tile loop builds the planes of one input channel only
     tiling = chn if schedule == "channels" else pix
     order = str(cfg.get("order", default_order(geo, schedule, lanes)))
-    fetch = cfg.get("prefetch", default_prefetch(geo, schedule, order, cache_elements))
+    fetch = cfg.get("prefetch", default_prefetch(geo, schedule, order, cache_elements, registers))
+    split = int(cfg.get("split", default_split(geo, schedule, tiling, order, lanes,
+                                               cache_elements)))  # fmt: skip
+    if split < 1 or geo.icg % split or schedule == "depthwise":
+        split = 1
     return Plan(
         schedule, tiling, order, str(cfg.get("unroll_taps", "none")),
-        bool(cfg.get("in_place", True)), bool(fetch),
+        bool(cfg.get("in_place", True)), bool(fetch), split,
     )  # fmt: skip
 
 
@@ -203,15 +211,56 @@ def default_order(geo: ConvGeometry, schedule: str, lanes: int) -> str:
     return "channels_outer" if weights > geo.channels * geo.plane_size else "pixels_outer"
 
 
-def default_prefetch(geo: ConvGeometry, schedule: str, order: str, cache_elements: int) -> bool:
+def default_prefetch(
+    geo: ConvGeometry, schedule: str, order: str, cache_elements: int, registers: int = 32
+) -> bool:  # fmt: skip
     """Whether tiles fetch the next outer step's operand ahead by default: where that operand
     (the weights, channels_outer; the input, pixels_outer) outgrows a core's own cache, so
-    that it comes from L3 or memory even in a loop of runs (docs/performance.md, "Prefetch")."""
+    that it comes from L3 or memory even in a loop of runs (docs/performance.md, "Prefetch").
+    Never for a channels tile of a multi-tap kernel on a 16-register (AVX2) target: its
+    prefetches' address arithmetic halved 3x3 512->512 @7 there (Zen 3; docs, "Split
+    reductions"), while its AVX-512 tiles of 21-28 FMAs a step hide it."""
     if schedule == "depthwise" or cache_elements <= 0:
+        return False
+    if schedule == "channels" and len(geo.taps) > 1 and registers <= 16:
         return False
     if order == "channels_outer":
         return geo.out_channels * geo.icg * len(geo.taps) > cache_elements
     return geo.channels * geo.plane_size > cache_elements
+
+
+MIN_CHUNK_STEPS = 64  # multiply-add steps per chunk of a split reduction: its partial sums'
+# load and store per chunk stay under a few percent of its work
+
+
+def default_split(
+    geo: ConvGeometry, schedule: str, tiling: PixelTiling | ChannelTiling, order: str,
+    lanes: int, cache_elements: int,
+) -> int:  # fmt: skip
+    """Chunks of input channels to cut the reduction into by default: the fewest whose inner
+    operand (what each outer step reads again: the input, channels_outer; all the weights,
+    pixels_outer) and one outer step's operand (a channel block's weights; a pixel tile's
+    input) fit in half a core's own cache, so that a chunk reads them from there, not from
+    L3 or memory (docs/performance.md, "Split reductions"). 1 where the whole reduction fits,
+    where no chunk of at least MIN_CHUNK_STEPS steps does, or where the cache is unknown."""
+    if schedule == "depthwise" or cache_elements <= 0:
+        return 1
+    taps = len(geo.taps)
+    if isinstance(tiling, ChannelTiling):
+        block, span = tiling.nv * lanes, tiling.mr + geo.max_tap_offset
+    else:
+        block, span = tiling.mr, tiling.rows * geo.plane[-1] + tiling.nv * lanes
+    blocks = geo.group * ceil_div(geo.ocg, block) * block
+    input_, weights = geo.batch * geo.channel_stride, taps * block  # per input channel
+    if order != "channels_outer":
+        input_, weights = geo.group * span, taps * blocks
+    for split in (d for d in range(1, geo.icg + 1) if geo.icg % d == 0):
+        channels = geo.icg // split
+        if channels * taps < MIN_CHUNK_STEPS:
+            break
+        if channels * (input_ + weights) <= cache_elements // 2:
+            return split
+    return 1
 
 
 def conv_lowering(
@@ -252,7 +301,7 @@ def conv_lowering(
         load: Callable[[Expr, int], Expr], fetch: Fetch | None,
         base: Callable[[Expr, Expr], Expr], stride: int,
     ) -> Operands:  # fmt: skip
-        red = Reduction(geo, per_step, table)
+        red = Reduction(geo, per_step, table, geo.icg // p.split)
         return Operands(
             geo, load, fetch, base, stride, weights, red, bias, out, epilogue, acc, lanes
         )  # fmt: skip
@@ -294,69 +343,93 @@ def conv_lowering(
         ops = operands(lambda off, w: xt[lane_index(off, w)],
                        lambda off: prefetch(xt, minimum(off, size - 1)), base, cs)  # fmt: skip
 
+    loop_ = TileLoop(p.order, parallel, p.prefetch, p.split, lambda tiles, cells:
+                     ctx.temp((tiles * cells,), acc, "partial"))  # fmt: skip
     if isinstance(p.tiling, ChannelTiling):
-        main = _channel_loop(geo, p.tiling, ops, p.order, parallel, p.prefetch)
+        main = _channel_loop(geo, p.tiling, ops, loop_)
     else:
-        main = _pixel_loop(geo, p.tiling, ops, p.order, parallel, p.prefetch)
+        main = _pixel_loop(geo, p.tiling, ops, loop_)
     return [*kernels, make_kernel(ctx.name("conv"), main)]
 
 
+@dataclass(frozen=True)
+class TileLoop:
+    """How the tile loop runs: its order, in parallel or not, fetching ahead or not, once per
+    chunk of a reduction cut into `split` (`partial(tiles, cells)`: the temp keeping sums)."""
+
+    order: str
+    parallel: bool
+    fetch_ahead: bool
+    split: int
+    partial: Callable[[int, int], Buffer]
+
+
+TileBody = Callable[[tuple[Expr, ...], Expr, Expr, Ahead | None, Split | None], Stmt]
+
+
 def _tile_loop(
-    pixel_dims: tuple[int, ...], channel_dims: tuple[int, int], order: str, parallel: bool,
-    fetch_ahead: bool, body: Callable[[tuple[Expr, ...], Expr, Expr, Ahead | None], Stmt],
+    pixel_dims: tuple[int, ...], channel_dims: tuple[int, int], how: TileLoop, cells: int,
+    body: TileBody,
 ) -> Stmt:  # fmt: skip
-    """One loop over all tiles: body(pixel coordinates, group, channel block, what the tile
-    prefetches of the next outer step: None unless `fetch_ahead` and there is one)."""
-    outer_pixels = order != "channels_outer"
+    """One loop over all tiles (of `cells` accumulators each), once per chunk of a split
+    reduction: body(pixel coordinates, group, channel block, what the tile prefetches of the
+    next outer step (None unless `fetch_ahead` and there is one), its chunk (None unsplit))."""
+    outer_pixels = how.order != "channels_outer"
     shape = (*pixel_dims, *channel_dims) if outer_pixels else (*channel_dims, *pixel_dims)
     np_ = len(pixel_dims)
     inner = math.prod(channel_dims if outer_pixels else pixel_dims)
-    fetch_ahead = fetch_ahead and math.prod(shape) > inner  # there is a next outer step
-
-    def coordinates(t: Expr, idx: tuple[Expr, ...]) -> Stmt:
-        pix, chans = (idx[:np_], idx[np_:]) if outer_pixels else (idx[2:], idx[:2])
-        operand = "input" if outer_pixels else "weights"
-        ahead = Ahead(operand, t % inner, inner) if fetch_ahead else None
-        return body(pix, chans[0], chans[1], ahead)
-
-    def tile(t: Expr) -> Stmt:
-        return let_all("c", unflatten(t, shape), lambda idx: coordinates(t, idx))
-
     total = math.prod(shape)
-    return loop("t", total, tile, "parallel" if parallel and total > 1 else "serial")
+    fetch_ahead = how.fetch_ahead and total > inner  # there is a next outer step
+
+    def run(part: Expr | None, partial: Buffer | None) -> Stmt:
+        def coordinates(t: Expr, idx: tuple[Expr, ...]) -> Stmt:
+            pix, chans = (idx[:np_], idx[np_:]) if outer_pixels else (idx[2:], idx[:2])
+            operand = "input" if outer_pixels else "weights"
+            ahead = Ahead(operand, t % inner, inner) if fetch_ahead else None
+            split = None if part is None else Split(part, how.split, partial, t)
+            return body(pix, chans[0], chans[1], ahead, split)
+
+        def tile(t: Expr) -> Stmt:
+            return let_all("c", unflatten(t, shape), lambda idx: coordinates(t, idx))
+
+        return loop("t", total, tile, "parallel" if how.parallel and total > 1 else "serial")
+
+    if how.split == 1:
+        return run(None, None)
+    partial = how.partial(total, cells)
+    return loop("part", how.split, lambda part: run(part, partial))
 
 
-def _pixel_loop(
-    geo: ConvGeometry, tiling: PixelTiling, ops: Operands, order: str, parallel: bool,
-    fetch_ahead: bool,
-) -> Stmt:  # fmt: skip
+def _pixel_loop(geo: ConvGeometry, tiling: PixelTiling, ops: Operands, how: TileLoop) -> Stmt:
     blocks, _, outer = tiling.cover(geo)
     dims = (geo.batch, outer, blocks, tiling.chunks)
 
-    def body(p: tuple[Expr, ...], g: Expr, ob: Expr, ahead: Ahead | None) -> Stmt:
+    def body(
+        p: tuple[Expr, ...], g: Expr, ob: Expr, ahead: Ahead | None, split: Split | None
+    ) -> Stmt:  # fmt: skip
         n, o, rb, ch = p
         lead = unflatten(o, geo.out_shape[:-2]) if len(geo.out_shape) > 2 else ()
-        return pixel_tile(ops, tiling, n, g, ob, lead, rb, ch, ahead)
+        return pixel_tile(ops, tiling, n, g, ob, lead, rb, ch, ahead, split)
 
     channels = (geo.group, ceil_div(geo.ocg, tiling.mr))
-    return _tile_loop(dims, channels, order, parallel, fetch_ahead, body)
+    cells = tiling.mr * tiling.nv * ops.lanes
+    return _tile_loop(dims, channels, how, cells, body)
 
 
-def _channel_loop(
-    geo: ConvGeometry, tiling: ChannelTiling, ops: Operands, order: str, parallel: bool,
-    fetch_ahead: bool,
-) -> Stmt:  # fmt: skip
+def _channel_loop(geo: ConvGeometry, tiling: ChannelTiling, ops: Operands, how: TileLoop) -> Stmt:
     rows = math.prod(geo.out_shape[:-1])
     dims = (geo.batch, rows, tiling.chunks(geo))
     width = tiling.nv * ops.lanes
 
-    def body(p: tuple[Expr, ...], g: Expr, ob: Expr, ahead: Ahead | None) -> Stmt:
+    def body(
+        p: tuple[Expr, ...], g: Expr, ob: Expr, ahead: Ahead | None, split: Split | None
+    ) -> Stmt:  # fmt: skip
         n, row, pc = p
         lead = unflatten(row, geo.out_shape[:-1])
-        return channel_tile(ops, tiling, n, g, ob, lead, pc, ahead)
+        return channel_tile(ops, tiling, n, g, ob, lead, pc, ahead, split)
 
     channels = (geo.group, ceil_div(geo.ocg, width))
-    return _tile_loop(dims, channels, order, parallel, fetch_ahead, body)
+    return _tile_loop(dims, channels, how, tiling.mr * width, body)
 
 
 def _depthwise(

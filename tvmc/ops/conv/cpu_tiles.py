@@ -11,6 +11,10 @@
   through a transposing store (pixels are contiguous in NCHW, channels are not), which only
   pays when the reduction (icg x taps) is long: 3x3 convs, small images.
 
+Either schedule may split its reduction (`Split`): the tile loop runs once per chunk of input
+channels, each run adding its sums to the last one's, so that what a chunk's inner loop reads
+again and again fits a core's own cache where the whole reduction's would not.
+
 Either schedule may fetch ahead (`Ahead`): each step of a tile's reduction prefetches the tile's
 share of what the tile loop's next outer step will read in that step, so that the operand read
 once (the outer one) comes from memory spread over all the tiles of an outer step instead of in
@@ -34,6 +38,7 @@ from tvmc.kernel import (
     loop,
     minimum,
     prefetch,
+    ramp,
     select,
     seq,
 )
@@ -97,12 +102,14 @@ def max_vectors(registers: int) -> int:
 
 @dataclass(frozen=True)
 class Reduction:
-    """The sum over (input channel, kernel taps): serial loops over the channels and over steps
-    of `per_step` consecutive taps (unrolled), a step's offset read from a table."""
+    """The sum over (input channel, kernel taps): serial loops over the channels (`channels`
+    of them per run of the tile loop: all, or a chunk of a `Split`) and over steps of
+    `per_step` consecutive taps (unrolled), a step's offset read from a table."""
 
     geo: ConvGeometry
     per_step: int  # taps unrolled per step: all, one kernel row, or 1
     table: Buffer | None  # offset of each step's first tap; None when there is one step
+    channels: int  # input channels summed per run of the tile loop
 
     @staticmethod
     def offsets(geo: ConvGeometry, per_step: int) -> list[int]:
@@ -113,7 +120,7 @@ class Reduction:
     def loops(self) -> list[tuple[str, int]]:
         """The serial reduction loops: input channels, then tap steps."""
         steps = len(self.geo.taps) // self.per_step
-        return [(name, n) for name, n in (("ic", self.geo.icg), ("kh", steps)) if n > 1]
+        return [(name, n) for name, n in (("ic", self.channels), ("kh", steps)) if n > 1]
 
     @property
     def taps(self) -> int:
@@ -124,9 +131,10 @@ class Reduction:
         found = dict(zip((name for name, _ in self.loops), ks))
         return found.get("ic", const(0)), found.get("kh", const(0))
 
-    def channel(self, ks: tuple[Expr, ...]) -> Expr:
+    def channel(self, ks: tuple[Expr, ...], split: Split | None = None) -> Expr:
         """Input channel (within the group) of this step."""
-        return self._vars(ks)[0]
+        ic = self._vars(ks)[0]
+        return ic if split is None else split.first_channel(self.channels) + ic
 
     def first_tap(self, ks: tuple[Expr, ...]) -> Expr:
         """Tap index (row-major over the kernel) of this step's first unrolled tap."""
@@ -139,6 +147,39 @@ class Reduction:
     def column_offset(self, t: int) -> int:
         """Input offset of unrolled tap `t` from its step's first tap (offsets add up)."""
         return self.geo.tap_offset(self.geo.taps[t])
+
+
+@dataclass(frozen=True)
+class Split:
+    """The reduction over input channels cut into `parts` chunks of `Reduction.channels`: the
+    tile loop runs once per chunk (`part`), its tiles keeping their sums in `partial`
+    ([tile][MR][width], by the tile's index in the loop) between runs; the last run adds the
+    bias and the epilogue and stores the output."""
+
+    part: Expr  # which chunk this run of the tile loop sums
+    parts: int
+    partial: Buffer  # accumulator dtype, flat: tiles x MR x width
+    tile: Expr  # this tile's index in the tile loop
+
+    def first_channel(self, channels: int) -> Expr:
+        """The input channel (within the group) this run's chunk starts at."""
+        return self.part * channels
+
+    def finish(self, tile: Buffer, lanes: int, done: Callable[[Buffer], Stmt]) -> Stmt:
+        """Adds the earlier chunks' sums to `tile`, then keeps them for the next run, or, in
+        the last, `done(tile)` (the schedule's own store)."""
+        mr, width = tile.shape
+        base = self.tile * (mr * width)
+        cells = [(r, v * lanes) for r in range(mr) for v in range(width // lanes)]
+
+        def at(r: int, o: int) -> Expr:
+            return lane_index(base + r * width + o, lanes)
+
+        add = [tile.store((r, ramp(o, lanes)), tile[r, ramp(o, lanes)] + self.partial[at(r, o)])
+               for r, o in cells]  # fmt: skip
+        keep = [self.partial.store(at(r, o), tile[r, ramp(o, lanes)]) for r, o in cells]
+        later = if_then_else(self.part < self.parts - 1, seq(*keep), done(tile))
+        return seq(if_then_else(const(0) < self.part, seq(*add)), later)
 
 
 @dataclass(frozen=True)
@@ -273,8 +314,10 @@ def pack_pixels(w: np.ndarray, geo: ConvGeometry, mr: int) -> np.ndarray:
 def pixel_tile(
     ops: Operands, tiling: PixelTiling, n: Expr, g: Expr, ob: Expr,
     outer: tuple[Expr, ...], rb: Expr, ch: Expr, ahead: Ahead | None = None,
+    split: Split | None = None,
 ) -> Stmt:  # fmt: skip
-    """One MR x NV tile at row block `rb`, chunk `ch` of the rows with leading indices `outer`."""
+    """One MR x NV tile at row block `rb`, chunk `ch` of the rows with leading indices `outer`
+    (of one chunk of the reduction when `split`)."""
     geo, lanes, mr, nv = ops.geo, ops.lanes, tiling.mr, tiling.nv
     width, wq, ow = nv * lanes, geo.plane[-1], geo.out_shape[-1]
     blocks, rl, _ = tiling.cover(geo)
@@ -285,7 +328,7 @@ def pixel_tile(
     oblocks = ceil_div(geo.ocg, mr)
 
     def bind(ks: tuple[Expr, ...], wb: Expr, xb: Expr) -> tuple[Expr, ...]:
-        ic = red.channel(ks)
+        ic = red.channel(ks, split)
         w_step = ((wb + ic) * ntaps + red.first_tap(ks)) * mr
         return w_step, xb + ic * ops.channel_stride + red.row_offset(ks)
 
@@ -335,8 +378,11 @@ def pixel_tile(
             return seq(*_weights_ahead(ops, ahead, bases[0], mr, b[0]))
         return seq(*_input_ahead(ops, ahead, span, width, b[1]))
 
+    def stored(tile: Buffer) -> Stmt:
+        return finish(tile) if split is None else split.finish(tile, lanes, finish)
+
     def tile(bases: tuple[Expr, ...]) -> Stmt:
-        return register_tile(mr, nv, lanes, ops.acc, red.loops, red.taps, scalar, vector, finish,
+        return register_tile(mr, nv, lanes, ops.acc, red.loops, red.taps, scalar, vector, stored,
                              lambda ks: bind(ks, *bases), lambda b: fetch(bases, b))  # fmt: skip
 
     block = (g * oblocks + ob) * geo.icg
@@ -392,9 +438,10 @@ def pack_channels(w: np.ndarray, geo: ConvGeometry, width: int) -> np.ndarray:
 
 def channel_tile(
     ops: Operands, tiling: ChannelTiling, n: Expr, g: Expr, ob: Expr, lead: tuple[Expr, ...],
-    pc: Expr, ahead: Ahead | None = None,
+    pc: Expr, ahead: Ahead | None = None, split: Split | None = None,
 ) -> Stmt:  # fmt: skip
-    """One MR x NV tile: pixels pc*MR.. of the output row `lead`, channel block `ob`."""
+    """One MR x NV tile: pixels pc*MR.. of the output row `lead`, channel block `ob` (of one
+    chunk of the reduction when `split`)."""
     geo, lanes, mr, nv = ops.geo, ops.lanes, tiling.mr, tiling.nv
     width, ow = nv * lanes, geo.out_shape[-1]
     red, ntaps = ops.reduction, len(geo.taps)
@@ -403,7 +450,7 @@ def channel_tile(
     chunks = tiling.chunks(geo)
 
     def bind(ks: tuple[Expr, ...], wb: Expr, xb: Expr) -> tuple[Expr, ...]:
-        ic = red.channel(ks)
+        ic = red.channel(ks, split)
         w_step = ((wb + ic) * ntaps + red.first_tap(ks)) * width
         return w_step, xb + ic * ops.channel_stride + red.row_offset(ks)
 
@@ -438,8 +485,11 @@ def channel_tile(
             return seq(*_weights_ahead(ops, ahead, bases[0], width, b[0]))
         return seq(*_input_ahead(ops, ahead, mr, mr, b[1]))  # the next tile: mr pixels on
 
+    def stored(tile: Buffer) -> Stmt:
+        return finish(tile) if split is None else split.finish(tile, lanes, finish)
+
     def tile(bases: tuple[Expr, ...]) -> Stmt:
-        return register_tile(mr, nv, lanes, ops.acc, red.loops, red.taps, scalar, vector, finish,
+        return register_tile(mr, nv, lanes, ops.acc, red.loops, red.taps, scalar, vector, stored,
                              lambda ks: bind(ks, *bases), lambda b: fetch(bases, b))  # fmt: skip
 
     block = (g * oblocks + ob) * geo.icg
