@@ -101,6 +101,26 @@ def test_executor_runs_each_inference_on_the_count_chosen(tmp_path, monkeypatch,
         set_num_threads(None)
 
 
+def test_a_fixed_run_after_a_chosen_one_runs_on_the_count_set(tmp_path, monkeypatch):
+    # models.py --fixed-threads times one executor both ways: its fixed runs ran on whatever
+    # count the chooser's last run had used (a one-thread trial run made them 1.8x slower)
+    package, data = _conv_package(tmp_path)
+    set_num_threads(2)
+    try:
+        executor = tvmc.TVMCPackage(package).executor()
+        monkeypatch.setattr(ThreadChoice, "next_threads", lambda self: 1)
+        executor.set_inputs([data["x"]])
+        executor.call()
+        assert executor.module._threads.value == 1
+        executor.adaptive_threads = False
+        serial_before = pool_stats().serial_loops
+        executor.call()
+        assert pool_stats().serial_loops == serial_before
+        assert executor.module._threads.value == 2
+    finally:
+        set_num_threads(None)
+
+
 def test_adaptive_threads_are_on_unless_the_environment_turns_them_off(tmp_path, monkeypatch):
     package, _ = _conv_package(tmp_path)
     monkeypatch.delenv("TVMC_ADAPTIVE_THREADS", raising=False)

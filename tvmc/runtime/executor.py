@@ -142,7 +142,8 @@ class Executor:
         if self._unbound:
             raise InputError("inputs are not bound; call set_inputs first")
         choice = self._thread_choice() if self.adaptive_threads else None
-        if choice is None:
+        if choice is None:  # on the count set, whatever count an adaptive run used last
+            self.module.use_threads(self.module.max_threads)
             self._entry(self._args_ptr, self._workspace_ptr)
             return
         threads = choice.next_threads()
