@@ -134,7 +134,7 @@ class Reduction:
     def channel(self, ks: tuple[Expr, ...], split: Split | None = None) -> Expr:
         """Input channel (within the group) of this step."""
         ic = self._vars(ks)[0]
-        return ic if split is None else split.first_channel(self.channels) + ic
+        return ic if split is None else split.part * self.channels + ic
 
     def first_tap(self, ks: tuple[Expr, ...]) -> Expr:
         """Tap index (row-major over the kernel) of this step's first unrolled tap."""
@@ -161,10 +161,6 @@ class Split:
     partial: Buffer  # accumulator dtype, flat: tiles x MR x width
     tile: Expr  # this tile's index in the tile loop
 
-    def first_channel(self, channels: int) -> Expr:
-        """The input channel (within the group) this run's chunk starts at."""
-        return self.part * channels
-
     def finish(self, tile: Buffer, lanes: int, done: Callable[[Buffer], Stmt]) -> Stmt:
         """Adds the earlier chunks' sums to `tile`, then keeps them for the next run, or, in
         the last, `done(tile)` (the schedule's own store)."""
@@ -180,6 +176,14 @@ class Split:
         keep = [self.partial.store(at(r, o), tile[r, ramp(o, lanes)]) for r, o in cells]
         later = if_then_else(self.part < self.parts - 1, seq(*keep), done(tile))
         return seq(if_then_else(const(0) < self.part, seq(*add)), later)
+
+
+def tile_store(
+    split: Split | None, lanes: int, done: Callable[[Buffer], Stmt]
+) -> Callable[[Buffer], Stmt]:  # fmt: skip
+    """How a tile leaves the registers: `done` (the schedule's own store), or, in a split
+    reduction, through the chunks' partial sums (`Split.finish`)."""
+    return done if split is None else lambda tile: split.finish(tile, lanes, done)
 
 
 @dataclass(frozen=True)
@@ -378,12 +382,10 @@ def pixel_tile(
             return seq(*_weights_ahead(ops, ahead, bases[0], mr, b[0]))
         return seq(*_input_ahead(ops, ahead, span, width, b[1]))
 
-    def stored(tile: Buffer) -> Stmt:
-        return finish(tile) if split is None else split.finish(tile, lanes, finish)
-
     def tile(bases: tuple[Expr, ...]) -> Stmt:
-        return register_tile(mr, nv, lanes, ops.acc, red.loops, red.taps, scalar, vector, stored,
-                             lambda ks: bind(ks, *bases), lambda b: fetch(bases, b))  # fmt: skip
+        return register_tile(mr, nv, lanes, ops.acc, red.loops, red.taps, scalar, vector,
+                             tile_store(split, lanes, finish), lambda ks: bind(ks, *bases),
+                             lambda b: fetch(bases, b))  # fmt: skip
 
     block = (g * oblocks + ob) * geo.icg
     return let_all("t", (block, ops.channel_base(n, g * geo.icg) + qbase), tile)
@@ -485,12 +487,10 @@ def channel_tile(
             return seq(*_weights_ahead(ops, ahead, bases[0], width, b[0]))
         return seq(*_input_ahead(ops, ahead, mr, mr, b[1]))  # the next tile: mr pixels on
 
-    def stored(tile: Buffer) -> Stmt:
-        return finish(tile) if split is None else split.finish(tile, lanes, finish)
-
     def tile(bases: tuple[Expr, ...]) -> Stmt:
-        return register_tile(mr, nv, lanes, ops.acc, red.loops, red.taps, scalar, vector, stored,
-                             lambda ks: bind(ks, *bases), lambda b: fetch(bases, b))  # fmt: skip
+        return register_tile(mr, nv, lanes, ops.acc, red.loops, red.taps, scalar, vector,
+                             tile_store(split, lanes, finish), lambda ks: bind(ks, *bases),
+                             lambda b: fetch(bases, b))  # fmt: skip
 
     block = (g * oblocks + ob) * geo.icg
     return let_all("t", (block, ops.channel_base(n, g * geo.icg) + qbase), tile)
