@@ -20,6 +20,7 @@ from tvmc.codegen import CPUTarget
 from tvmc.frontend import convert_model
 from tvmc.graph import Node, TensorType
 from tvmc.ops import OPS
+from tvmc.ops.linalg.cpu import pack_rows
 from tvmc.ops.lowering import LoweringTarget
 from tvmc.passes import IMPORT_PIPELINE, run_passes
 
@@ -204,3 +205,14 @@ def test_det_float64_against_numpy(rng):
     x = rng.standard_normal((3, 6, 6))
     (got,) = run_node(Node("Det", ["x"], ["y"], {}), [x], [TensorType((3,), "float64")])
     np.testing.assert_allclose(got, np.linalg.det(x), rtol=1e-12)
+
+
+def test_pack_rows_puts_a_tiles_rows_side_by_side():
+    """[..., M, K] -> [..., M/MR, K, MR]: element (m, k) at block m // MR, column m % MR of row
+    k; rows past M are zeros (a GEMM with pack_a reads them and never stores their results)."""
+    a = np.arange(2 * 5 * 3, dtype=np.float32).reshape(2, 5, 3) + 1
+    packed = pack_rows(a, 2)
+    assert packed.shape == (2, 3, 3, 2)
+    for g, m, k in np.ndindex(a.shape):
+        assert packed[g, m // 2, k, m % 2] == a[g, m, k]
+    np.testing.assert_array_equal(packed[:, 2, :, 1], 0)

@@ -11,8 +11,10 @@ errors near 2e-5 of max |y| against 1e-7 for the direct conv). Three kernels:
    (row-major over tiles_h x tiles_w) then starts at offset p * m of every strip row i, so one
    vector covers consecutive tiles across tile rows with loads of constant stride m. V[t, c, P]
    = B^T d B for each of the alpha^2 positions t.
-2. GEMM: M[t] = U[t] @ V[t] for each t, U[t] = (G g G^T)[t] (K x C) transformed at compile time;
-   the MatMul template's register-tiled GEMM (tvmc.ops.linalg.cpu), V read in place.
+2. GEMM: M[t] = U[t] @ V[t] for each t, U[t] = (G g G^T)[t] (K x C) transformed at compile time
+   and packed into row blocks (`pack_a`: a step's MR broadcasts from one cache line, not MR
+   rows of U: 1.2-2x on the GEMMs of 14x14 planes); the MatMul template's register-tiled GEMM
+   (tvmc.ops.linalg.cpu), V read in place.
 3. output (parallel over (n, k)): A^T M A per tile into local strips (stores m apart), then the
    output rows copied out through bias and the epilogue, as contiguous vectors.
 
@@ -51,7 +53,13 @@ from tvmc.kernel import (
     seq,
 )
 from tvmc.ops.conv.cpu_layout import fill_row, vector_range
-from tvmc.ops.conv.cpu_tiles import FLOPS_PER_CYCLE, FMA_LATENCY, LOADS_PER_CYCLE, max_rows
+from tvmc.ops.conv.cpu_tiles import (
+    FLOPS_PER_CYCLE,
+    FMA_LATENCY,
+    LOADS_PER_CYCLE,
+    fits_core,
+    max_rows,
+)
 from tvmc.ops.conv.geometry import ConvGeometry
 from tvmc.ops.linalg.cpu import gemm_kernels
 from tvmc.ops.lowering import Epilogue, LowerContext, TensorRef, ref_of_buffer
@@ -161,7 +169,9 @@ def layout(
     geo: ConvGeometry, m: int, lanes: int, registers: int, vectors: int = 0, rows: int = 0
 ) -> WinogradLayout:
     """The layout for tile m with the GEMM tile of at most `vectors` x `rows` (0: the default,
-    the fewest modelled cycles by cpu_tiles' core model)."""
+    the fewest modelled cycles by cpu_tiles' core model among the tiles that fit the core
+    (`fits_core`) where any does: AVX2's 8 x 1, 9 loads for 8 FMAs, ran 1.3-1.5x slower than
+    the 4 x 3 the cycle count put second)."""
     tiles = geo.batch * WinogradLayout(geo, m, lanes, 1, 1).tiles
     k = geo.out_channels
 
@@ -175,8 +185,13 @@ def layout(
         step = max(mr * nv / per_cycle, (mr + nv) / LOADS_PER_CYCLE, FMA_LATENCY)
         return -(-tiles // (nv * lanes)) * -(-k // mr) * step
 
+    def fits(nv: int) -> bool:  # enough independent FMAs, no more loads than they hide
+        useful = tiles / (-(-tiles // (nv * lanes)) * nv * lanes)
+        return fits_core(rows_for(nv), nv, lanes, useful)
+
     widest = max(1, min(vectors or 4, -(-tiles // lanes)))
-    nv = widest if vectors else min(range(widest, 0, -1), key=cycles)
+    candidates = [nv for nv in range(widest, 0, -1) if fits(nv)] or range(widest, 0, -1)
+    nv = widest if vectors else min(candidates, key=cycles)
     return WinogradLayout(geo, m, lanes, nv, rows_for(nv))
 
 
@@ -317,16 +332,21 @@ def winograd_lowering(
     """The three kernels computing `out` = conv(x, weights) + bias, then the epilogue."""
     geo, a2 = lay.geo, lay.alpha**2
     k, c, p = geo.out_channels, geo.channels, lay.columns
-    u = ctx.param(weight_transform(weights, lay.m), "winograd_u")
+    u = weight_transform(weights, lay.m)
     v = ctx.temp((a2, c, p), "float32", "winograd_v")
     mm = ctx.temp((a2, k, p), "float32", "winograd_m")
     kernels = [make_kernel(ctx.name("winograd_input"), input_kernel_body(lay, x, v, parallel))]
-    u_ref = ref_of_buffer("winograd_u", TensorType((a2, k, c), "float32"), u)
+    u_type = TensorType((a2, k, c), "float32")
+    u_ref = TensorRef("winograd_u", u_type, _packed_by_the_gemm, None, u)
     v_ref = ref_of_buffer("winograd_v", TensorType((a2, c, p), "float32"), v)
     tile = {"tile_m": lay.gemm_rows, "tile_n": lay.gemm_vectors}
-    kernels += gemm_kernels(replace(ctx, config=tile), u_ref, v_ref, mm, None)
+    kernels += gemm_kernels(replace(ctx, config=tile), u_ref, v_ref, mm, None, pack_a=True)
     body = output_kernel_body(lay, mm, bias, out, epilogue, parallel)
     return [*kernels, make_kernel(ctx.name("winograd_output"), body)]
+
+
+def _packed_by_the_gemm(idx: tuple[Expr, ...]) -> Expr:
+    raise AssertionError("U is a constant the GEMM packs (pack_a), never read in place")
 
 
 def gemm_tiles(geo: ConvGeometry, m: int, lanes: int, registers: int) -> list[tuple[int, int]]:

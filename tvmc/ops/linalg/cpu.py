@@ -10,6 +10,9 @@ Tiles (batch, panel, row block) form one parallel loop. When B has no batch dims
 dims fold into M. A dense layer's GEMV (M=1) is the same kernel with MR=1: it streams each
 packed panel exactly once, vectorized, with the panels split over the threads.
 
+A constant A may be packed too (`pack_a`, Winograd's transformed weights): into row blocks
+`[batch][M/MR][K][MR]`, so that a step's MR broadcasts come from one cache line.
+
 A runtime B is read in place when its rows split into whole panels (attention's batched
 products), else packed by a gather kernel into a temp; float16 accumulates in float32; integer
 dtypes use the same tiles with multiply-add instead of fma.
@@ -79,8 +82,13 @@ def gemm_kernels(
     alpha: float = 1.0,
     beta: float = 1.0,
     c: TensorRef | None = None,
+    pack_a: bool = False,
 ) -> list[Kernel]:
-    """out = alpha * op(A) @ op(B) + beta * C with numpy matmul semantics (1-D, batched)."""
+    """out = alpha * op(A) @ op(B) + beta * C with numpy matmul semantics (1-D, batched).
+
+    `pack_a`: a constant A with A's own batch (Winograd's U) is packed into row blocks
+    `[batch][M/MR][K][MR]`, so that a reduction step's MR broadcasts come from one cache line
+    instead of MR rows of A each a stream of its own."""
     acc = accumulator_dtype(out.dtype)
     lanes = ctx.target.lanes(acc)
     a_vec, b_vec = a.type.ndim == 1, b.type.ndim == 1
@@ -112,6 +120,11 @@ def gemm_kernels(
 
     bp, kernels = (b.buffer, []) if in_place else packed_operand(ctx, b, pack, "b")
     b_strides = [math.prod(b_batch[j + 1 :]) for j in range(len(b_batch))]
+    packed_a = None
+    if pack_a:
+        assert a.value is not None and not (a_vec or trans_a or fold), "pack_a: a constant A"
+        assert tuple(a_batch) == tuple(batch), "pack_a: A has the output's batch dims"
+        packed_a = ctx.param(pack_rows(np.asarray(a.value, a.dtype), mr).reshape(-1), "a")
     c_read = broadcast_read(c, (m, n)) if c is not None and beta != 0.0 else None
 
     def split_row(g: Expr, row: Expr) -> tuple[tuple[Expr, ...], Expr]:
@@ -133,13 +146,14 @@ def gemm_kernels(
             per_row.append(split_row(g, row))
         rank = len(per_row[0][0])
         flat = [e for lead, mrow in per_row for e in (*lead, mrow)]
-        return let_all("r", [base * (panels * k * nr) + p * (k * nr), *b_lead, *flat],
-                       lambda vs: tile_body(p, row0, vs[0], vs[1 : 1 + len(b_lead)],
-                                            vs[1 + len(b_lead) :], rank))  # fmt: skip
+        a_base = (g * blocks + mb) * (k * mr) if packed_a is not None else const(0)
+        return let_all("r", [base * (panels * k * nr) + p * (k * nr), a_base, *b_lead, *flat],
+                       lambda vs: tile_body(p, row0, vs[0], vs[1], vs[2 : 2 + len(b_lead)],
+                                            vs[2 + len(b_lead) :], rank))  # fmt: skip
 
     def tile_body(
-        p: Expr, row0: Expr, base: Expr, b_lead: tuple[Expr, ...], flat: tuple[Expr, ...],
-        rank: int,
+        p: Expr, row0: Expr, base: Expr, a_base: Expr, b_lead: tuple[Expr, ...],
+        flat: tuple[Expr, ...], rank: int,
     ) -> Stmt:  # fmt: skip
         def row_of(r: int) -> tuple[tuple[Expr, ...], Expr]:
             chunk = flat[r * (rank + 1) : (r + 1) * (rank + 1)]
@@ -147,6 +161,8 @@ def gemm_kernels(
 
         def scalar(r: int, ks: tuple, t: int) -> Expr:
             bidx, mrow = row_of(r)
+            if packed_a is not None:
+                return packed_a[a_base + ks[0] * mr + r]
             if a_vec:
                 return a.buffer[ks[0]]  # type: ignore[index]
             lead = batch_index(bidx, batch, a_batch)
@@ -204,6 +220,14 @@ def gemm_kernels(
     parallel = total > 1 and 2 * math.prod(batch) * m * n * k >= PARALLEL_MIN_FLOPS
     main = loop("t", total, body, "parallel" if parallel else "serial")
     return [*kernels, make_kernel(ctx.name("gemm"), main)]
+
+
+def pack_rows(a: np.ndarray, mr: int) -> np.ndarray:
+    """A [..., M, K] -> [..., M/MR, K, MR], zero-padded rows: a tile's rows side by side."""
+    *lead, m, k = a.shape
+    blocks = ceil_div(m, mr)
+    x = pad_axis(a, a.ndim - 2, blocks * mr).reshape(*lead, blocks, mr, k)
+    return np.ascontiguousarray(np.swapaxes(x, -1, -2))
 
 
 TILE_ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14)  # MR candidates (at most M)
