@@ -22,9 +22,10 @@ from tvmc.codegen import CPUTarget, emit_cpu, load_shared
 from tvmc.frontend import convert_model
 from tvmc.graph import Node, TensorType
 from tvmc.kernel import Buffer, kernel_str, maximum
+from tvmc.kernel.interpret import interpret
 from tvmc.ops import OPS
 from tvmc.ops.conv.cpu import geometry_of, plan
-from tvmc.ops.lowering import LowerContext, LoweringTarget, buffer_shape, ref_of_buffer
+from tvmc.ops.lowering import Epilogue, LowerContext, LoweringTarget, buffer_shape, ref_of_buffer
 from tvmc.passes import IMPORT_PIPELINE, run_passes
 
 TOL = {"rtol": 1e-4, "atol": 1e-5}
@@ -42,10 +43,12 @@ def lower_and_run(
     config: Mapping[str, Any] | None = None,
     epilogue_extra: bool = False,
     target: CPUTarget | None = None,
+    interpreted: bool = False,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """(output, residual) of the node's template; with `epilogue_extra` the epilogue is
     relu(v + 0.5) + residual[idx], the residual read from another buffer at the same indices.
-    `target`: lowered and compiled for that CPU (default: an AVX-512 lowering for this host)."""
+    `target`: lowered and compiled for that CPU (default: an AVX-512 lowering for this host).
+    `interpreted`: run by the kernel interpreter, which checks every access and prefetch."""
     lowering = LoweringTarget(num_threads=2)
     if target is not None:
         lowering = LoweringTarget("cpu", target.vector_bits, 2, target.vector_registers)
@@ -64,13 +67,19 @@ def lower_and_run(
         residual = np.random.default_rng(1).standard_normal(out.shape).astype(out.dtype)
         data[res_buf] = residual
 
-        def epilogue(idx, v):
+        def apply(idx, v):
             return maximum(v + 0.5, 0.0) + res_buf[idx]
+
+        epilogue = Epilogue(apply, (res_buf,))
 
     kernels = OPS[node.op].build(ctx, node.attrs, refs, [out], epilogue)
     data[out] = np.full(out.shape, np.nan, out.dtype)
     data.update(ctx.params)
     data.update({b: np.full(b.shape, np.nan, b.dtype) for b in ctx.temps})
+    if interpreted:
+        for k in kernels:
+            interpret(k, *(data[b] for b in k.params))
+        return data[out].reshape(out_type.shape), residual
     module = load_shared(emit_cpu(kernels, target))
     for k in kernels:
         module.run(k.name, *(data[b] for b in k.params))
@@ -88,9 +97,10 @@ def check_conv(
     epilogue: bool = False,
     target: CPUTarget | None = None,
     tol: Mapping[str, float] = TOL,
+    interpreted: bool = False,
 ) -> None:
-    """One conv node through its template (for `target`, default this host) against
-    onnxruntime."""
+    """One conv node through its template (for `target`, default this host; or the kernel
+    interpreter) against onnxruntime."""
     inputs = {"x": x, **({"w": w} if runtime_weight else {})}
     constants = {
         **({} if runtime_weight else {"w": w}),
@@ -104,7 +114,7 @@ def check_conv(
     arrays = [x, w, *([bias] if bias is not None else [])]
     constant = [False, not runtime_weight, True][: len(arrays)]
     got, residual = lower_and_run(
-        node, arrays, constant, graph.types[node.outputs[0]], config, epilogue, target
+        node, arrays, constant, graph.types[node.outputs[0]], config, epilogue, target, interpreted
     )
     if residual is not None:
         want = np.maximum(want + np.float32(0.5), 0) + residual
@@ -578,6 +588,41 @@ def test_conv_prefetch_emits_llvm_prefetch():
     (ir_on, llvm_on), (ir_off, llvm_off) = text({"prefetch": True}), text({})
     assert "prefetch(" in ir_on and "prefetch(" not in ir_off
     assert "llvm.prefetch" in llvm_on and "llvm.prefetch" not in llvm_off
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"schedule": "pixels", "tile_rows": 4, "order": "pixels_outer"},  # 2 rows a tile
+        {"schedule": "pixels", "tile_rows": 4, "tile_vectors": 1},  # rows cut in chunks
+        {"schedule": "pixels", "tile_rows": 4, "split": 2},  # fetched in the last chunk only
+    ],
+)
+def test_pixel_tiles_fetch_the_epilogue_reads_ahead(config, rng):
+    """A tile prefetches the residual lines its epilogue will read, each inside the residual
+    (the interpreter checks every prefetch) and the result unchanged; 6 of 7 channels a tile
+    and a row that ends in the middle of a vector exercise the clamps."""
+    x, w, b = randn(rng, 1, 8, 5, 11), randn(rng, 7, 8, 1, 1), randn(rng, 7)
+    check_conv("Conv", x, w, {}, b, config=config, epilogue=True, interpreted=True)
+    check_conv("Conv", x, w, {}, b, config=config, epilogue=True)
+
+
+def test_epilogue_reads_reach_the_tile_as_prefetches():
+    x = np.zeros((1, 8, 6, 6), np.float32)
+    w = np.zeros((8, 8, 1, 1), np.float32)
+    node = Node("Conv", ["x", "w"], ["y"], OPS["Conv"].normalize_attrs(
+        {"kernel_shape": [1, 1], "strides": [1, 1], "pads": [0] * 4, "dilations": [1, 1],
+         "group": 1}, "Conv"))  # fmt: skip
+    out = Buffer("y", (1, 8, 6, 6))
+    residual = Buffer("residual", (1, 8, 6, 6))
+    refs = [
+        ref_of_buffer("x", TensorType.of(x), Buffer("x", x.shape, "float32"), None),
+        ref_of_buffer("w", TensorType.of(w), Buffer("w", w.shape, "float32"), w),
+    ]
+    ctx = LowerContext(LoweringTarget(num_threads=1), {"schedule": "pixels"})
+    epilogue = Epilogue(lambda idx, v: v + residual[idx], (residual,))
+    kernels = OPS["Conv"].build(ctx, node.attrs, refs, [out], epilogue)
+    assert "prefetch(residual" in "\n".join(kernel_str(k) for k in kernels)
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ from tvmc.lower.memory import aligned_size, plan_workspace
 from tvmc.lower.share import shared_kernels
 from tvmc.ops import OPS
 from tvmc.ops.lowering import (
+    Epilogue,
     Indices,
     LowerContext,
     LoweringTarget,
@@ -138,10 +139,17 @@ class KernelLowering:
         self.temps.update(ctx.temps)
         self.emit(kernels, node, chain)
 
-    def epilogue(self, node: Node, chain: list[Node]):
+    def epilogue(self, node: Node, chain: list[Node]) -> Epilogue:
         """Apply the epilogue's computes (in graph order; each reads the template's value or an
         earlier link's in registers, anything else as usual) at given output indices."""
         graph = self.graph
+        in_registers = {node.outputs[0], *(link.outputs[0] for link in chain)}
+        shape = graph.types[node.outputs[0]].shape
+        read_at_index = {
+            name for link in chain for name in link.inputs
+            if name and name not in in_registers and graph.types[name].shape == shape
+        }  # fmt: skip
+        reads = [self.ref(name).buffer for name in sorted(read_at_index)]
 
         def apply(idx: Indices, value: Expr) -> Expr:
             held = {node.outputs[0]: value}  # tensors of the epilogue: their value at idx
@@ -157,7 +165,7 @@ class KernelLowering:
                 held[link.outputs[0]] = compute(link.attrs, refs, self.out_types(link))[0](idx)
             return held[chain[-1].outputs[0]]
 
-        return apply
+        return Epilogue(apply, tuple(b for b in reads if b is not None))
 
     def lower_compute(self, node: Node) -> None:
         stored = [name for name in node.outputs

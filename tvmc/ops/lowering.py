@@ -30,7 +30,20 @@ from tvmc.ops.space import ConfigSpace
 Attrs = dict[str, Any]
 Indices = tuple[Expr, ...]
 Accessor = Callable[[Indices], Expr]
-Epilogue = Callable[[Indices, Expr], Expr]  # (output indices, computed value) -> stored value
+
+
+@dataclass(frozen=True, eq=False)
+class Epilogue:
+    """The elementwise ops fused after a template, evaluated in registers on each computed
+    value before it is stored."""
+
+    apply: Callable[[Indices, Expr], Expr]  # (output indices, computed value) -> stored value
+    # tensors it reads at the output's own indices (a residual add): a template may fetch them
+    # ahead of its stores, which on a tile touching many output planes no prefetcher follows
+    reads: tuple[Buffer, ...] = ()
+
+    def __call__(self, idx: Indices, value: Expr) -> Expr:
+        return self.apply(idx, value)
 
 
 @dataclass(frozen=True, eq=False)

@@ -382,10 +382,34 @@ def pixel_tile(
             return seq(*_weights_ahead(ops, ahead, bases[0], mr, b[0]))
         return seq(*_input_ahead(ops, ahead, span, width, b[1]))
 
+    def epilogue_reads() -> list[Stmt]:
+        """Prefetches of every line the epilogue will read at this tile's outputs (a residual:
+        MR planes x rows, which beside the tile's many output planes no prefetcher follows;
+        1x1 64->256 @56 with its residual add 2.2 -> 1.6 ms against 1.3 without, as AVX2
+        code). Issued before the reduction, which hides their latency."""
+        fetches = []
+        for buf in ops.epilogue.reads if ops.epilogue is not None else ():
+            per_line = max(1, LINE_BYTES // buf.itemsize)
+            seg = ow if tiling.chunks == 1 else width
+            for r in range(mr):
+                oc = minimum(g * geo.ocg + ob * mr + r, geo.out_channels - 1)
+                for j in range(tiling.rows):
+                    row = (*outer, minimum(row0 + j, rl - 1)) if lead else ()
+                    for o in sorted({*range(0, seg, per_line), seg - 1}):
+                        col = minimum(ch * width + o, ow - 1)
+                        fetches.append(prefetch(buf, (n, oc, *row, col)))
+        return fetches
+
     def tile(bases: tuple[Expr, ...]) -> Stmt:
-        return register_tile(mr, nv, lanes, ops.acc, red.loops, red.taps, scalar, vector,
+        body = register_tile(mr, nv, lanes, ops.acc, red.loops, red.taps, scalar, vector,
                              tile_store(split, lanes, finish), lambda ks: bind(ks, *bases),
                              lambda b: fetch(bases, b))  # fmt: skip
+        ahead = epilogue_reads()
+        if not ahead:
+            return body
+        last = split is None or split.parts == 1
+        return seq(seq(*ahead) if last else if_then_else(split.part.eq(split.parts - 1),
+                                                         seq(*ahead)), body)  # fmt: skip
 
     block = (g * oblocks + ob) * geo.icg
     return let_all("t", (block, ops.channel_base(n, g * geo.icg) + qbase), tile)
