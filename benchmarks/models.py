@@ -33,6 +33,7 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 
 import numpy as np
@@ -63,15 +64,47 @@ def balanced_orders(n: int) -> list[list[int]]:
     return orders if n % 2 == 0 else orders + [order[::-1] for order in orders]
 
 
+def other_threads_cpu_ns() -> int:
+    """CPU time of this process's threads other than the caller (schedstat; 0 where absent)."""
+    me, total = str(threading.get_native_id()), 0
+    for task in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else ():
+        if task == me:
+            continue
+        try:
+            with open(f"/proc/self/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue  # the thread ended
+    return total
+
+
+def wait_for_quiet_threads(window: float = 0.005, most: float = 0.5) -> float:
+    """Waits until this process's other threads use under a tenth of a core for `window`
+    seconds (at most `most`); returns the seconds waited. A runtime's pool spins after its
+    last run: onnxruntime's two threads for about 50 ms, which made the next block's first
+    runs 2-3x slower (light_shufflenet: 5-8 ms instead of 2.3)."""
+    start = time.perf_counter()
+    before = other_threads_cpu_ns()
+    while time.perf_counter() - start < most:
+        time.sleep(window)
+        now = other_threads_cpu_ns()
+        if now - before < window * 1e8:
+            break
+        before = now
+    return time.perf_counter() - start
+
+
 def blocked_times(*fns, repeat: int, rounds: int | None = None) -> list[list[list[float]]]:
     """Seconds of each run, per function and round: alternating blocks of runs (one runtime's
-    thread pool never spins while the other one runs), so that slow drifts of the machine hit
-    all alike; the rounds follow `balanced_orders` (by default one round per order)."""
+    thread pool never spins while the other one runs: each block starts once the threads of
+    the one before have gone quiet), so that slow drifts of the machine hit all alike; the
+    rounds follow `balanced_orders` (by default one round per order)."""
     times: list[list[list[float]]] = [[] for _ in fns]
     orders = balanced_orders(len(fns))
     rounds = rounds or len(orders)
     for r in range(rounds):
         for fn, per_round in ((fns[i], times[i]) for i in orders[r % len(orders)]):
+            wait_for_quiet_threads()
             fn()  # warm-up after the other runtime had the cores
             block = []
             for _ in range(max(repeat // rounds, 1)):
