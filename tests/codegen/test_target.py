@@ -104,7 +104,14 @@ def test_vector_registers_from_the_architecture(target, registers):
     assert CPUTarget.parse(target).vector_registers == registers
 
 
-def test_private_cache_is_known_for_the_host_only():
-    """A core's cache size comes from this machine's sysfs: a cross target's is unknown (0)."""
+def test_private_cache_of_the_host_or_a_named_cpu():
+    """A core's cache size comes from this machine's sysfs for its own CPU, from the vendor's
+    figure for a named x86 CPU, and is unknown (0) otherwise."""
     assert CPUTarget.parse("llvm -mtriple=aarch64-linux-gnu").private_cache_bytes == 0
     assert CPUTarget.parse("llvm").private_cache_bytes >= 0
+    host = CPUTarget.host().cpu
+    for cpu, size in (("znver3", 512 << 10), ("skylake-avx512", 1 << 20), ("haswell", 256 << 10)):
+        if cpu != host:
+            assert CPUTarget.parse(f"llvm -mcpu={cpu}").private_cache_bytes == size
+    if host != "x86-64":
+        assert CPUTarget.parse("llvm -mcpu=x86-64").private_cache_bytes == 0

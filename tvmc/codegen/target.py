@@ -35,6 +35,19 @@ if TYPE_CHECKING:
 
 _LLVM_OPTIONS = ("-mtriple", "-mcpu", "-mattr")
 
+# L2 per core of named x86 CPUs (LLVM's -mcpu names), from AMD's and Intel's documentation: what
+# the conv planner assumes of a target that is not this machine's CPU (it measures its own).
+_KB = 1 << 10
+PRIVATE_CACHE_BYTES = {
+    **dict.fromkeys(["znver1", "znver2", "znver3"], 512 * _KB),
+    **dict.fromkeys(["znver4", "znver5"], 1024 * _KB),
+    **dict.fromkeys(["haswell", "broadwell", "skylake"], 256 * _KB),
+    **dict.fromkeys(["skylake-avx512", "cascadelake", "cooperlake"], 1024 * _KB),
+    **dict.fromkeys(["icelake-server", "tigerlake", "alderlake"], 1280 * _KB),
+    **dict.fromkeys(["sapphirerapids", "emeraldrapids", "graniterapids", "raptorlake"],
+                    2048 * _KB),
+}  # fmt: skip
+
 
 @functools.cache
 def init_llvm() -> ModuleType:
@@ -129,10 +142,12 @@ class CPUTarget:
 
     @property
     def private_cache_bytes(self) -> int:
-        """A core's own cache (L2) where the target is this machine's CPU, else 0 (unknown)."""
+        """A core's own cache (L2): this machine's (sysfs) where the target is its CPU, else
+        the vendor's figure for a named x86 CPU (`-mcpu=znver3`: a package built here for
+        another machine gets that machine's tiles), else 0 (unknown)."""
         if self.is_native and self.cpu == host_cpu().name:
             return host_private_cache_bytes()
-        return 0
+        return PRIVATE_CACHE_BYTES.get(self.cpu, 0) if triple_arch(self.triple) == "x86_64" else 0
 
     @property
     def is_native(self) -> bool:
