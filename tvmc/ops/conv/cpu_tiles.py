@@ -407,9 +407,9 @@ def pixel_tile(
         ahead = epilogue_reads()
         if not ahead:
             return body
-        last = split is None or split.parts == 1
-        return seq(seq(*ahead) if last else if_then_else(split.part.eq(split.parts - 1),
-                                                         seq(*ahead)), body)  # fmt: skip
+        if split is not None:  # only the last chunk runs the epilogue
+            return seq(if_then_else(split.part.eq(split.parts - 1), seq(*ahead)), body)
+        return seq(seq(*ahead), body)
 
     block = (g * oblocks + ob) * geo.icg
     return let_all("t", (block, ops.channel_base(n, g * geo.icg) + qbase), tile)
