@@ -567,22 +567,31 @@ def test_conv_prefetch_interpreted(schedule, order, rng):
     )  # fmt: skip
 
 
-def test_conv_prefetch_emits_llvm_prefetch():
-    """The knob reaches the code: one prefetch per reduction step, none without it."""
-    x = np.zeros((1, 64, 7, 7), np.float32)
-    w = np.zeros((80, 64, 1, 1), np.float32)
+def pointwise_conv_kernels(
+    channels: int, out_channels: int, plane: int, config: Mapping[str, Any],
+    epilogue: Epilogue | None = None, threads: int = 2,
+) -> list:  # fmt: skip
+    """The kernels of a 1x1 conv (zero weights) over one image of `plane` x `plane`, output
+    buffer "y", built from `config`."""
+    x = np.zeros((1, channels, plane, plane), np.float32)
+    w = np.zeros((out_channels, channels, 1, 1), np.float32)
     node = Node("Conv", ["x", "w"], ["y"], OPS["Conv"].normalize_attrs(
         {"kernel_shape": [1, 1], "strides": [1, 1], "pads": [0] * 4, "dilations": [1, 1],
          "group": 1}, "Conv"))  # fmt: skip
-    out = TensorType((1, 80, 7, 7), "float32")
+    ctx = LowerContext(LoweringTarget(num_threads=threads), config)
+    refs = [
+        ref_of_buffer("x", TensorType.of(x), Buffer("x", x.shape, "float32"), None),
+        ref_of_buffer("w", TensorType.of(w), Buffer("w", w.shape, "float32"), w),
+    ]
+    out = Buffer("y", (1, out_channels, plane, plane))
+    return OPS["Conv"].build(ctx, node.attrs, refs, [out], epilogue)
+
+
+def test_conv_prefetch_emits_llvm_prefetch():
+    """The knob reaches the code: one prefetch per reduction step, none without it."""
 
     def text(config):
-        ctx = LowerContext(LoweringTarget(num_threads=2), config)
-        refs = [
-            ref_of_buffer("x", TensorType.of(x), Buffer("x", x.shape, "float32"), None),
-            ref_of_buffer("w", TensorType.of(w), Buffer("w", w.shape, "float32"), w),
-        ]
-        kernels = OPS["Conv"].build(ctx, node.attrs, refs, [Buffer("y", out.shape)], None)
+        kernels = pointwise_conv_kernels(64, 80, 7, config)
         return "\n".join(kernel_str(k) for k in kernels), emit_cpu(kernels).llvm_ir
 
     (ir_on, llvm_on), (ir_off, llvm_off) = text({"prefetch": True}), text({})
@@ -608,20 +617,9 @@ def test_pixel_tiles_fetch_the_epilogue_reads_ahead(config, rng):
 
 
 def test_epilogue_reads_reach_the_tile_as_prefetches():
-    x = np.zeros((1, 8, 6, 6), np.float32)
-    w = np.zeros((8, 8, 1, 1), np.float32)
-    node = Node("Conv", ["x", "w"], ["y"], OPS["Conv"].normalize_attrs(
-        {"kernel_shape": [1, 1], "strides": [1, 1], "pads": [0] * 4, "dilations": [1, 1],
-         "group": 1}, "Conv"))  # fmt: skip
-    out = Buffer("y", (1, 8, 6, 6))
     residual = Buffer("residual", (1, 8, 6, 6))
-    refs = [
-        ref_of_buffer("x", TensorType.of(x), Buffer("x", x.shape, "float32"), None),
-        ref_of_buffer("w", TensorType.of(w), Buffer("w", w.shape, "float32"), w),
-    ]
-    ctx = LowerContext(LoweringTarget(num_threads=1), {"schedule": "pixels"})
     epilogue = Epilogue(lambda idx, v: v + residual[idx], (residual,))
-    kernels = OPS["Conv"].build(ctx, node.attrs, refs, [out], epilogue)
+    kernels = pointwise_conv_kernels(8, 8, 6, {"schedule": "pixels"}, epilogue, threads=1)
     assert "prefetch(residual" in "\n".join(kernel_str(k) for k in kernels)
 
 
