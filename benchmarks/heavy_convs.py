@@ -70,6 +70,7 @@ from tvmc.codegen.host import host_cache_bytes
 from tvmc.ops.conv.cpu import ORDERS, geometry_of, plan
 from tvmc.ops.conv.cpu_tiles import PixelTiling
 from tvmc.ops.conv.cpu_winograd import WinogradLayout
+from tvmc.ops.lowering import LoweringTarget
 from tvmc.ops.space import ConfigEntity, ConfigSpace
 from tvmc.runtime.peak import measure_core_peak_gflops, peak_gflops
 
@@ -94,7 +95,8 @@ def default_conv_plan(task, target: CPUTarget, direct: bool = False):
     """The plan the default config of a Conv task gets for `target` (float32); `direct`: the
     direct conv's (the default where Winograd does not apply)."""
     types, _ = task_types(task)
-    geo = geometry_of(task.op, TaskOp.of(task).node.attrs, types)
+    lowering = LoweringTarget.of_cpu(target, 1)
+    geo = geometry_of(task.op, TaskOp.of(task).node.attrs, types, lowering)
     lanes = target.vector_bits // 32
     return plan({}, geo, lanes, target.vector_registers, target.private_cache_bytes // 4,
                 constant_weights=not direct)  # fmt: skip

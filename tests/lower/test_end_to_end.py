@@ -7,11 +7,14 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from tvmc.codegen import load_jit, load_shared
+from tvmc.codegen import CPUTarget, load_jit, load_shared
 from tvmc.driver.compiler import CompileOptions, build
 from tvmc.frontend import convert_model
 from tvmc.lower.fuse import MAX_INLINED_DEPTH
+from tvmc.lower.lower import lower_kernels
 from tvmc.ops import run_reference
+from tvmc.ops.conv.cpu import geometry_of
+from tvmc.ops.lowering import LoweringTarget
 from tvmc.passes import IMPORT_PIPELINE, run_passes
 from tvmc.runtime import Executor, ProgramInfo
 
@@ -93,6 +96,48 @@ def test_epilogue_reading_a_tensor_computed_after_the_anchor(rng):
     result, got, want = compile_and_run(model, {"x": x})
     assert [c.node.split("+")[1:] for c in result.lowered.program.calls][-1] == ["Sum", "Relu"]
     np.testing.assert_allclose(got["y"], want["y"], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "other,flat",
+    [
+        ((1, 16, 11, 13), True),  # a residual with the output's planes, read from memory
+        ((16, 1, 1), True),  # a scale per channel: constant over the planes
+        ((11, 13), True),  # one plane for every channel
+        ((1, 1, 1, 13), False),  # a row for every row: differs along the flattened planes
+        ((1, 1, 11, 1), False),
+    ],
+)  # fmt: skip
+def test_pointwise_conv_tiles_run_across_rows_where_the_epilogue_allows(rng, other, flat):
+    """A 1x1 conv's tiles read its 11 x 13 planes as one row of 143 (on AVX-512 and AVX2 its
+    tiles fill more lanes so; they cross rows) where every tensor its epilogue reads is
+    constant over the planes or has them whole; else row by row."""
+    w = (rng.standard_normal((16, 8, 1, 1)) * 0.3).astype(np.float32)
+    b = rng.standard_normal(other).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"]),
+        helper.make_node("Add", ["c", "b"], ["s"]),
+        helper.make_node("Relu", ["s"], ["y"]),
+    ]
+    inputs = [("x", [1, 8, 11, 13])] + ([("b", list(other))] if len(other) == 4 else [])
+    constants = [("w", w)] + ([] if len(other) == 4 else [("b", b)])
+    model = model_of(nodes, inputs, ["y"], constants)
+    feeds = {"x": rng.standard_normal((1, 8, 11, 13)).astype(np.float32), "b": b}
+    feeds = {name: feeds[name] for name, _ in inputs}
+    graph = run_passes(convert_model(model), IMPORT_PIPELINE)
+    state = lower_kernels(graph)
+    ((anchor, chain),) = state.plan.epilogues.items()
+    conv = next(n for n in graph.nodes if n.name == anchor)
+    assert state.epilogue(conv, chain).flat_planes == flat
+    types = [graph.types[name] for name in conv.inputs]
+    avx2 = ["llvm -mcpu=znver3"] if CPUTarget.host().vector_bits >= 256 else []
+    for target in ["llvm -mcpu=skylake-avx512", *avx2]:
+        lowering = LoweringTarget.of_cpu(CPUTarget.parse(target), 2)
+        assert geometry_of("Conv", conv.attrs, types, lowering).out_shape == (143,)
+        if target.endswith("avx512") and CPUTarget.host().vector_bits < 512:
+            continue  # AVX-512 code does not run here
+        result, got, want = compile_and_run(model, feeds, target=target)
+        np.testing.assert_allclose(got["y"], want["y"], rtol=1e-5, atol=1e-5, err_msg=target)
 
 
 @pytest.mark.parametrize("jit", [False, True])

@@ -20,7 +20,7 @@ from tests.lowering_helpers import lower_node, run_node
 from tvmc.graph import Node, TensorType
 from tvmc.kernel import kernel_str
 from tvmc.ops import OPS, evaluate_node
-from tvmc.ops.conv.cpu import geometry_of, plan
+from tvmc.ops.conv.cpu import geometry_of, plan, tiled_geometry
 from tvmc.ops.conv.cpu_transpose import columns_geometry, uses_columns
 from tvmc.ops.conv.geometry import ConvGeometry
 from tvmc.ops.lowering import LowerContext, LoweringTarget
@@ -133,16 +133,18 @@ def test_conv_default_is_in_space(op, shapes, attrs, target):
     """The template's own choice for an empty config is the plan of some config of the space."""
     full = OPS[op].normalize_attrs(attrs, op)
     types = [TensorType(s, "float32") for s in shapes]
-    geo = geometry_of(op, full, types)
+    lowering = {"avx512": TARGET, "avx2": AVX2}[target]
+    lanes = lowering.lanes(accumulator_dtype("float32"))
+    registers = lowering.vector_registers
+    geo = geometry_of(op, full, types, lowering)
     out = OPS[op].infer(full, types)[0]
     stated = ConvGeometry.of_node(op, full, shapes[0], shapes[1], out.shape)
     assert stated.transposed == (op == "ConvTranspose")
     # a strided ConvTranspose tiles its columns conv (cpu_transpose), others their conv reading
-    assert geo == (columns_geometry(stated) if uses_columns(stated) else stated.stuffed())
-    lowering = {"avx512": TARGET, "avx2": AVX2}[target]
-    lanes = lowering.lanes(accumulator_dtype("float32"))
+    # (a pointwise conv's planes as one row where its tiles fill more lanes so)
+    assert geo == (columns_geometry(stated) if uses_columns(stated)
+                   else tiled_geometry(stated.stuffed(), lanes, registers))  # fmt: skip
     space = space_of(op, shapes, attrs, lowering)
-    registers = lowering.vector_registers
     plans = {plan(space.get(i).values, geo, lanes, registers) for i in range(len(space))}
     assert plan({}, geo, lanes, registers) in plans
     assert space.default_index is not None
@@ -220,7 +222,7 @@ def test_conv_default_tiles_fit_the_registers(op, shapes, attrs, target):
     """An empty config's register tile (accumulators, loaded vectors, a broadcast) never needs
     more registers than the target has: AVX2's 16 get smaller tiles than AVX-512's 32."""
     full = OPS[op].normalize_attrs(attrs, op)
-    geo = geometry_of(op, full, [TensorType(s, "float32") for s in shapes])
+    geo = geometry_of(op, full, [TensorType(s, "float32") for s in shapes], target)
     lanes = target.lanes("float32")
     tiling = plan({}, geo, lanes, target.vector_registers, constant_weights=False).tiling
     assert tiling.mr * tiling.nv + tiling.nv + 1 <= target.vector_registers
@@ -264,8 +266,8 @@ def test_resnet_vgg_default_tiles_fit_the_core(x_shape, w_shape, stride, pad, ta
     per 14 FMAs, and LLVM spilled its accumulators): now 6 x 2, 5 x 2 or 4 x 3."""
     attrs = conv_attrs(w_shape[2:], (stride, stride), (pad,) * 4)
     full = OPS["Conv"].normalize_attrs(attrs, "Conv")
-    geo = geometry_of("Conv", full, [TensorType(s, "float32") for s in (x_shape, w_shape)])
-    assert_fits_the_core(geo, target)
+    types = [TensorType(s, "float32") for s in (x_shape, w_shape)]
+    assert_fits_the_core(geo=geometry_of("Conv", full, types, target), target=target)
 
 
 @settings(max_examples=60, deadline=None)
@@ -280,9 +282,9 @@ def test_ungrouped_default_tiles_fit_the_core(c, blocks, h, vectors, k, stride):
     attrs = conv_attrs((k, k), (stride, stride), (k // 2,) * 4)
     full = OPS["Conv"].normalize_attrs(attrs, "Conv")
     shapes = [(1, c, h * stride, 8 * vectors * stride), (32 * blocks, c, k, k)]
-    geo = geometry_of("Conv", full, [TensorType(s, "float32") for s in shapes])
-    assert geo.out_shape[-1] == 8 * vectors
     for target in (TARGET, AVX2):
+        geo = geometry_of("Conv", full, [TensorType(s, "float32") for s in shapes], target)
+        assert geo.out_shape[-1] % 8 == 0  # a row, or a pointwise conv's planes as one row
         assert_fits_the_core(geo, target)
 
 
@@ -316,8 +318,9 @@ DEFAULT_ORDERS = [
 @pytest.mark.parametrize("x_shape,w_shape,attrs,avx512,avx2", DEFAULT_ORDERS)
 def test_conv_default_order(x_shape, w_shape, attrs, avx512, avx2):
     """`default_order`'s rules, per the target's lanes (docs/performance.md)."""
-    geo = geometry_of("Conv", attrs, [TensorType(s, "float32") for s in (x_shape, w_shape)])
+    types = [TensorType(s, "float32") for s in (x_shape, w_shape)]
     for target, order in ((TARGET, avx512), (AVX2, avx2)):
+        geo = geometry_of("Conv", attrs, types, target)
         chosen = plan(
             {}, geo, target.lanes("float32"), target.vector_registers, constant_weights=False
         )  # the direct conv's order

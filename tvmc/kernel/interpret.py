@@ -75,16 +75,25 @@ SHARED_SITES: weakref.WeakKeyDictionary[Kernel, list[str]] = weakref.WeakKeyDict
 
 
 # ---- runtime helpers the generated source calls --------------------------------------------------
-def _check(buf: np.ndarray, name: str, idx: tuple[Any, ...]) -> None:
+def _check(buf: np.ndarray, name: str, idx: tuple[Any, ...]) -> Any:
+    """The row-major element number of `idx` in `buf`: every axis in range, except that the
+    last may run on into the rows after it (compiled code reads a flat offset through the last
+    axis so, e.g. a pointwise conv's plane read as one row) while the whole stays in `buf`."""
+    flat: Any = 0
     for axis, (i, dim) in enumerate(zip(idx, buf.shape)):
         lo, hi = (np.min(i), np.max(i)) if isinstance(i, np.ndarray) else (i, i)
-        if lo < 0 or hi >= dim:
+        through = axis == len(idx) - 1 and axis > 0  # a flat offset may run on into next rows
+        if lo < 0 or (hi >= dim and not through):
             raise IndexError(f"{name}: index {i!r} out of bounds [0, {dim}) on axis {axis}")
+        flat = flat * dim + i
+    lo, hi = (np.min(flat), np.max(flat)) if isinstance(flat, np.ndarray) else (flat, flat)
+    if hi >= buf.size:
+        raise IndexError(f"{name}: index {idx!r} out of bounds: past its {buf.size} elements")
+    return flat
 
 
 def _ld(buf: np.ndarray, name: str, idx: tuple[Any, ...]) -> Any:
-    _check(buf, name, idx)
-    v = buf[idx]
+    v = buf.reshape(-1)[_check(buf, name, idx)]
     if buf.dtype.kind in "iu":
         return int(v)
     return bool(v) if buf.dtype.kind == "b" else v
@@ -92,22 +101,20 @@ def _ld(buf: np.ndarray, name: str, idx: tuple[Any, ...]) -> Any:
 
 def _vld(buf: np.ndarray, name: str, idx: tuple[Any, ...], lanes: int) -> np.ndarray:
     idx = tuple(np.broadcast_to(np.asarray(i, np.int64), (lanes,)) for i in idx)
-    _check(buf, name, idx)
-    v = buf[idx]
+    v = buf.reshape(-1)[_check(buf, name, idx)]
     return v.astype(np.int64) if buf.dtype.kind in "iu" else v
 
 
 def _st(buf: np.ndarray, name: str, idx: tuple[Any, ...], value: Any) -> None:
-    _check(buf, name, idx)
-    buf[idx] = value
+    buf.reshape(-1)[_check(buf, name, idx)] = value
 
 
 def _vst(buf: np.ndarray, name: str, idx: tuple[Any, ...], value: Any, lanes: int) -> None:
     idx = tuple(np.broadcast_to(np.asarray(i, np.int64), (lanes,)) for i in idx)
-    _check(buf, name, idx)
+    flat, out = _check(buf, name, idx), buf.reshape(-1)
     value = np.broadcast_to(value, (lanes,))
     for k in range(lanes):  # lane order, so overlapping lanes behave like the serial loop
-        buf[tuple(i[k] for i in idx)] = value[k]
+        out[flat[k]] = value[k]
 
 
 def _alloc(shape: tuple[int, ...], dtype: str) -> np.ndarray:

@@ -165,7 +165,32 @@ class KernelLowering:
                 held[link.outputs[0]] = compute(link.attrs, refs, self.out_types(link))[0](idx)
             return held[chain[-1].outputs[0]]
 
-        return Epilogue(apply, tuple(b for b in reads if b is not None))
+        return Epilogue(
+            apply,
+            tuple(b for b in reads if b is not None),
+            self.reads_flat_planes(chain, in_registers, shape),
+        )
+
+    def reads_flat_planes(self, chain: list[Node], in_registers: set[str], shape: tuple) -> bool:
+        """Whether an epilogue of `chain` (output `shape`) gives the same values at a flat
+        offset through the last axis of the planes (axes 2 on) as at the position's own
+        indices: every tensor it reads is constant over the planes (broadcasting reads them at
+        0), or has the output's planes and is read from memory, where that offset is the same
+        address; and no op of it has an axis (a per-axis quantize on a plane axis)."""
+        planes = tuple(shape[2:])
+        for link in chain:
+            if "axis" in link.attrs:
+                return False
+            for name in link.inputs:
+                if not name or name in in_registers:
+                    continue
+                own = self.graph.types[name].shape
+                own = (1,) * (len(shape) - len(own)) + tuple(own)
+                if all(d == 1 for d in own[2:]):
+                    continue
+                if own[2:] != planes or name in self.plan.inlined:
+                    return False
+        return True
 
     def lower_compute(self, node: Node) -> None:
         stored = [name for name in node.outputs

@@ -41,6 +41,10 @@ class Epilogue:
     # tensors it reads at the output's own indices (a residual add): a template may fetch them
     # ahead of its stores, which on a tile touching many output planes no prefetcher follows
     reads: tuple[Buffer, ...] = ()
+    # may it be applied at (n, c, 0, ..., 0, q), q a position of the output's planes read as one
+    # row (a flat offset through the last axis)? Yes where every tensor it reads is constant
+    # over the planes or, stored in memory, has the output's planes (tvmc.lower.lower)
+    flat_planes: bool = False
 
     def __call__(self, idx: Indices, value: Expr) -> Expr:
         return self.apply(idx, value)

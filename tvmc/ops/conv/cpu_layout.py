@@ -32,7 +32,7 @@ from tvmc.kernel import (
     select,
     seq,
 )
-from tvmc.ops.conv.geometry import ConvGeometry
+from tvmc.ops.conv.geometry import ConvGeometry, through_last_axis
 from tvmc.ops.schedule.microkernel import ceil_div, unflatten
 
 MAX_UNROLLED_PHASES = 16  # more phase planes than this are filled by one loop over the phases
@@ -93,14 +93,19 @@ def fill_row(
             put(0, lo, lambda i: zero),
             # a small stride is a vector too (one span load and a shuffle): left a scalar loop,
             # LLVM vectorized short rows across rows, with gathers and scatters
-            put(lo, hi, lambda i: x[(n, c, *lead, i * s + p - pb)], s <= MAX_SPAN_STRIDE),
+            put(
+                lo,
+                hi,
+                lambda i: x[through_last_axis(x, (n, c, *lead, i * s + p - pb))],
+                s <= MAX_SPAN_STRIDE,
+            ),
             put(hi, wq, lambda i: zero),
         )
     else:
 
         def element(i: Expr) -> Stmt:
             z = i * s + p - pb
-            value = x[(n, c, *lead, _source(geo, last, z))]
+            value = x[through_last_axis(x, (n, c, *lead, _source(geo, last, z)))]
             return dst.store(row_base + i, select(_valid(geo, last, z), value, zero))
 
         copy = loop("x", wq, element)
@@ -152,7 +157,8 @@ def _fill_planes_looped(
             lambda a, b: a & b, ((zi >= 0) & (zi < size) for zi, size in zip(z, geo.in_shape))
         )
         clamped = tuple(minimum(maximum(zi, 0), size - 1) for zi, size in zip(z, geo.in_shape))
-        return dst.store(base + flat, select(inside, x[(n, c, *clamped)], zero))
+        value = x[through_last_axis(x, (n, c, *clamped))]
+        return dst.store(base + flat, select(inside, value, zero))
 
     return loop("e", geo.channel_stride, element)
 

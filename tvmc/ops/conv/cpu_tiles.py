@@ -42,7 +42,7 @@ from tvmc.kernel import (
     select,
     seq,
 )
-from tvmc.ops.conv.geometry import ConvGeometry
+from tvmc.ops.conv.geometry import ConvGeometry, through_last_axis
 from tvmc.ops.lowering import Epilogue, TensorRef
 from tvmc.ops.schedule.microkernel import (
     ceil_div,
@@ -257,7 +257,7 @@ class Operands:
 def _stored(ops: Operands, value: Expr, oc: Expr, idx: tuple[Expr, ...]) -> Stmt:
     if ops.bias is not None:
         value = value + ops.bias.read((oc,)).astype(ops.acc)
-    return finalize(value, idx, ops.out, ops.epilogue)
+    return finalize(value, through_last_axis(ops.out, idx), ops.out, ops.epilogue)
 
 
 # ---- pixels --------------------------------------------------------------------------------------
@@ -397,7 +397,7 @@ def pixel_tile(
                     row = (*outer, minimum(row0 + j, rl - 1)) if lead else ()
                     for o in sorted({*range(0, seg, per_line), seg - 1}):
                         col = minimum(ch * width + o, ow - 1)
-                        fetches.append(prefetch(buf, (n, oc, *row, col)))
+                        fetches.append(prefetch(buf, through_last_axis(buf, (n, oc, *row, col))))
         return fetches
 
     def tile(bases: tuple[Expr, ...]) -> Stmt:
