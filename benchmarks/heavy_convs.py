@@ -85,7 +85,9 @@ def default_plan(task, target: CPUTarget, direct: bool = False) -> str:
         return f"{chosen.schedule} GEMM {t.gemm_rows}x{t.gemm_vectors} (effective GFLOP/s)"
     cut = ""
     if isinstance(t, PixelTiling) and (t.rows > 1 or t.chunks > 1):
-        cut = f" {t.rows} rows" if t.rows > 1 else f" 1/{t.chunks} row"
+        types, _ = task_types(task)
+        flat = len(conv_geometry(task, target).out_shape) < len(types[0].shape) - 2
+        cut = f" {t.rows} rows" if t.rows > 1 else f" 1/{t.chunks} {'plane' if flat else 'row'}"
     fetch = " prefetch" if chosen.prefetch else ""
     split = f" split {chosen.split}" if chosen.split > 1 else ""
     return f"{chosen.schedule} {t.mr}x{t.nv}{cut} {chosen.order}{fetch}{split}"
@@ -94,12 +96,17 @@ def default_plan(task, target: CPUTarget, direct: bool = False) -> str:
 def default_conv_plan(task, target: CPUTarget, direct: bool = False):
     """The plan the default config of a Conv task gets for `target` (float32); `direct`: the
     direct conv's (the default where Winograd does not apply)."""
+    lanes = target.vector_bits // 32
+    return plan({}, conv_geometry(task, target), lanes, target.vector_registers,
+                target.private_cache_bytes // 4, constant_weights=not direct)  # fmt: skip
+
+
+def conv_geometry(task, target: CPUTarget):
+    """The geometry a Conv task's tiles run over on `target` (a pointwise conv's planes may be
+    one row: tvmc.ops.conv.cpu.tiled_geometry)."""
     types, _ = task_types(task)
     lowering = LoweringTarget.of_cpu(target, 1)
-    geo = geometry_of(task.op, TaskOp.of(task).node.attrs, types, lowering)
-    lanes = target.vector_bits // 32
-    return plan({}, geo, lanes, target.vector_registers, target.private_cache_bytes // 4,
-                constant_weights=not direct)  # fmt: skip
+    return geometry_of(task.op, TaskOp.of(task).node.attrs, types, lowering)
 
 
 def direct_entity(task, target: CPUTarget) -> ConfigEntity:
