@@ -615,10 +615,19 @@ def conv_template(
     x, w = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
     geo = ConvGeometry.of_node("Conv", attrs, x.shape, w.shape, outputs[0].shape)
-    if epilogue is None or epilogue.flat_planes:  # else its reads need each position's indices
-        lanes = ctx.target.lanes(accumulator_dtype(x.dtype))
-        geo = tiled_geometry(geo, lanes, ctx.target.vector_registers)
+    geo = _tiled_for(ctx, geo, x.dtype, epilogue)
     return conv_lowering(ctx, geo, x, w, lambda v: v, bias, outputs[0], epilogue)
+
+
+def _tiled_for(
+    ctx: LowerContext, geo: ConvGeometry, dtype: str, epilogue: Epilogue | None
+) -> ConvGeometry:  # fmt: skip
+    """`tiled_geometry` on the context's target, where the epilogue allows (its reads may need
+    each position's own indices: `Epilogue.flat_planes`)."""
+    if epilogue is not None and not epilogue.flat_planes:
+        return geo
+    lanes = ctx.target.lanes(accumulator_dtype(dtype))
+    return tiled_geometry(geo, lanes, ctx.target.vector_registers)
 
 
 def conv_transpose_template(
@@ -644,10 +653,7 @@ def conv_transpose_template(
         t = t.reshape(group * mg, c // group, *kernel)
         return t[(slice(None), slice(None), *(slice(None, None, -1),) * spatial)]
 
-    stuffed = geo.stuffed()
-    if epilogue is None or epilogue.flat_planes:  # a 1x1 one: a pointwise conv
-        lanes = ctx.target.lanes(accumulator_dtype(x.dtype))
-        stuffed = tiled_geometry(stuffed, lanes, ctx.target.vector_registers)
+    stuffed = _tiled_for(ctx, geo.stuffed(), x.dtype, epilogue)  # a 1x1 one is pointwise
     return conv_lowering(ctx, stuffed, x, w, flip, bias, outputs[0], epilogue)
 
 
