@@ -37,6 +37,23 @@ def test_out_of_bounds_access_is_caught():
         interpret(k, np.zeros(4, np.float32))
 
 
+def test_a_flat_offset_through_the_last_axis_stays_inside_the_buffer():
+    """As compiled code addresses it, a last index past its axis reads the rows after it (a
+    pointwise conv's planes as one row); past the buffer's end, or on any other axis, it is an
+    error still."""
+    a, b = Buffer("A", (2, 3)), Buffer("B", (6,))
+    flat = Kernel("flat", (a, b), loop("i", 6, lambda i: b.store(i, a[0, i])))
+    x, out = np.arange(6, dtype=np.float32).reshape(2, 3), np.zeros(6, np.float32)
+    interpret(flat, x, out)
+    np.testing.assert_array_equal(out, x.reshape(-1))
+    past = Kernel("past", (a, b), loop("i", 6, lambda i: b.store(i, a[1, i])))
+    with pytest.raises(IndexError, match=r"A: index .* out of bounds: past its 6 elements"):
+        interpret(past, x, out)
+    other = Kernel("other", (a, b), loop("i", 3, lambda i: b.store(i, a[i, 0])))
+    with pytest.raises(IndexError, match=r"A: index 2 out of bounds \[0, 2\) on axis 0"):
+        interpret(other, x, out)
+
+
 def test_negative_index_is_caught_not_wrapped():
     a = Buffer("A", (4,))
     k = Kernel("neg", (a,), loop("i", 4, lambda i: a.store(i, a[i - 1])))

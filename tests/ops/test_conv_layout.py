@@ -40,3 +40,24 @@ def test_rows_of_small_strides_are_vector_copies_that_match_the_interpreter(stri
     load_jit(emit_cpu([kernel])).run("transform", compiled, x)
     interpret(kernel, interpreted, x)
     np.testing.assert_array_equal(compiled, interpreted)
+
+
+def _geometry(kernel: int, stride: int, pad: int, size: tuple[int, ...] = (5, 7)) -> ConvGeometry:
+    spatial = len(size)
+    out = tuple((s + 2 * pad - kernel) // stride + 1 for s in size)
+    return ConvGeometry(2, 8, 16, 1, size, (kernel,) * spatial, out, (stride,) * spatial,
+                        (1,) * spatial, (pad,) * spatial, (1,) * spatial)  # fmt: skip
+
+
+def test_only_a_pointwise_conv_reads_its_planes_as_one_row():
+    flat = _geometry(1, 1, 0).flattened()
+    assert (flat.in_shape, flat.out_shape, flat.kernel, flat.plane) == ((35,), (35,), (1,), (35,))
+    assert flat.channel_stride == 35 and flat.is_identity
+    assert _geometry(1, 1, 0, (2, 3, 4)).flattened().out_shape == (24,)  # every plane axis
+    for other in (
+        _geometry(3, 1, 1),
+        _geometry(1, 2, 0),
+        _geometry(1, 1, 1),
+        _geometry(1, 1, 0, (9,)),
+    ):
+        assert other.flattened() is other  # 3x3, strided, padded, already one axis
