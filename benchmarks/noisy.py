@@ -4,7 +4,8 @@ one busy core, every core busy, and the mixed load that made libgomp-based tvmc 
 Per model and neighbour, in alternating blocks in one process: tvmc on 2 threads as it runs by
 default, choosing one thread while that has lately been faster (tvmc/runtime/thread_choice.py),
 on 2 threads always ("fixed", TVMC_ADAPTIVE_THREADS=0) and on 1 thread (the same package),
-onnxruntime and OpenVINO on 2 threads (benchmarks/baselines.py). Printed:
+onnxruntime and OpenVINO on 2 threads (benchmarks/baselines.py), after tvmc's default has run
+untimed beside the neighbour for a while (`settle`: the thread count it learns). Printed:
 median milliseconds and the slowdown against the same runtime alone. A summary checks what the
 thread pool promises: tvmc slows down no more than onnxruntime, and 2 threads never take longer
 than 1. `TVMC_THREAD_POOL=gomp` measures libgomp instead of tvmc's pool.
@@ -17,6 +18,7 @@ import math
 import os
 import sys
 import tempfile
+import time
 
 import onnx
 from baselines import onnxruntime_session, openvino_session
@@ -29,6 +31,11 @@ from tvmc.driver.compiler import CompileOptions
 from tvmc.models import LIGHT_MODELS, light_model_inputs, randomized_light_model
 
 NEIGHBOURS = ("alone", "one-core", "all-cores", "mixed")
+# Before the timed blocks under each neighbour, tvmc's default (it learns the thread count from
+# its own runs: ~10 runs to see the machine change, a trial of ~12) runs untimed this many times,
+# or for this long: the table compares each runtime as it runs beside that neighbour for a
+# while; `bursty` (a neighbour that comes and goes) measures the learning itself.
+SETTLE_RUNS, SETTLE_SECONDS = 30, 10.0
 DEFAULT_MODELS = ("light_squeezenet", "light_shufflenet", "light_inception_v1", "light_resnet50")
 
 
@@ -61,6 +68,15 @@ def runners(name: str, tmp: str, threads: int) -> dict:
     return out
 
 
+def settle(run) -> int:
+    """`run` untimed SETTLE_RUNS times, or for SETTLE_SECONDS where that comes first: how many."""
+    start, runs = time.perf_counter(), 0
+    while runs < SETTLE_RUNS and time.perf_counter() - start < SETTLE_SECONDS:
+        run()
+        runs += 1
+    return runs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     models = f"default: {' '.join(DEFAULT_MODELS)}; any of {' '.join(LIGHT_MODELS)}"
@@ -87,8 +103,9 @@ def main() -> None:
             alone: dict[str, float] = {}
             for n in neighbours:
                 set_num_threads(args.threads)
-                before = executor.thread_runs
                 with Load(PRESETS[n]):
+                    settled = settle(fns[keys[0]])
+                    before = executor.thread_runs
                     times = blocked_median_ms(*fns.values(), repeat=args.repeat)
                     load_average = os.getloadavg()[0]
                 set_num_threads(args.threads)
@@ -101,7 +118,8 @@ def main() -> None:
                     factor = ms[k] / alone[k]
                     slowdowns[n].setdefault(k, []).append(factor)
                     cells.append(f"{ms[k]:9.2f} (x{factor:5.2f})")
-                one = f"  ({keys[0]} on 1 thread: {runs.get(1, 0)} of {sum(runs.values())} runs)"
+                one = (f"  ({keys[0]} on 1 thread: {runs.get(1, 0)} of {sum(runs.values())} runs,"
+                       f" after {settled} untimed)")  # fmt: skip
                 print(f"{n:10} {load_average:8.1f} " + " ".join(f"{c:>18}" for c in cells) + one)
                 sys.stdout.flush()
                 ours, theirs = slowdowns[n][keys[0]][-1], slowdowns[n]["onnxruntime"][-1]
