@@ -86,8 +86,7 @@ def _check(buf: np.ndarray, name: str, idx: tuple[Any, ...]) -> Any:
         if lo < 0 or (hi >= dim and not through):
             raise IndexError(f"{name}: index {i!r} out of bounds [0, {dim}) on axis {axis}")
         flat = flat * dim + i
-    lo, hi = (np.min(flat), np.max(flat)) if isinstance(flat, np.ndarray) else (flat, flat)
-    if hi >= buf.size:
+    if (np.max(flat) if isinstance(flat, np.ndarray) else flat) >= buf.size:
         raise IndexError(f"{name}: index {idx!r} out of bounds: past its {buf.size} elements")
     return flat
 
@@ -147,10 +146,10 @@ def _shared_alloc(shape: tuple[int, ...], dtype: str) -> _Shared:
     return array
 
 
-def _race(buf: _Shared, name: str, idx: tuple[Any, ...], write: bool) -> None:
+def _race(buf: _Shared, name: str, flat: Any, write: bool) -> None:
+    """`flat`: the accessed element numbers (`_check`'s)."""
     phase, me = _NOW
-    flat = np.atleast_1d(np.ravel_multi_index(tuple(np.asarray(i) for i in idx), buf.shape))
-    for f in np.unique(flat):
+    for f in np.unique(np.atleast_1d(flat)):
         w, r = buf.writer[f], buf.reader[f]
         other_write = w[0] == phase and w[1] != me
         other_read = write and r[0] == phase and (r[1] != me or r[2] == 1)
@@ -174,8 +173,7 @@ ACCESS_HOOK: list[Callable[[_Shared, tuple[Any, ...], int], None] | None] = [Non
 
 
 def _shared_access(buf: _Shared, name: str, idx: tuple[Any, ...], write: bool, site: int) -> None:
-    _check(buf, name, idx)
-    _race(buf, name, idx, write)
+    _race(buf, name, _check(buf, name, idx), write)
     hook = ACCESS_HOOK[0]
     if hook is not None:
         hook(buf, idx, site)
