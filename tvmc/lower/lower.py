@@ -145,11 +145,14 @@ class KernelLowering:
         graph = self.graph
         in_registers = {node.outputs[0], *(link.outputs[0] for link in chain)}
         shape = graph.types[node.outputs[0]].shape
-        read_at_index = {
-            name for link in chain for name in link.inputs
-            if name and name not in in_registers and graph.types[name].shape == shape
-        }  # fmt: skip
-        reads = [self.ref(name).buffer for name in sorted(read_at_index)]
+        outside = {name for link in chain for name in link.inputs
+                   if name and name not in in_registers}  # fmt: skip
+        reads = [self.ref(name).buffer for name in sorted(outside)
+                 if graph.types[name].shape == shape]  # fmt: skip
+        # at (n, c, 0, ..., q) too, where no op has an axis (a per-axis quantize on a plane axis)
+        flat = not any("axis" in link.attrs for link in chain) and all(
+            self.reads_flat_planes(name, shape) for name in outside
+        )
 
         def apply(idx: Indices, value: Expr) -> Expr:
             held = {node.outputs[0]: value}  # tensors of the epilogue: their value at idx
@@ -165,32 +168,18 @@ class KernelLowering:
                 held[link.outputs[0]] = compute(link.attrs, refs, self.out_types(link))[0](idx)
             return held[chain[-1].outputs[0]]
 
-        return Epilogue(
-            apply,
-            tuple(b for b in reads if b is not None),
-            self.reads_flat_planes(chain, in_registers, shape),
-        )
+        return Epilogue(apply, tuple(b for b in reads if b is not None), flat)
 
-    def reads_flat_planes(self, chain: list[Node], in_registers: set[str], shape: tuple) -> bool:
-        """Whether an epilogue of `chain` (output `shape`) gives the same values at a flat
-        offset through the last axis of the planes (axes 2 on) as at the position's own
-        indices: every tensor it reads is constant over the planes (broadcasting reads them at
-        0), or has the output's planes and is read from memory, where that offset is the same
-        address; and no op of it has an axis (a per-axis quantize on a plane axis)."""
-        planes = tuple(shape[2:])
-        for link in chain:
-            if "axis" in link.attrs:
-                return False
-            for name in link.inputs:
-                if not name or name in in_registers:
-                    continue
-                own = self.graph.types[name].shape
-                own = (1,) * (len(shape) - len(own)) + tuple(own)
-                if all(d == 1 for d in own[2:]):
-                    continue
-                if own[2:] != planes or name in self.plan.inlined:
-                    return False
-        return True
+    def reads_flat_planes(self, tensor: str, shape: tuple[int, ...]) -> bool:
+        """Whether an epilogue of output `shape` reads `tensor` alike at a flat offset through
+        the last axis of the planes (axes 2 on) and at the position's own indices: it is
+        constant over the planes (broadcasting reads it at 0), or has the output's planes and
+        is read from memory, where that offset is the same address."""
+        own = self.graph.types[tensor].shape
+        planes = ((1,) * (len(shape) - len(own)) + tuple(own))[2:]
+        if all(d == 1 for d in planes):
+            return True
+        return planes == tuple(shape[2:]) and tensor not in self.plan.inlined
 
     def lower_compute(self, node: Node) -> None:
         stored = [name for name in node.outputs
