@@ -173,7 +173,7 @@ def plan(
 
     pix, pix_eff = pixel_tiling(geo, lanes, *limits(DEFAULTS["pixels"]), registers)
     chn, chn_eff = channel_tiling(geo, lanes, *limits(DEFAULTS["channels"]), registers)
-    depthwise = geo.icg == 1 and geo.group > 1 and geo.ocg <= 8
+    depthwise = geo.depthwise and geo.ocg <= 8
     direct = "depthwise" if depthwise else _estimate(geo, lanes, pix, pix_eff, chn, chn_eff)
     # no schedule, or Winograd where it cannot run: the direct default
     schedule = direct if chosen is None or chosen in SCHEDULES else str(chosen)
@@ -511,7 +511,7 @@ def tiled_geometry(geo: ConvGeometry, lanes: int, registers: int) -> ConvGeometr
     56: 14 of 16 lanes, resnet50's 1x1 convs 1.14x as one row; AVX-512's 2 rows of 56 fill 7
     vectors whole either way), not a depthwise conv, whose loop reads planes row by row."""
     flat = geo.flattened()
-    if flat is geo or (geo.icg == 1 and geo.group > 1):
+    if flat is geo or geo.depthwise:
         return geo
     nv, mr = DEFAULTS["pixels"]
     filled = [pixel_tiling(g, lanes, nv, mr, registers)[1] for g in (geo, flat)]
@@ -541,8 +541,7 @@ def conv_space(op: str) -> Callable[[Attrs, list[TensorType], LoweringTarget], C
 
 
 def _space(geo: ConvGeometry, lanes: int, registers: int, winograd: bool) -> ConfigSpace:
-    depthwise = geo.icg == 1 and geo.group > 1
-    with_channels = not depthwise or geo.ocg > 8  # the template's default may pick it then
+    with_channels = not geo.depthwise or geo.ocg > 8  # the template's default may pick it then
 
     def pixels(nv: int, mr: int) -> tuple[Hashable, float, tuple[int, int]]:
         tiling, eff = pixel_tiling(geo, lanes, nv, mr, registers)
@@ -559,7 +558,7 @@ def _space(geo: ConvGeometry, lanes: int, registers: int, winograd: bool) -> Con
     pixel_tiles = _tiles(pixels, range(1, MAX_VECTORS + 1), rows, "pixels")
     plans = [["pixels", nv, mr, order, u] for nv, mr in pixel_tiles for order in ORDERS
              for u in unroll]  # fmt: skip
-    if depthwise:
+    if geo.depthwise:
         plans = [["depthwise", nv, mr, u] for nv, mr in pixel_tiles for u in unroll] + plans
     if with_channels:
 

@@ -78,6 +78,11 @@ class ConvGeometry:
         return self.channels // self.group
 
     @property
+    def depthwise(self) -> bool:
+        """One input channel per group, in several groups."""
+        return self.icg == 1 and self.group > 1
+
+    @property
     def ocg(self) -> int:
         """Output channels per group."""
         return self.out_channels // self.group
