@@ -1,8 +1,8 @@
 """`make bench`: tvmc beside onnxruntime and OpenVINO on the ONNX light models (random weights)
 and the model zoo (tests/models/zoo, its stored inputs).
 
-    .venv/bin/python benchmarks/models.py [--models light|zoo|all] [--repeat 30] [--tuned DIR]
-        [model ...]
+    .venv/bin/python benchmarks/models.py [--models light|zoo|all] [--repeat 30] [--seconds 2]
+        [--tuned DIR] [model ...]
 
 One process, same inputs, same thread count (2 by default, TVMC_NUM_THREADS to change), timed in
 alternating blocks. Per model: its family, tvmc load time, compile time, median latency of tvmc
@@ -21,8 +21,10 @@ slower than both untuned executors in every round, i.e. beyond what identical co
 With `--fixed-threads` the same untuned executor also runs with its thread count fixed
 (TVMC_ADAPTIVE_THREADS=0) in the same alternation: the default (choosing the count run by run,
 tvmc/runtime/thread_choice.py) against fixed, per model and as a geometric mean.
-Medians of `--repeat` timed runs after warm-up; the machine is shared, so compare ratios, not
-lone times.
+Medians of at least `--repeat` timed runs after warm-up, enough to span `--seconds` (2 s) per
+runtime, in blocks of at most 0.1 s (`timing_plan`): the machine is shared and its slow
+periods come and go within a second, so a short measurement's ratio depends on which runtime's
+blocks met them. Compare ratios, not lone times.
 """
 
 from __future__ import annotations
@@ -94,25 +96,60 @@ def wait_for_quiet_threads(window: float = 0.005, most: float = 0.5) -> float:
     return time.perf_counter() - start
 
 
-def blocked_times(*fns, repeat: int, rounds: int | None = None) -> list[list[list[float]]]:
+def blocked_times(
+    *fns, repeat: int = 0, rounds: int | None = None, block_runs: list[int] | None = None
+) -> list[list[list[float]]]:
     """Seconds of each run, per function and round: alternating blocks of runs (one runtime's
     thread pool never spins while the other one runs: each block starts once the threads of
     the one before have gone quiet), so that slow drifts of the machine hit all alike; the
-    rounds follow `balanced_orders` (by default one round per order)."""
+    rounds follow `balanced_orders` (by default one round per order). A block holds
+    `block_runs[i]` runs of function i, or `repeat // rounds` of each."""
     times: list[list[list[float]]] = [[] for _ in fns]
     orders = balanced_orders(len(fns))
     rounds = rounds or len(orders)
+    sizes = block_runs or [max(repeat // rounds, 1)] * len(fns)
     for r in range(rounds):
-        for fn, per_round in ((fns[i], times[i]) for i in orders[r % len(orders)]):
+        for i in orders[r % len(orders)]:
+            fn, per_round = fns[i], times[i]
             wait_for_quiet_threads()
             fn()  # warm-up after the other runtime had the cores
             block = []
-            for _ in range(max(repeat // rounds, 1)):
+            for _ in range(sizes[i]):
                 start = time.perf_counter()
                 fn()
                 block.append(time.perf_counter() - start)
             per_round.append(block)
     return times
+
+
+# The most a block of runs may last. This VM's slow periods (docs/performance.md) come and go
+# within a second: blocks of 30 runs in 6 rounds spanned 0.15 s of light_squeezenet per runtime,
+# and its ratio ranged 0.76-1.62 over six such runs; blocks under 0.1 s spanning 2 s: 0.98-1.03.
+BLOCK_SECONDS = 0.1
+
+
+def seconds_per_call(fn, calls: int = 3) -> float:
+    """The median of a few timed calls of `fn` (after one untimed)."""
+    fn()
+    spent = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        fn()
+        spent.append(time.perf_counter() - start)
+    return statistics.median(spent)
+
+
+def timing_plan(fns, repeat: int, seconds: float) -> tuple[int, list[int]]:
+    """(rounds, runs per block of each function) for `blocked_times`: each function runs at
+    least `repeat` times and for at least `seconds`, in blocks of at most BLOCK_SECONDS (one
+    run where a run is longer), so that every function meets the machine's changes alike; the
+    rounds a whole number of sets of the balanced orders."""
+    per_call = [max(seconds_per_call(fn), 1e-6) for fn in fns]
+    runs = [max(repeat, math.ceil(seconds / t)) for t in per_call]
+    wanted = max(min(n, math.ceil(n * t / BLOCK_SECONDS)) for n, t in zip(runs, per_call))
+    orders = len(balanced_orders(len(fns)))
+    rounds = math.ceil(wanted / orders) * orders
+    return rounds, [max(1, math.ceil(n / rounds)) for n in runs]
 
 
 def blocked_median_ms(*fns, repeat: int, rounds: int | None = None) -> list[float]:
@@ -188,8 +225,9 @@ def fixed_threads(executor: Executor):
 
 
 def bench_model(model: BenchModel, tmp: str, repeat: int, threads: int, tuned: str | None,
-                fixed: bool = False) -> dict:  # fmt: skip
-    """One model's row: load and compile times, medians of tvmc (and tuned), the baselines."""
+                fixed: bool = False, seconds: float = 0.0) -> dict:  # fmt: skip
+    """One model's row: load and compile times, medians of tvmc (and tuned), the baselines
+    (at least `repeat` runs each, spanning at least `seconds`: `timing_plan`)."""
     path = model.onnx_path(tmp)
     inputs = model.inputs(path)
     baselines = baseline_sessions(path, inputs, threads)
@@ -220,7 +258,8 @@ def bench_model(model: BenchModel, tmp: str, repeat: int, threads: int, tuned: s
     theirs = baselines[0]()
     error = max(relative_error(o, b()) for o in outputs for b in baselines)
 
-    times = blocked_times(*runs, *baselines, repeat=repeat)
+    rounds, block_runs = timing_plan([*runs, *baselines], repeat, seconds)
+    times = blocked_times(*runs, *baselines, rounds=rounds, block_runs=block_runs)
     medians = [statistics.median(t for block in f for t in block) * 1e3 for f in times]
     tvmc_ms, base_ms = medians[: len(runs)], medians[len(runs) :]
     fixed_ms = tvmc_ms.pop() if fixed else None
@@ -233,12 +272,20 @@ def bench_model(model: BenchModel, tmp: str, repeat: int, threads: int, tuned: s
         "ov_ms": base_ms[1] if len(base_ms) > 1 else None, "ratio": tvmc_ms[0] / best,
         "gflops": flops / tvmc_ms[0] / 1e6, "workspace_mb": p.workspace_bytes / 1e6,
         "naive_mb": p.naive_bytes / 1e6, "error": error, "tuned_ms": None, "fixed_ms": fixed_ms,
-        "one_thread_runs": executor.thread_runs.get(1, 0),
+        "one_thread_runs": executor.thread_runs.get(1, 0), "rounds": rounds,
     }  # fmt: skip
     if len(tvmc_ms) > 1:
-        row.update(tuned_comparison(*times[:3]), tuned_ms=tvmc_ms[1],
+        groups = len(balanced_orders(len(times)))  # as many as the rounds of a short run
+        row.update(tuned_comparison(*(regrouped(t, groups) for t in times[:3])), tuned_ms=tvmc_ms[1],
                    tuned_ratio=tvmc_ms[1] / best, speedup=tvmc_ms[0] / tvmc_ms[1])  # fmt: skip
     return row
+
+
+def regrouped(blocks: list[list[float]], groups: int) -> list[list[float]]:
+    """Consecutive blocks merged into about `groups` (`timing_plan`'s many short rounds judged
+    as the rounds of a short run were: "slower in every round" of 40 would need luck)."""
+    size = max(1, len(blocks) // groups)
+    return [[t for b in blocks[i : i + size] for t in b] for i in range(0, len(blocks), size)]
 
 
 def tuned_comparison(untuned, tuned, control) -> dict:
@@ -326,7 +373,10 @@ def main() -> None:
     )
     parser.add_argument("--models", choices=SUITES, default="all",
                         help="light: the ONNX light models; zoo: tests/models/zoo")  # fmt: skip
-    parser.add_argument("--repeat", type=int, default=30, help="timed runs per runtime")
+    parser.add_argument("--repeat", type=int, default=30, help="timed runs per runtime, at least")
+    parser.add_argument("--seconds", type=float, default=2.0,
+                        help="the timed runs of each runtime span at least this long, in blocks "
+                             f"of at most {BLOCK_SECONDS} s")  # fmt: skip
     parser.add_argument("--tuned", metavar="DIR", help="records DIR/<model>.json to compare")
     parser.add_argument(
         "--fixed-threads",
@@ -338,7 +388,9 @@ def main() -> None:
     threads = num_threads()
     peak, source = peak_gflops(threads)
     ov = openvino_version()
-    print(f"threads: {threads}; times are medians of {args.repeat} runs; "
+    print(f"threads: {threads}; times are medians of at least {args.repeat} runs spanning "
+          f"at least {args.seconds:g} s per runtime, in alternating blocks of at most "
+          f"{BLOCK_SECONDS:g} s; "
           f"peak {peak:.0f} GFLOP/s ({source}); OpenVINO {ov or 'not installed'}; "
           f"load average {os.getloadavg()[0]:.1f}; "
           "ratio: tvmc / the faster of onnxruntime and OpenVINO")  # fmt: skip
@@ -358,7 +410,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for model in models:
             try:
-                r = bench_model(model, tmp, args.repeat, threads, args.tuned, args.fixed_threads)
+                r = bench_model(model, tmp, args.repeat, threads, args.tuned, args.fixed_threads,
+                                args.seconds)  # fmt: skip
             except LeftOut as why:
                 left_out.append((model.name, str(why)))
                 print(f"{model.name:20} left out: {why}")

@@ -37,3 +37,34 @@ def test_tuned_faster_is_not_flagged():
         untuned=rounds(10, 10), tuned=rounds(9, 9), control=rounds(10, 10)
     )
     assert not verdict["slower"] and verdict["noise"] == 0
+
+
+def test_a_timing_plan_spans_the_seconds_in_short_balanced_blocks(monkeypatch):
+    """Each runtime runs `repeat` times at least and spans `seconds`; a block of any lasts at
+    most BLOCK_SECONDS (one run where a run is longer); rounds come in whole sets of the
+    balanced orders; a slow runtime beside a fast one is not run for the fast one's count."""
+    per_call = {"fast": 0.001, "slow": 0.02, "slower": 0.5}
+    monkeypatch.setattr(models, "seconds_per_call", lambda fn: per_call[fn])
+    for fns in (["fast", "slow"], ["slower", "slow", "fast"], ["fast", "fast", "fast"]):
+        rounds, sizes = models.timing_plan(fns, repeat=30, seconds=2.0)
+        assert rounds % len(models.balanced_orders(len(fns))) == 0
+        for fn, size in zip(fns, sizes):
+            assert rounds * size >= 30 and rounds * size * per_call[fn] >= 2.0
+            assert size == 1 or size * per_call[fn] <= models.BLOCK_SECONDS * 1.01
+            assert rounds * size * per_call[fn] <= max(4.0, 2 * 30 * per_call[fn])
+
+
+def test_blocks_hold_each_functions_own_count_of_runs():
+    calls = {"a": 0, "b": 0}
+    fns = [lambda: calls.__setitem__("a", calls["a"] + 1),
+           lambda: calls.__setitem__("b", calls["b"] + 1)]  # fmt: skip
+    times = models.blocked_times(*fns, rounds=4, block_runs=[3, 1])
+    assert [len(b) for b in times[0]] == [3] * 4 and [len(b) for b in times[1]] == [1] * 4
+    assert calls == {"a": 4 * (3 + 1), "b": 4 * (1 + 1)}  # each block after one untimed run
+
+
+def test_regrouped_merges_consecutive_blocks():
+    blocks = [[float(i)] for i in range(12)]
+    assert models.regrouped(blocks, 6) == [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0], [6.0, 7.0],
+                                           [8.0, 9.0], [10.0, 11.0]]  # fmt: skip
+    assert models.regrouped(blocks[:3], 6) == [[0.0], [1.0], [2.0]]
