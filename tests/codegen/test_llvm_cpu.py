@@ -22,8 +22,10 @@ from tvmc.kernel import (
     Buffer,
     Kernel,
     KernelIRError,
+    Shuffle,
     allocate,
     if_then_else,
+    interleave,
     interpret,
     loop,
     ramp,
@@ -193,6 +195,38 @@ def test_strided_vector_loads_read_their_span_once(stride):
     yv = np.zeros(lanes, np.float32)
     load_jit(artifact).run("strided", xv, yv)
     np.testing.assert_array_equal(yv, xv[::stride] * 2.0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32"])
+@pytest.mark.parametrize("count,lanes", [(2, 16), (3, 8), (4, 16), (4, 1)])
+def test_interleaved_vectors_store_as_one(count, lanes, dtype):
+    """`interleave` of k vectors, stored contiguously, writes what k stores of stride k would
+    (the Winograd output transform's tile rows); a Shuffle picking lanes back de-interleaves.
+    Compiled, interpreted and numpy agree; narrow types move as bits."""
+    x, y = Buffer("X", (count, lanes), dtype), Buffer("Y", (count * lanes,), dtype)
+    z = Buffer("Z", (count * lanes,), dtype)
+    vectors = [x[(j, ramp(0, lanes) if lanes > 1 else 0)] for j in range(count)]
+    mixed = interleave(vectors)
+    back = Shuffle((mixed,), tuple(k * count + j for j in range(count) for k in range(lanes)))
+    body = seq(y.store(ramp(0, count * lanes), mixed), z.store(ramp(0, count * lanes), back))
+    k = Kernel("interleaved", (x, y, z), body)
+    xv = np.arange(count * lanes).reshape(count, lanes).astype(dtype)
+    got = [np.zeros(count * lanes, dtype) for _ in range(2)]
+    load_jit(emit_cpu([k])).run("interleaved", xv, *got)
+    want = [xv.T.reshape(-1), xv.reshape(-1)]
+    oracle = [np.zeros(count * lanes, dtype) for _ in range(2)]
+    interpret(k, xv.copy(), *oracle)
+    for a, b, c in zip(got, oracle, want):
+        np.testing.assert_array_equal(a, c)
+        np.testing.assert_array_equal(b, c)
+
+
+def test_a_one_lane_shuffle_is_a_scalar():
+    x, y = Buffer("X", (8,)), Buffer("Y", (1,))
+    body = y.store(0, Shuffle((x[ramp(0, 8)],), (5,)) + 1.0)
+    xv, yv = np.arange(8, dtype=np.float32), np.zeros(1, np.float32)
+    load_jit(emit_cpu([Kernel("pick", (x, y), body)])).run("pick", xv, yv)
+    assert yv[0] == 6.0
 
 
 def test_loads_at_computed_offsets_are_one_gather():

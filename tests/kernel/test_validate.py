@@ -13,6 +13,7 @@ from tvmc.kernel import (
     Kernel,
     KernelIRError,
     Let,
+    Shuffle,
     Store,
     Var,
     loop,
@@ -73,6 +74,16 @@ def test_let_type_and_vector_lane_checks():
         validate(_kernel(Let(x, IntImm(1), Store(C, (0,), A[0]))))
     with pytest.raises(KernelIRError, match="storing 8 lanes through a 16-lane index"):
         validate(_kernel(Store(C, (ramp(0, 16),), A[ramp(0, 8)])))
+
+
+def test_shuffle_rules():
+    eight, sixteen = A[ramp(0, 8)], A[ramp(0, 16)]
+    with pytest.raises(KernelIRError, match="vectors of one dtype and lanes"):
+        validate(_kernel(C.store(ramp(0, 16), Shuffle((eight, A[ramp(8, 4)]), tuple(range(16))))))
+    with pytest.raises(KernelIRError, match="picks outside its 16 lanes"):
+        validate(_kernel(C.store(ramp(0, 16), Shuffle((eight, eight), (*range(15), 16)))))
+    ok = Shuffle((sixteen,), tuple(reversed(range(16))))
+    validate(_kernel(C.store(ramp(0, 16), ok)))
 
 
 def test_loop_kind_rules():

@@ -56,6 +56,7 @@ from tvmc.kernel import (
     Select,
     ShiftLeft,
     ShiftRight,
+    Shuffle,
     Sub,
     Var,
     is_float,
@@ -218,6 +219,28 @@ class ExprLowering(Visitor):
 
     def visit_Broadcast(self, e: Broadcast) -> ir.Value:
         return self.widen(self.expr(e.value), e.lanes)
+
+    def visit_Shuffle(self, e: Shuffle) -> ir.Value:
+        """The vectors joined pairwise (shufflevector takes two), then one pick of lanes; LLVM
+        folds the joins into the shuffles the target has."""
+        values = [self.expr(v) for v in e.vectors]
+        i32 = ir.IntType(32)
+        if e.vectors[0].lanes == 1:  # scalars: inserted lane by lane
+            out: ir.Value = ir.Constant(ir.VectorType(values[0].type, e.lanes), ir.Undefined)
+            for lane, pick in enumerate(e.picks):
+                out = self.b.insert_element(out, values[pick], ir.Constant(I64, lane))
+            return out
+        while len(values) > 1:
+            if len(values) % 2:
+                values.append(ir.Constant(values[0].type, ir.Undefined))
+            width = 2 * lanes_of(values[0].type)
+            both = ir.Constant(ir.VectorType(i32, width), list(range(width)))
+            values = [self.b.shuffle_vector(values[k], values[k + 1], both)
+                      for k in range(0, len(values), 2)]  # fmt: skip
+        if e.lanes == 1:  # one lane is a scalar, as everywhere else in the lowering
+            return self.b.extract_element(values[0], ir.Constant(I64, e.picks[0]))
+        picks = ir.Constant(ir.VectorType(i32, e.lanes), list(e.picks))
+        return self.b.shuffle_vector(values[0], ir.Constant(values[0].type, ir.Undefined), picks)
 
     def generic_visit(self, node: object) -> ir.Value:
         kind = "expression" if isinstance(node, Expr) else "statement"

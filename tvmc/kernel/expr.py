@@ -491,6 +491,21 @@ class Broadcast(Expr):
         _derive(self, _dtype(self.value), self.lanes)
 
 
+@dataclass(frozen=True)
+class Shuffle(Expr):
+    """Lanes `picks` of `vectors` laid end to end (all of one dtype and lanes): LLVM's
+    shufflevector over any count of vectors; `intrin.interleave` builds the common one. (A
+    GPU's WarpShuffle statement moves values between threads; this moves lanes of one.)"""
+
+    vectors: tuple[Expr, ...]
+    picks: tuple[int, ...]
+    child_fields = ("vectors",)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "picks", tuple(int(p) for p in self.picks))
+        _derive(self, _dtype(self.vectors[0]) if self.vectors else "?", len(self.picks))
+
+
 # Intrinsics: name -> (number of args, float only, reduces lanes to 1). CIRCULAR: the
 # trigonometric and hyperbolic functions and their inverses.
 CIRCULAR = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh")

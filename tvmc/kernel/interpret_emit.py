@@ -41,6 +41,7 @@ from tvmc.kernel.expr import (
     Select,
     ShiftLeft,
     ShiftRight,
+    Shuffle,
     Sub,
     Var,
     is_float,
@@ -354,6 +355,10 @@ class PythonEmitter(Visitor):
         native_int = is_int(e.dtype) and not is_narrow(e.dtype)  # narrow ones: their own type
         dt = "int64" if native_int else e.dtype
         return f"np.full({e.lanes}, {self.expr(e.value)}, {dt!r})"
+
+    def visit_Shuffle(self, e: Shuffle) -> str:
+        vectors = ", ".join(f"np.atleast_1d({self.expr(v)})" for v in e.vectors)
+        return f"np.concatenate(({vectors},))[{self.const(list(e.picks))}]"
 
     def visit_Call(self, e: Call) -> str:
         args = ", ".join(self.expr(a) for a in e.args)

@@ -13,6 +13,7 @@ from tvmc.kernel.expr import (
     Min,
     Ramp,
     Select,
+    Shuffle,
     as_expr,
     coerce_pair,
     is_float,
@@ -28,6 +29,15 @@ def ramp(base: ExprLike, lanes: int, stride: ExprLike = 1) -> Ramp:
 def broadcast(value: ExprLike, lanes: int, dtype: str = "float32") -> Broadcast:
     """`value` repeated over `lanes` (Python numbers become literals of `dtype`)."""
     return Broadcast(as_expr(value, dtype), int(lanes))
+
+
+def interleave(vectors: list[Expr] | tuple[Expr, ...]) -> Shuffle:
+    """`[a0, b0, c0, a1, b1, c1, ...]` of vectors a, b, c...: k vectors of n lanes as one of k*n,
+    whose contiguous store writes what k stores of stride k from consecutive bases would (a
+    Winograd tile row: 4 stores of stride 4 lane by lane against 4 vector stores)."""
+    vs = tuple(vectors)
+    k, n = len(vs), vs[0].lanes
+    return Shuffle(vs, tuple((lane % k) * n + lane // k for lane in range(k * n)))
 
 
 def select(cond: Expr, t: ExprLike, f: ExprLike) -> Select:

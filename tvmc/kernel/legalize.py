@@ -32,6 +32,7 @@ from tvmc.kernel.expr import (
     IntImm,
     Reinterpret,
     Select,
+    Shuffle,
     const,
 )
 from tvmc.kernel.floatbits import convert, literal_array, narrow_literal
@@ -141,6 +142,11 @@ class _Legalizer(Visitor):
     def visit_Reinterpret(self, e: Reinterpret) -> Expr:
         if is_narrow(e.value.dtype):  # the operand's bits, rounded to its type if computed wide
             return Reinterpret(e.dtype, self.bits(e.value))
+        return self.rebuilt(e)
+
+    def visit_Shuffle(self, e: Shuffle) -> Expr:
+        if is_narrow(e.dtype):  # lanes move as they are: narrow ones as their bits
+            return replace(e, vectors=tuple(self.bits(v) for v in e.vectors))
         return self.rebuilt(e)
 
     def visit_Broadcast(self, e: Broadcast) -> Expr:

@@ -31,6 +31,7 @@ from tvmc.kernel.expr import (
     Select,
     ShiftLeft,
     ShiftRight,
+    Shuffle,
     Sub,
     Var,
 )
@@ -154,6 +155,10 @@ class _ExprPrinter(Visitor):
 
     def visit_Call(self, e: Call) -> str:
         return f"{e.name}({', '.join(self.expr(a, 0) for a in e.args)})"
+
+    def visit_Shuffle(self, e: Shuffle) -> str:
+        vectors = ", ".join(self.expr(v, 0) for v in e.vectors)
+        return f"shuffle([{vectors}], {list(e.picks)})"
 
 
 def _type(dtype: str, lanes: int) -> str:

@@ -29,6 +29,7 @@ from tvmc.kernel.expr import (
     Ramp,
     Reinterpret,
     Select,
+    Shuffle,
     Var,
     check_dtype,
     is_float,
@@ -272,6 +273,14 @@ class _Checker(Visitor):
     def visit_Broadcast(self, e: Broadcast, scope: _Scope) -> None:
         if self.expr(e.value, scope).lanes != 1:
             raise self.fail(f"broadcast of a vector: {expr_str(e)}")
+
+    def visit_Shuffle(self, e: Shuffle, scope: _Scope) -> None:
+        vectors = [self.expr(v, scope) for v in e.vectors]
+        if not vectors or len({(v.dtype, v.lanes) for v in vectors}) > 1:
+            raise self.fail(f"a shuffle takes vectors of one dtype and lanes: {expr_str(e)}")
+        total = len(vectors) * vectors[0].lanes
+        if not e.picks or any(not 0 <= p < total for p in e.picks):
+            raise self.fail(f"shuffle picks outside its {total} lanes: {expr_str(e)}")
 
     def visit_Call(self, e: Call, scope: _Scope) -> None:
         if e.name not in INTRINSICS:

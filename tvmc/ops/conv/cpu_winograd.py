@@ -40,12 +40,14 @@ from tvmc.kernel import (
     Buffer,
     Expr,
     Kernel,
+    Shuffle,
     Stmt,
     Var,
     allocate,
     broadcast,
     const,
     if_then_else,
+    interleave,
     let,
     loop,
     minimum,
@@ -232,6 +234,20 @@ def over_tiles(lay: WinogradLayout, body) -> Stmt:
                 lambda ci: let("p0", minimum(ci * n, lay.tiles - n), body))  # fmt: skip
 
 
+def deinterleaved(s: Buffer, start: Expr, lay: WinogradLayout) -> list[Expr]:
+    """Row i of n consecutive tiles from strip row i at `start`: alpha vectors of n lanes, the
+    j-th holding column j of each tile (positions start + j + m * lane). Two contiguous loads of
+    n * m floats (at 0 and at alpha - m, columns 0..m-1 and the rest) and a pick of lanes from
+    one of them each, instead of alpha loads of stride m that span (n - 1) * m + 1 floats."""
+    m, n, a = lay.m, lay.vector, lay.alpha
+    near, far = s[ramp(start, n * m)], s[ramp(start + (a - m), n * m)]
+    return [
+        Shuffle((near,), tuple(j + m * lane for lane in range(n))) if j < m
+        else Shuffle((far,), tuple(j - (a - m) + m * lane for lane in range(n)))
+        for j in range(a)
+    ]  # fmt: skip
+
+
 def input_kernel_body(lay: WinogradLayout, x: Buffer, v: Buffer, parallel: bool) -> Stmt:
     """V[t, c, n * tiles + p] = (B^T d B)[t] of tile p of channel (n, c), per (n, c)."""
     geo, a, m, n = lay.geo, lay.alpha, lay.m, lay.vector
@@ -247,7 +263,7 @@ def input_kernel_body(lay: WinogradLayout, x: Buffer, v: Buffer, parallel: bool)
             return fill_row(tiled, x, nb, c, s, base, (0, 0), (ty * m + i,), lay.lanes)
 
         def tiles(p0: Var) -> Stmt:
-            d = [[s[ramp(p0 * m + (i * strip + j), n, m)] for j in range(a)] for i in range(a)]
+            d = [deinterleaved(s, p0 * m + i * strip, lay) for i in range(a)]
             out = two_sided(bt, d, n)
             col = ramp(nb * lay.tiles + p0, n)
             return seq(*(v.store((i * a + j, c, col), out[i][j])
@@ -298,8 +314,10 @@ def output_kernel_body(
             col = ramp(nb * lay.tiles + p0, n)
             d = [[mm[i * a + j, k, col] for j in range(a)] for i in range(a)]
             y = two_sided(at_, d, n)
-            return seq(*(s.store(ramp(p0 * m + (i * strip + j), n, m), y[i][j])
-                         for i in range(m) for j in range(m)))  # fmt: skip
+            # tile row i of n tiles is n * m contiguous floats of strip i: one store of the
+            # row's m vectors interleaved, not m stores of stride m lane by lane
+            return seq(*(s.store(ramp(p0 * m + i * strip, n * m), interleave(y[i]))
+                         for i in range(m)))  # fmt: skip
 
         def row(r: Var) -> Stmt:
             base = (r % m) * strip + (r // m) * lay.pitch
