@@ -140,6 +140,34 @@ def test_pointwise_conv_tiles_run_across_rows_where_the_epilogue_allows(rng, oth
         np.testing.assert_allclose(got["y"], want["y"], rtol=1e-5, atol=1e-5, err_msg=target)
 
 
+def test_strided_pointwise_conv_tiles_read_the_compact_planes_as_one_row(rng):
+    """A 1x1 stride-2 conv's input transform keeps every other row and column: 11 x 13 compact
+    planes, which its tiles read as one row of 143 (`ConvGeometry.flattened`), the residual
+    add and Relu fused at the same flat positions."""
+    w = (rng.standard_normal((16, 8, 1, 1)) * 0.3).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], strides=[2, 2]),
+        helper.make_node("Add", ["c", "r"], ["s"]),
+        helper.make_node("Relu", ["s"], ["y"]),
+    ]
+    model = model_of(nodes, [("x", [1, 8, 22, 26]), ("r", [1, 16, 11, 13])], ["y"], [("w", w)])
+    feeds = {"x": rng.standard_normal((1, 8, 22, 26)).astype(np.float32),
+             "r": rng.standard_normal((1, 16, 11, 13)).astype(np.float32)}  # fmt: skip
+    graph = run_passes(convert_model(model), IMPORT_PIPELINE)
+    conv = next(n for n in graph.nodes if n.op == "Conv")
+    types = [graph.types[name] for name in conv.inputs]
+    avx2 = ["llvm -mcpu=znver3"] if CPUTarget.host().vector_bits >= 256 else []
+    for target in ["llvm -mcpu=skylake-avx512", *avx2]:
+        lowering = LoweringTarget.of_cpu(CPUTarget.parse(target), 2)
+        geo = geometry_of("Conv", conv.attrs, types, lowering)
+        assert geo.out_shape == (143,) and geo.transformed_from is not None
+        assert geo.transformed_from.strides == (2, 2)
+        if target.endswith("avx512") and CPUTarget.host().vector_bits < 512:
+            continue  # AVX-512 code does not run here
+        result, got, want = compile_and_run(model, feeds, target=target)
+        np.testing.assert_allclose(got["y"], want["y"], rtol=1e-5, atol=1e-5, err_msg=target)
+
+
 @pytest.mark.parametrize("jit", [False, True])
 def test_parallel_codegen_merges_into_one_object(rng, jit):
     """Enough kernels to compile in two processes; the merged object loads both ways."""

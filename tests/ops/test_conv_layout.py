@@ -56,8 +56,13 @@ def test_only_a_pointwise_conv_reads_its_planes_as_one_row():
     assert _geometry(1, 1, 0, (2, 3, 4)).flattened().out_shape == (24,)  # every plane axis
     for other in (
         _geometry(3, 1, 1),
-        _geometry(1, 2, 0),
         _geometry(1, 1, 1),
         _geometry(1, 1, 0, (9,)),
     ):
-        assert other.flattened() is other  # 3x3, strided, padded, already one axis
+        assert other.flattened() is other  # 3x3, padded, already one axis
+    # strided: the transform's compact planes (the output's shape) as one row
+    strided = _geometry(1, 2, 0)
+    flat = strided.flattened()
+    assert (flat.in_shape, flat.out_shape, flat.plane) == ((12,), (12,), (12,))
+    assert flat.transformed_from is strided and not strided.is_identity
+    assert flat.channel_stride == strided.channel_stride == 12

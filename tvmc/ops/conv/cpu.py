@@ -326,7 +326,9 @@ def conv_lowering(
     # in place, the last plane's last tiles read past the input's end: where the lowering allows
     past_end = (reads_end - cs) * x_buf.itemsize
     readable = past_end <= 0 or ctx.may_read_past_end(x_buf, past_end)
-    if geo.is_identity and p.in_place and readable:
+    source = geo.transformed_from or geo  # the conv the input transform reads
+    assert source.channel_stride == cs, "a flat conv reads its source's planes as they are"
+    if source.is_identity and p.in_place and readable:
         rank = x_buf.ndim
 
         def load(off: Expr, w: int) -> Expr:  # a flat offset through the last axis (row-major)
@@ -341,7 +343,7 @@ def conv_lowering(
         xt = ctx.temp((size,), x_buf.dtype, "x")
         slack = vector_range(planes * cs, size, lanes, lambda i: xt.store(i, const(0, xt.dtype)))
         split = parallel and planes * cs >= PARALLEL_MIN_ELEMENTS
-        body = seq(transform_kernel_body(geo, x_buf, xt, lanes, split), slack)
+        body = seq(transform_kernel_body(source, x_buf, xt, lanes, split), slack)
         kernels.append(make_kernel(ctx.name("conv_input"), body))
         ops = operands(lambda off, w: xt[lane_index(off, w)],
                        lambda off: prefetch(xt, minimum(off, size - 1)), base, cs)  # fmt: skip

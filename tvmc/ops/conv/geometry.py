@@ -41,6 +41,9 @@ class ConvGeometry:
     pad_begin: tuple[int, ...]  # may be negative in the stuffed reading (it crops)
     upsample: tuple[int, ...]  # zeros stuffed between input elements: all 1 unless stuffed
     transposed: bool = False  # a ConvTranspose as stated
+    # the conv whose input transform this one's tiles read (a strided pointwise conv's compact
+    # planes read as one row: `flattened`); None: its own
+    transformed_from: ConvGeometry | None = None
 
     @classmethod
     def of_node(
@@ -176,17 +179,25 @@ class ConvGeometry:
         )
 
     def flattened(self) -> ConvGeometry:
-        """A pointwise conv (1x1, stride 1, unpadded) of 2 or more spatial axes as a conv over
-        one axis, its plane: input and output planes are contiguous and alike, so a tile may
-        run on through a row into the next (a position of it is a flat offset through the
-        tensors' last axis), and tiles fill their vectors whatever the rows' width (1x1 64->128
-        @55x55 as AVX2 code 1.42x on rows of 64 against 55). Other convs: unchanged."""
-        pointwise = all(k == 1 for k in self.kernel) and self.is_identity
-        if len(self.in_shape) < 2 or self.transposed or not pointwise:
+        """A pointwise conv (1x1, unpadded) of 2 or more spatial axes as a conv over one axis,
+        its plane: a tile may then run on through a row into the next (a position of it is a
+        flat offset through the tensors' last axis), and tiles fill their vectors whatever the
+        rows' width (1x1 64->128 @55x55 as AVX2 code 1.42x on rows of 64 against 55). Stride
+        1: input and output planes are contiguous and alike. A larger stride: the input
+        transform's planes are (each holds the positions the outputs read, `plane` = the output
+        shape), so the flat conv reads them (`transformed_from`). Other convs: unchanged."""
+        pointwise = all(k == 1 for k in self.kernel) and not any(self.pad_begin)
+        if (
+            len(self.in_shape) < 2
+            or self.transposed
+            or not pointwise
+            or self.upsample != (1,) * len(self.kernel)
+        ):
             return self
-        one, size = (1,), math.prod(self.in_shape)
-        return replace(self, in_shape=(size,), kernel=one, out_shape=(size,), strides=one,
+        one, size = (1,), math.prod(self.out_shape)
+        flat = replace(self, in_shape=(size,), kernel=one, out_shape=(size,), strides=one,
                        dilations=one, pad_begin=(0,), upsample=one)  # fmt: skip
+        return flat if self.is_identity else replace(flat, transformed_from=self)
 
     def out_position(self, lead: tuple[Expr, ...]) -> Expr:
         """Plane position of the first pixel of the output row with leading indices `lead`."""
