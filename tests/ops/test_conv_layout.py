@@ -8,6 +8,7 @@ import pytest
 from tvmc.codegen import emit_cpu, load_jit
 from tvmc.kernel import MAX_SPAN_STRIDE, Buffer, For, Kernel, Load, interpret
 from tvmc.kernel.visitor import post_order
+from tvmc.ops.conv.cpu import tiled_geometry
 from tvmc.ops.conv.cpu_layout import transform_kernel_body
 from tvmc.ops.conv.geometry import ConvGeometry
 
@@ -66,3 +67,18 @@ def test_only_a_pointwise_conv_reads_its_planes_as_one_row():
     assert (flat.in_shape, flat.out_shape, flat.plane) == ((12,), (12,), (12,))
     assert flat.transformed_from is strided and not strided.is_identity
     assert flat.channel_stride == strided.channel_stride == 12
+
+
+def test_the_planes_as_one_row_where_the_default_tile_fills_more_lanes_so():
+    """Pixel or channel tiles, whichever the default plan takes: AVX2's channel tile of 4
+    pixels on rows of 7 fills 7 of 8 columns, on one row of 49 49 of 52; AVX-512's of 7 pixels
+    fills rows of 7 whole, so they stay."""
+
+    def conv(cin: int, cout: int, size: int) -> ConvGeometry:
+        return ConvGeometry(1, cin, cout, 1, (size, size), (1, 1), (size, size), (1, 1),
+                            (1, 1), (0, 0), (1, 1))  # fmt: skip
+
+    seven = conv(2048, 512, 7)
+    assert tiled_geometry(seven, 8, 16).out_shape == (49,)  # AVX2
+    assert tiled_geometry(seven, 16, 32) is seven  # AVX-512
+    assert tiled_geometry(conv(64, 256, 56), 16, 32).out_shape == (56, 56)  # 2 rows fill 7 vectors
