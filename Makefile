@@ -36,7 +36,7 @@ test-fast: $(STAMP)  ## the test suite without slow model-level tests
 fuzz: $(STAMP)  ## a long fuzz campaign of tvmc commands; summary and findings in fuzz-out/
 	$(BIN)/python -m tests.fuzz.campaign
 
-# BENCH_ARGS: e.g. "--models light", "--repeat 60", or model names.
+# BENCH_ARGS: e.g. "--models light", "--repeat 60", "--seconds 4" (each runtime's timed span), or names.
 bench: $(STAMP)  ## tvmc beside onnxruntime and OpenVINO on the light and zoo models: ratios, targets
 	$(BIN)/python benchmarks/models.py $(BENCH_ARGS)
 
