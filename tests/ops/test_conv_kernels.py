@@ -510,7 +510,7 @@ def default_plan(x_shape, w_shape, attrs, constant_weights=False):
     [
         # weights many times the input: channels_outer, for channels and for pixels tiles
         ((1, 32, 7, 7), (400, 32, 3, 3), {"pads": [1, 1, 1, 1]}, "channels", "channels_outer"),
-        ((1, 256, 14, 14), (400, 256, 1, 1), {"strides": [2, 2]}, "pixels", "channels_outer"),
+        ((1, 256, 16, 16), (400, 256, 1, 1), {"strides": [2, 2]}, "pixels", "channels_outer"),
         # input larger than the weights, 40 channels in blocks of 6: pixels_outer
         ((1, 16, 30, 30), (40, 16, 3, 3), {"pads": [1, 1, 1, 1]}, "pixels", "pixels_outer"),
         # 3 input channels (fewer than the 16 lanes): pixels tiles, channels_outer
