@@ -9,6 +9,11 @@ the executor times every run. The counts form a ladder, the count set and its ha
 (16, 8, 4, 2, 1; on 2 cores 2 and 1); the chooser runs on one rung and now and then holds a
 trial against a neighbouring rung, rarely while that keeps losing clearly, soon when the times
 of the rung in use stay moved from what the last trial saw of it (a neighbour came or went).
+A change that started a trial in vain (the rung in use kept) must last twice as long to start
+the next, up to MOST_DRIFT_WINDOWS: some machines slow down for a second now and then (a VM
+whose cores' SMT siblings other guests use), and a trial every such period cost 5-14% of a
+model's median; a neighbour that stays is still followed, within a few dozen runs. On the
+full count, runs getting faster start no trial: fewer threads cannot gain from that.
 
 A trial compares fresh runs only, in alternating blocks (current, candidate, candidate,
 current), so that neither old times from another state of the machine nor a machine getting
@@ -21,7 +26,8 @@ on more threads follows runs on fewer, whichever way the trial goes, so that cos
 pair of blocks in a trial up as in a trial down (the candidate first and last put both blocks
 of a trial up behind runs on one thread, and beside busy cores it stayed on one). A
 disturbance of a few runs (another runtime's threads spinning for milliseconds after its own
-work) neither moves the median watched in two windows in a row nor wins both blocks.
+work) neither moves the median watched in two windows in a row nor wins both blocks. A switch
+needs the candidate to win both pairs of blocks, so a trial ends as soon as it lost the first.
 
 Policy constants below are ratios and run counts, not timings: nothing here depends on the
 machine. $TVMC_ADAPTIVE_THREADS=0 turns it off (every run on the count set).
@@ -34,6 +40,7 @@ from collections import deque
 WINDOW = 5  # recent runs of the rung in use whose median is watched for a change of the machine
 DRIFT = 1.3  # that median moved by this factor from the last trial's last block of the rung ...
 DRIFT_WINDOWS = 2  # ... in this many windows in a row: the machine changed, hold a trial now
+MOST_DRIFT_WINDOWS = 8  # the most that DRIFT_WINDOWS doubles to after trials it started in vain
 BLOCK_RUNS = 3  # timed runs per block of a trial
 FIRST_INTERVAL = 4  # runs before the first trial, and after a switch or a change of the machine
 CLOSE_INTERVAL = 64  # most runs between trials while the rungs tried are about as fast
@@ -70,6 +77,8 @@ class ThreadChoice:
         self._window: deque[float] = deque(maxlen=WINDOW)  # the rung in use, outside trials
         self._baseline: float | None = None  # the rung in use's first window after a trial
         self._moved_windows = 0
+        self._drift_windows = DRIFT_WINDOWS  # moved windows in a row that start a trial now
+        self._drift_trial = False  # the trial under way was started by a change of the machine
         self._interval = FIRST_INTERVAL
         self._since_trial = 0
         self._plan: list[tuple[int, bool]] = []  # the trial's runs to come: (count, timed)
@@ -95,8 +104,9 @@ class ThreadChoice:
         self._since_trial += 1
         if self._since_trial % WINDOW == 0 and len(self._window) == WINDOW:
             self._moved_windows = self._moved_windows + 1 if self._moved() else 0
-            if self._moved_windows >= DRIFT_WINDOWS:  # what the other rungs did is stale
+            if self._moved_windows >= self._drift_windows:  # what the other rungs did is stale
                 self._interval = FIRST_INTERVAL
+                self._drift_trial = True
         if self._since_trial >= self._interval:
             self._start_trial()
 
@@ -104,6 +114,9 @@ class ThreadChoice:
         median = _median(self._window)
         if self._baseline is None:
             self._baseline = median
+            return False
+        if median * DRIFT < self._baseline and self.current == self.full:
+            self._baseline = median  # faster on every thread: nothing to try, a new reference
             return False
         return median > self._baseline * DRIFT or median * DRIFT < self._baseline
 
@@ -135,14 +148,17 @@ class ThreadChoice:
                 self._plan = []  # lost clearly against the runs just before: not worth more
                 self._end_trial(switch=False, clear_loss=True)
                 return
+        if timed and threads == self._candidate and len(candidate) == BLOCK_RUNS:
+            if _median(candidate) >= _median(self._timed[self.current]):
+                self._plan = []  # lost the first pair of blocks: it cannot switch, end it here
         if not self._plan:
             current = self._timed[self.current]
             ratio = _median(candidate) / _median(current)
             pairs = [
                 (candidate[:BLOCK_RUNS], current[:BLOCK_RUNS]),
                 (candidate[BLOCK_RUNS:], current[BLOCK_RUNS:]),
-            ]  # blocks side by side
-            each = all(_median(c) < _median(k) for c, k in pairs)
+            ]  # blocks side by side (one pair where the first ended the trial)
+            each = all(_median(c) < _median(k) for c, k in pairs if c and k)
             below = SWITCH_DOWN_BELOW if self._candidate < self.current else SWITCH_UP_BELOW
             self._end_trial(switch=ratio < below and each, clear_loss=ratio > CLEAR_LOSS)
 
@@ -150,7 +166,11 @@ class ThreadChoice:
         if switch:
             self.current = self._candidate
             self._interval = FIRST_INTERVAL
-        else:  # kept: try half as often, up to a bound that depends on how far behind
+            self._drift_windows = DRIFT_WINDOWS
+        elif self._drift_trial:  # the machine's change was not one that favours another rung
+            self._drift_windows = min(self._drift_windows * 2, MOST_DRIFT_WINDOWS)
+        self._drift_trial = False
+        if not switch:  # kept: try half as often, up to a bound that depends on how far behind
             bound = MAX_INTERVAL if clear_loss else CLOSE_INTERVAL
             self._interval = min(self._interval * 2, max(bound, self._interval // 2))
         # the rung now in use as the trial last saw it: a machine that changes right after the
