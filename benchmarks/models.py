@@ -152,9 +152,16 @@ def timing_plan(fns, repeat: int, seconds: float) -> tuple[int, list[int]]:
     return rounds, [max(1, math.ceil(n / rounds)) for n in runs]
 
 
-def blocked_median_ms(*fns, repeat: int, rounds: int | None = None) -> list[float]:
-    """Median milliseconds of each, timed in alternating blocks (`blocked_times`)."""
-    times = blocked_times(*fns, repeat=repeat, rounds=rounds)
+def blocked_median_ms(
+    *fns, repeat: int, rounds: int | None = None, seconds: float = 0.0
+) -> list[float]:
+    """Median milliseconds of each, timed in alternating blocks (`blocked_times`); with
+    `seconds`, as `timing_plan` plans them (each function for at least that long)."""
+    if seconds:
+        rounds, block_runs = timing_plan(fns, repeat, seconds)
+        times = blocked_times(*fns, rounds=rounds, block_runs=block_runs)
+    else:
+        times = blocked_times(*fns, repeat=repeat, rounds=rounds)
     return [statistics.median(t for block in f for t in block) * 1e3 for f in times]
 
 

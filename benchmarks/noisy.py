@@ -6,7 +6,8 @@ default, choosing one thread while that has lately been faster (tvmc/runtime/thr
 on 2 threads always ("fixed", TVMC_ADAPTIVE_THREADS=0) and on 1 thread (the same package),
 onnxruntime and OpenVINO on 2 threads (benchmarks/baselines.py), after tvmc's default has run
 untimed beside the neighbour for a while (`settle`: the thread count it learns). Printed:
-median milliseconds and the slowdown against the same runtime alone. A summary checks what the
+median milliseconds (each runtime for at least --seconds, in blocks of at most 0.1 s, as
+`make bench` times them) and the slowdown against the same runtime alone. A summary checks what the
 thread pool promises: tvmc slows down no more than onnxruntime, and 2 threads never take longer
 than 1. `TVMC_THREAD_POOL=gomp` measures libgomp instead of tvmc's pool.
 """
@@ -32,10 +33,10 @@ from tvmc.models import LIGHT_MODELS, light_model_inputs, randomized_light_model
 
 NEIGHBOURS = ("alone", "one-core", "all-cores", "mixed")
 # Before the timed blocks under each neighbour, tvmc's default (it learns the thread count from
-# its own runs: ~10 runs to see the machine change, a trial of ~12) runs untimed this many times,
-# or for this long: the table compares each runtime as it runs beside that neighbour for a
-# while; `bursty` (a neighbour that comes and goes) measures the learning itself.
-SETTLE_RUNS, SETTLE_SECONDS = 30, 10.0
+# its own runs: 10 to 40 runs to see the machine change, a trial of up to 13) runs untimed this
+# many times, or for this long: the table compares each runtime as it runs beside that neighbour
+# for a while; `bursty` (a neighbour that comes and goes) measures the learning itself.
+SETTLE_RUNS, SETTLE_SECONDS = 60, 10.0
 DEFAULT_MODELS = ("light_squeezenet", "light_shufflenet", "light_inception_v1", "light_resnet50")
 
 
@@ -82,6 +83,8 @@ def main() -> None:
     models = f"default: {' '.join(DEFAULT_MODELS)}; any of {' '.join(LIGHT_MODELS)}"
     parser.add_argument("models", nargs="*", default=list(DEFAULT_MODELS), help=models)
     parser.add_argument("--repeat", type=int, default=12, help="timed runs per runtime and load")
+    parser.add_argument("--seconds", type=float, default=2.0,
+                        help="and timed for at least this long per runtime and load")  # fmt: skip
     parser.add_argument("--neighbours", default=",".join(NEIGHBOURS),
                         help=f"comma-separated, of {', '.join(PRESETS)}")  # fmt: skip
     parser.add_argument("--threads", type=int, default=2)
@@ -106,7 +109,8 @@ def main() -> None:
                 with Load(PRESETS[n]):
                     settled = settle(fns[keys[0]])
                     before = executor.thread_runs
-                    times = blocked_median_ms(*fns.values(), repeat=args.repeat)
+                    times = blocked_median_ms(*fns.values(), repeat=args.repeat,
+                                              seconds=args.seconds)  # fmt: skip
                     load_average = os.getloadavg()[0]
                 set_num_threads(args.threads)
                 runs = {k: v - before.get(k, 0) for k, v in executor.thread_runs.items()}

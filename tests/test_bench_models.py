@@ -68,3 +68,20 @@ def test_regrouped_merges_consecutive_blocks():
     assert models.regrouped(blocks, 6) == [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0], [6.0, 7.0],
                                            [8.0, 9.0], [10.0, 11.0]]  # fmt: skip
     assert models.regrouped(blocks[:3], 6) == [[0.0], [1.0], [2.0]]
+
+
+def test_blocked_medians_over_seconds_follow_the_timing_plan(monkeypatch):
+    """With `seconds` (the noisy-neighbour benchmark), the blocks are `timing_plan`'s."""
+    planned = []
+
+    def plan(fns, repeat, seconds):
+        planned.append((len(fns), repeat, seconds))
+        return 2, [3, 1]
+
+    monkeypatch.setattr(models, "timing_plan", plan)
+    calls = {"a": 0, "b": 0}
+    fns = [lambda: calls.__setitem__("a", calls["a"] + 1),
+           lambda: calls.__setitem__("b", calls["b"] + 1)]  # fmt: skip
+    medians = models.blocked_median_ms(*fns, repeat=30, seconds=2.0)
+    assert planned == [(2, 30, 2.0)] and len(medians) == 2
+    assert calls == {"a": 2 * (3 + 1), "b": 2 * (1 + 1)}
