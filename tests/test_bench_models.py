@@ -85,3 +85,11 @@ def test_blocked_medians_over_seconds_follow_the_timing_plan(monkeypatch):
     medians = models.blocked_median_ms(*fns, repeat=30, seconds=2.0)
     assert planned == [(2, 30, 2.0)] and len(medians) == 2
     assert calls == {"a": 2 * (3 + 1), "b": 2 * (1 + 1)}
+
+
+def test_slow_share_counts_blocks_well_above_the_runtimes_lower_quartile():
+    steady = [[1.0, 1.02], [0.98, 1.01], [1.0, 0.99], [1.03, 1.0]]
+    assert models.slow_share(steady) == 0.0
+    periods = steady + [[1.5, 1.45], [1.2, 1.25]]  # one block in a slow period, one nearly
+    assert models.slow_share(periods) == 1 / 6
+    assert models.slow_share([[1.0], [9.0]]) == 0.0  # too few runs to tell
