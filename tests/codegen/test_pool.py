@@ -3,9 +3,11 @@ switch, the build cache and the no-compiler fallback (two executors at once: tes
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -173,3 +175,36 @@ def test_jit_code_uses_the_pool():
     mod.run(ex.kernel.name, *arrays)
     np.testing.assert_allclose(arrays[-1], ex.reference(*arrays)[0], rtol=1e-6)
     assert pool.stats().loops == before + 1
+
+
+@needs_pool
+def test_each_thread_runs_its_own_range_first_and_takes_the_others_from_the_back():
+    """8 chunks on 2 threads: the caller owns 0-3, the worker 4-7. Each runs its own from the
+    front; a thread done with its own takes the other's from the back. Consecutive loops split
+    alike so give each core the same part of the data."""
+    lib = pool._library()
+    body_type = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+    lib.tvmc_parallel_for.argtypes = [body_type, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32]
+    caller, ran = threading.get_native_id(), []
+
+    def body(closure, begin, end):
+        ran.append((threading.get_native_id() == caller, begin, end))
+        time.sleep(0.004)  # releases the GIL: both threads take part
+
+    callback = body_type(body)
+    for _ in range(3):
+        ran.clear()
+        lib.tvmc_parallel_for(callback, None, 8, 2)
+        assert sorted((b, e) for _, b, e in ran) == [(i, i + 1) for i in range(8)]
+        for by_caller, own in ((True, range(0, 4)), (False, range(4, 8))):
+            order = [b for who, b, _ in ran if who == by_caller]
+            from_own = [b for b in order if b in own]
+            taken = [b for b in order if b not in own]
+            assert from_own == list(own)[: len(from_own)]  # its own range, from the front
+            other = [b for b in range(8) if b not in own]
+            assert taken == other[::-1][: len(taken)]  # the other's, from the back
+    time.sleep(0.05)  # the worker has gone to sleep: woken, it first sleeps the delay
+    pool.set_worker_delay(200_000)  # a late worker: the caller takes the worker's range too
+    ran.clear()
+    lib.tvmc_parallel_for(callback, None, 8, 2)
+    assert [b for _, b, _ in ran] == [0, 1, 2, 3, 7, 6, 5, 4]

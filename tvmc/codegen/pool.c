@@ -3,15 +3,20 @@
  * tvmc_parallel_for(body, closure, extent, nthreads) runs body(closure, begin, end) over chunks
  * covering [0, extent). Built for a machine shared with other work:
  * - the calling thread works too, and starts at once instead of waiting for workers to wake;
- * - chunks are claimed dynamically from one atomic ticket, so a worker that wakes late finds
- *   nothing left instead of holding everyone: the caller waits only for chunks already claimed;
+ * - chunks are claimed dynamically, so a worker that wakes late finds nothing left instead of
+ *   holding everyone: the caller waits only for chunks already claimed;
+ * - each thread owns a contiguous range of a loop's chunks and runs it from the front before it
+ *   takes chunks from the back of the others' ranges: consecutive loops split alike give each
+ *   core the same part of the data (what it wrote, it reads back from its own cache; run-to-run
+ *   a ticket shared by all interleaved the parts, and was 2-4% slower end to end);
  * - idle workers spin for a short, bounded time (back-to-back loops of one inference reuse
  *   them hot), then sleep on a futex;
  * - one loop at a time uses the workers: a second caller (another executor on another Python
  *   thread, or a nested loop) runs its loop on its own thread instead of queueing.
- * A job's fields are written while the ticket is closed and read by workers seqlock-style: a
- * claim (a compare-and-swap on the ticket) succeeds only if the ticket is still the one whose
- * fields were read, so a late worker can never run a chunk of a job it did not read.
+ * A job's fields are written while every range is empty and read by workers seqlock-style: a
+ * claim (a compare-and-swap on a range word) succeeds only if the word still carries the
+ * generation read before the fields, so a late worker can never run a chunk of a job it did
+ * not read.
  * $TVMC_THREAD_POOL=gomp runs loops on libgomp instead (when built with -fopenmp).
  */
 #define _GNU_SOURCE
@@ -32,8 +37,6 @@ typedef void (*tvmc_body)(void *closure, int64_t begin, int64_t end);
 
 enum { MAX_WORKERS = 255, CHUNKS_PER_THREAD = 4, MAX_CHUNKS = 0xffff };
 
-/* ticket bits: generation << 32 | chunk count << 16 | next chunk; next >= count: closed */
-static _Atomic uint64_t ticket;
 static _Atomic(tvmc_body) job_body;
 static _Atomic(void *) job_closure;
 static _Atomic int64_t job_extent, job_chunk;
@@ -48,6 +51,16 @@ static int started;                     /* workers started (under grow_lock) */
 static _Atomic int sleepers;            /* workers in futex_wait on wake_word */
 static int64_t spin_ns = 100000;        /* $TVMC_POOL_SPIN_US */
 static int use_gomp;                    /* $TVMC_THREAD_POOL=gomp */
+
+/* Each participant of a job (the caller 0, workers 1..) owns a contiguous range of its chunks.
+ * A range word: generation << 32 | begin << 16 | end; empty when begin >= end. */
+typedef struct {
+  _Atomic uint64_t word;
+  char pad[64 - sizeof(uint64_t)];
+} range_slot;
+static range_slot ranges[MAX_WORKERS + 1];
+static _Atomic uint32_t job_gen;        /* the generation whose ranges are open */
+static _Atomic int32_t job_parts;       /* participants of the job: the caller and workers */
 
 /* statistics and a test hook (tvmc_pool_stats, tvmc_pool_set_worker_delay) */
 static _Atomic int64_t stat_loops, stat_caller_chunks, stat_worker_chunks, stat_join_ns,
@@ -76,20 +89,38 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-/* Claims and runs chunks of the open job until none is left; returns how many it ran. */
-static int64_t run_chunks(void) {
+static int claim(int p, uint32_t gen, int front, int64_t *chunk) {
+  for (;;) {
+    uint64_t w = atomic_load(&ranges[p].word);
+    uint32_t begin = (w >> 16) & 0xffff, end = w & 0xffff;
+    if ((uint32_t)(w >> 32) != gen || begin >= end) return 0;
+    uint64_t next = front ? w + (1u << 16) : w - 1;
+    if (atomic_compare_exchange_weak(&ranges[p].word, &w, next)) {
+      *chunk = front ? begin : end - 1;
+      return 1;
+    }
+  }
+}
+
+/* Participant p (the caller 0, workers 1..) claims and runs chunks of the open job, its own
+ * range's from the front, then the others' from the back, until none is left; how many it ran. */
+static int64_t run_chunks(int p) {
   int64_t ran = 0;
   for (;;) {
-    uint64_t t = atomic_load(&ticket);
-    uint32_t count = (t >> 16) & 0xffff, next = t & 0xffff;
-    if (next >= count) return ran;
+    uint32_t gen = atomic_load_explicit(&job_gen, memory_order_acquire);
+    int32_t parts = atomic_load_explicit(&job_parts, memory_order_relaxed);
     tvmc_body body = atomic_load_explicit(&job_body, memory_order_relaxed);
     void *closure = atomic_load_explicit(&job_closure, memory_order_relaxed);
     int64_t extent = atomic_load_explicit(&job_extent, memory_order_relaxed);
     int64_t chunk = atomic_load_explicit(&job_chunk, memory_order_relaxed);
+    uint32_t count = (uint32_t)((extent + chunk - 1) / chunk);
     atomic_thread_fence(memory_order_acquire);  /* the field reads happen before the claim */
-    if (!atomic_compare_exchange_weak(&ticket, &t, t + 1)) continue;
-    int64_t begin = (int64_t)next * chunk, end = begin + chunk < extent ? begin + chunk : extent;
+    if (p >= parts) return ran;
+    int64_t index;
+    int got = claim(p, gen, 1, &index);
+    for (int i = 1; !got && i < parts; i++) got = claim((p + i) % parts, gen, 0, &index);
+    if (!got) return ran;
+    int64_t begin = index * chunk, end = begin + chunk < extent ? begin + chunk : extent;
     body(closure, begin, end);
     ran++;
     if (atomic_fetch_add(&job_done, 1) + 1 == count && atomic_load(&caller_asleep))
@@ -116,7 +147,7 @@ static void *worker_main(void *arg) {
     if (id >= atomic_load(&job_workers)) continue;
     int64_t delay = atomic_load(&worker_delay_us);
     if (delay) usleep((useconds_t)delay);
-    int64_t ran = run_chunks();
+    int64_t ran = run_chunks(id + 1);
     if (ran) atomic_fetch_add_explicit(&stat_worker_chunks, ran, memory_order_relaxed);
   }
   return NULL;
@@ -195,22 +226,27 @@ void tvmc_parallel_for(tvmc_body body, void *closure, int64_t extent, int32_t nt
   chunks = (extent + chunk - 1) / chunk;
   if (workers > chunks - 1) workers = (int)(chunks - 1);
 
-  /* publish: close the ticket (new generation), write the fields, open it */
-  uint64_t gen = (atomic_load(&ticket) >> 32) + 1;
-  atomic_store(&ticket, gen << 32);
-  atomic_thread_fence(memory_order_release);
+  /* every range of the last job is empty (all its chunks ran), so no claim can succeed while
+   * the fields are written; then the ranges open under the new generation */
+  uint32_t gen = atomic_load(&job_gen) + 1;
+  int parts = workers + 1;
   atomic_store_explicit(&job_body, body, memory_order_relaxed);
   atomic_store_explicit(&job_closure, closure, memory_order_relaxed);
   atomic_store_explicit(&job_extent, extent, memory_order_relaxed);
   atomic_store_explicit(&job_chunk, chunk, memory_order_relaxed);
   atomic_store_explicit(&job_workers, workers, memory_order_relaxed);
+  atomic_store_explicit(&job_parts, parts, memory_order_relaxed);
   atomic_store(&job_done, 0);
-  atomic_store(&ticket, gen << 32 | (uint64_t)chunks << 16);
+  for (int p = 0; p < parts; p++) {
+    uint64_t begin = (uint64_t)(chunks * p / parts), end = (uint64_t)(chunks * (p + 1) / parts);
+    atomic_store(&ranges[p].word, (uint64_t)gen << 32 | begin << 16 | end);
+  }
+  atomic_store_explicit(&job_gen, gen, memory_order_release);
   atomic_fetch_add(&wake_word, 1);
   /* sleepers beyond job_workers may take the wake-ups, so then wake them all */
   if (atomic_load(&sleepers) > 0) futex_wake(&wake_word, workers == have ? workers : INT32_MAX);
 
-  int64_t mine = run_chunks();
+  int64_t mine = run_chunks(0);
   int64_t start = now_ns(), until = start + spin_ns;
   uint32_t done;
   while ((done = atomic_load(&job_done)) < (uint32_t)chunks) {
