@@ -7,8 +7,8 @@ on 2 threads always ("fixed", TVMC_ADAPTIVE_THREADS=0) and on 1 thread (the same
 onnxruntime and OpenVINO on 2 threads (benchmarks/baselines.py), after tvmc's default has run
 untimed beside the neighbour for a while (`settle`: the thread count it learns). Printed:
 median milliseconds (each runtime for at least --seconds, in blocks of at most 0.1 s, as
-`make bench` times them) and the slowdown against the same runtime alone. A summary checks what the
-thread pool promises: tvmc slows down no more than onnxruntime, and 2 threads never take longer
+`make bench` times them) and the slowdown against the same runtime alone. A summary checks what
+the thread pool promises: tvmc slows down no more than onnxruntime, and 2 threads never take longer
 than 1. `TVMC_THREAD_POOL=gomp` measures libgomp instead of tvmc's pool.
 """
 

@@ -10,10 +10,10 @@ the executor times every run. The counts form a ladder, the count set and its ha
 trial against a neighbouring rung, rarely while that keeps losing clearly, soon when the times
 of the rung in use stay moved from what the last trial saw of it (a neighbour came or went).
 A change that started a trial in vain (the rung in use kept) must last twice as long to start
-the next, up to MOST_DRIFT_WINDOWS: some machines slow down for a second now and then (a VM
-whose cores' SMT siblings other guests use), and a trial every such period cost 5-14% of a
-model's median; a neighbour that stays is still followed, within a few dozen runs. On the
-full count, runs getting faster start no trial: fewer threads cannot gain from that.
+the next, up to MOST_DRIFT_WINDOWS: some machines slow down for a second now and then (the
+project's shared VM), and a trial every such period cost 5-14% of a model's median; a
+neighbour that stays is still followed, within a few dozen runs. On the full count, runs
+getting faster start no trial: fewer threads cannot gain from that.
 
 A trial compares fresh runs only, in alternating blocks (current, candidate, candidate,
 current), so that neither old times from another state of the machine nor a machine getting
@@ -115,10 +115,11 @@ class ThreadChoice:
         if self._baseline is None:
             self._baseline = median
             return False
-        if median * DRIFT < self._baseline and self.current == self.full:
+        faster = median * DRIFT < self._baseline
+        if faster and self.current == self.full:
             self._baseline = median  # faster on every thread: nothing to try, a new reference
             return False
-        return median > self._baseline * DRIFT or median * DRIFT < self._baseline
+        return faster or median > self._baseline * DRIFT
 
     def _start_trial(self) -> None:
         at = self.counts.index(self.current)
@@ -167,12 +168,12 @@ class ThreadChoice:
             self.current = self._candidate
             self._interval = FIRST_INTERVAL
             self._drift_windows = DRIFT_WINDOWS
-        elif self._drift_trial:  # the machine's change was not one that favours another rung
-            self._drift_windows = min(self._drift_windows * 2, MOST_DRIFT_WINDOWS)
-        self._drift_trial = False
-        if not switch:  # kept: try half as often, up to a bound that depends on how far behind
+        else:  # kept: try half as often, up to a bound that depends on how far behind
             bound = MAX_INTERVAL if clear_loss else CLOSE_INTERVAL
             self._interval = min(self._interval * 2, max(bound, self._interval // 2))
+            if self._drift_trial:  # the machine's change was not one that favours another rung
+                self._drift_windows = min(self._drift_windows * 2, MOST_DRIFT_WINDOWS)
+        self._drift_trial = False
         # the rung now in use as the trial last saw it: a machine that changes right after the
         # trial moves the next windows away from it (a baseline taken from the first window
         # after the trial would already be the changed machine, and hide the change)
