@@ -211,11 +211,11 @@ def longest_run_of(threads: int, used: list[int]) -> int:
     return max((len(list(g)) for n, g in itertools.groupby(used) if n == threads), default=0)
 
 
-def test_fewer_threads_must_win_by_more_than_more_threads():
-    # a trial's runs on more threads pay for waking an idle core: fewer threads need 10%,
-    # more threads 5%
-    stays = simulate(ThreadChoice(2), noisy({2: 1.0, 1: 0.93}, seed=2), 400)
-    assert longest_run_of(1, stays) == 6  # trials only: 7% faster is not enough to go down
+def test_either_way_a_count_7_percent_faster_is_taken():
+    # beside one busy core light_resnet50 ran 10% faster on one thread than on two; fewer
+    # threads had to win by 10% then, and it stayed on two
+    used = simulate(ThreadChoice(2), noisy({2: 1.0, 1: 0.93}, seed=2), 400)
+    assert used[-100:].count(1) > 90
     choice = ThreadChoice(4)
     choice.current = 2  # on the middle rung; 4 threads 7% faster than 2, 1 thread slow
     used = simulate(choice, noisy({4: 0.93, 2: 1.0, 1: 2.0}, seed=3), 400)
@@ -237,6 +237,22 @@ def test_a_woken_core_settling_weighs_on_trials_up_as_on_trials_down():
         used.append(threads)
     assert used[:4] == [1, 1, 1, 1] and used[4:17] == TRIAL_UP  # switched at the first trial
     assert used[100:].count(2) / len(used[100:]) > 0.9
+
+
+def test_a_woken_core_settling_does_not_take_fewer_threads():
+    # two threads 3% faster back to back; after runs on one thread the first runs on two are
+    # slower while the woken core settles: a trial down's last block, which its medians leave
+    # out (with it, one thread won 98% of these runs)
+    rng = np.random.default_rng(0)
+    choice, used, settled = ThreadChoice(2), [], 0
+    for _ in range(2000):
+        threads = choice.next_threads()
+        settled = settled + 1 if threads == 2 else 0
+        slow = 1 + 0.8 * 0.5 ** (settled - 1)
+        seconds = (1.0 if threads == 1 else 0.97 * slow) * rng.uniform(0.95, 1.05)
+        choice.observe(threads, seconds)
+        used.append(threads)
+    assert choice.current == 2 and used.count(1) / len(used) < 0.1  # trials only
 
 
 def test_a_change_right_after_a_trial_is_noticed():

@@ -24,7 +24,9 @@ threads, and waking them is a cost that runs back to back on one count do not pa
 runs after that are still slower while the woken core settles; in this order exactly one block
 on more threads follows runs on fewer, whichever way the trial goes, so that cost weighs on one
 pair of blocks in a trial up as in a trial down (the candidate first and last put both blocks
-of a trial up behind runs on one thread, and beside busy cores it stayed on one). A
+of a trial up behind runs on one thread, and beside busy cores it stayed on one), and the
+medians that must differ by 5% leave that block out: with it, fewer threads had to win by 10%,
+and beside one busy core light_resnet50 stayed on two threads 10% slower than one. A
 disturbance of a few runs (another runtime's threads spinning for milliseconds after its own
 work) neither moves the median watched in two windows in a row nor wins both blocks. A switch
 needs the candidate to win both pairs of blocks, so a trial ends as soon as it lost the first.
@@ -47,11 +49,10 @@ CLOSE_INTERVAL = 64  # most runs between trials while the rungs tried are about 
 MAX_INTERVAL = 256  # most runs between trials while they lose clearly
 CLEAR_LOSS = 1.25  # a rung slower by this factor loses clearly (its first run ends the trial)
 # Switch when the candidate's median is under this share of the current's, and each of its
-# blocks was faster than the current's block beside it. Fewer threads must win by more: a
-# trial's runs on more threads are slower than the same count run back to back for long (after
-# runs on fewer, the idle core is woken and settles over several runs; seen on 20-us models).
-SWITCH_UP_BELOW = 0.95
-SWITCH_DOWN_BELOW = 0.9
+# blocks was faster than the current's block beside it. The medians leave out the block on more
+# threads that follows runs on fewer: after those the idle core is woken and settles over
+# several runs (seen on 20-us models), which would favour fewer threads.
+SWITCH_BELOW = 0.95
 
 
 def ladder(full: int) -> list[int]:
@@ -154,14 +155,23 @@ class ThreadChoice:
                 self._plan = []  # lost the first pair of blocks: it cannot switch, end it here
         if not self._plan:
             current = self._timed[self.current]
-            ratio = _median(candidate) / _median(current)
             pairs = [
                 (candidate[:BLOCK_RUNS], current[:BLOCK_RUNS]),
                 (candidate[BLOCK_RUNS:], current[BLOCK_RUNS:]),
             ]  # blocks side by side (one pair where the first ended the trial)
             each = all(_median(c) < _median(k) for c, k in pairs if c and k)
-            below = SWITCH_DOWN_BELOW if self._candidate < self.current else SWITCH_UP_BELOW
-            self._end_trial(switch=ratio < below and each, clear_loss=ratio > CLEAR_LOSS)
+            settled = self._settled_runs()
+            ratio = _median(settled[self._candidate]) / _median(settled[self.current])
+            self._end_trial(switch=ratio < SWITCH_BELOW and each, clear_loss=ratio > CLEAR_LOSS)
+
+    def _settled_runs(self) -> dict[int, list[float]]:
+        """The trial's timed runs per count, less the block on more threads that followed runs
+        on fewer (the second of the current count's going down, the first of the candidate's
+        going up), where the count's other block ran."""
+        more = max(self.current, self._candidate)
+        times = self._timed[more]
+        settled = times[BLOCK_RUNS:] if more == self._candidate else times[:BLOCK_RUNS]
+        return {**self._timed, more: settled or times}
 
     def _end_trial(self, switch: bool, clear_loss: bool) -> None:
         if switch:
