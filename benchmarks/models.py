@@ -8,8 +8,10 @@ One process, same inputs, same thread count (2 by default, TVMC_NUM_THREADS to c
 alternating blocks. Per model: its family, tvmc load time, compile time, median latency of tvmc
 (default schedules, no tuning), onnxruntime and OpenVINO (fp32, latency hint; its column empty
 when not installed), the ratio to the faster of the two, GFLOP/s reached and its share of the
-measured peak (tvmc.runtime.peak), and workspace bytes against the naive sum. A model that
-onnxruntime or OpenVINO cannot run is left out, with the reason. At the end: the geometric mean
+measured peak (tvmc.runtime.peak), and workspace bytes against the naive sum. Where one
+baseline cannot run a model its column is empty and the ratio is to the other (the summary says
+which models and why); a model that neither runs, or that tvmc fails on, is left out, with the
+reason. At the end: the geometric mean
 of the ratios over all models and per family, the worst model, and the issue's targets.
 With `--tuned DIR` (records from benchmarks/tune_models.py, DIR/<model>.json) tvmc also runs
 compiled with those records, in the same alternation, beside a control: a second executor of the
@@ -40,6 +42,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 
 import numpy as np
 from baselines import onnxruntime_session, openvino_session, openvino_version
@@ -181,7 +184,7 @@ def compiled_executor(graph, options: CompileOptions, inputs: list[np.ndarray], 
 
 
 class LeftOut(Exception):
-    """A model a baseline cannot run (or tvmc fails on): the bench leaves it out, saying why."""
+    """A model no baseline can run (or tvmc fails on): the bench leaves it out, saying why."""
 
 
 def gist(exc: Exception) -> str:
@@ -193,19 +196,26 @@ def gist(exc: Exception) -> str:
     return (lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}")[:240]
 
 
-def baseline_sessions(path: str, inputs: dict[str, np.ndarray], threads: int) -> list:
-    """onnxruntime's and (when installed) OpenVINO's sessions, each run once; LeftOut when one
-    cannot load or run the model."""
-    sessions = []
-    for name, make in (("onnxruntime", onnxruntime_session), ("OpenVINO", openvino_session)):
+BASELINES = ("onnxruntime", "OpenVINO")
+
+
+def baseline_sessions(
+    path: str, inputs: dict[str, np.ndarray], threads: int
+) -> tuple[dict[str, Callable], list[str]]:
+    """The sessions of onnxruntime and (when installed) OpenVINO that load and run the model
+    (each run once), by name, and why each other one cannot; LeftOut when none can."""
+    sessions, gaps = {}, []
+    for name, make in zip(BASELINES, (onnxruntime_session, openvino_session)):
         try:
             session = make(path, inputs, threads)
             if session is not None:
                 session()
-                sessions.append(session)
+                sessions[name] = session
         except Exception as exc:  # each runtime raises its own types
-            raise LeftOut(f"{name} cannot run it: {type(exc).__name__}: {gist(exc)}") from exc
-    return sessions
+            gaps.append(f"{name} cannot run it: {type(exc).__name__}: {gist(exc)}")
+    if not sessions:
+        raise LeftOut("; ".join(gaps) or "no baseline installed")
+    return sessions, gaps
 
 
 def relative_error(ours: list[np.ndarray], theirs: list[np.ndarray]) -> float:
@@ -219,6 +229,11 @@ def relative_error(ours: list[np.ndarray], theirs: list[np.ndarray]) -> float:
         diff = np.abs(np.asarray(a).reshape(b.shape).astype(np.float64) - b)
         worst = max(worst, float(diff.max()) / scale)
     return worst
+
+
+def ms_or_dash(ms: float | None) -> str:
+    """A baseline's column: its median, or a dash where it did not run the model."""
+    return f"{ms:8.3f}" if ms is not None else f"{'-':>8}"
 
 
 def fixed_threads(executor: Executor):
@@ -240,7 +255,8 @@ def bench_model(model: BenchModel, tmp: str, repeat: int, threads: int, tuned: s
     (at least `repeat` runs each, spanning at least `seconds`: `timing_plan`)."""
     path = model.onnx_path(tmp)
     inputs = model.inputs(path)
-    baselines = baseline_sessions(path, inputs, threads)
+    sessions, gaps = baseline_sessions(path, inputs, threads)
+    baselines = list(sessions.values())
 
     start = time.perf_counter()
     try:
@@ -274,12 +290,13 @@ def bench_model(model: BenchModel, tmp: str, repeat: int, threads: int, tuned: s
     tvmc_ms, base_ms = medians[: len(runs)], medians[len(runs) :]
     fixed_ms = tvmc_ms.pop() if fixed else None
     del theirs, baselines  # free their thread pools before the next model runs
+    by_name = dict(zip(sessions, base_ms))
     best = min(base_ms)
     flops = sum(c.flops for c in p.calls)
     row = {
         "model": model.name, "family": model.family, "load_s": load_s, "compile_s": compile_s,
-        "tvmc_ms": tvmc_ms[0], "ort_ms": base_ms[0],
-        "ov_ms": base_ms[1] if len(base_ms) > 1 else None, "ratio": tvmc_ms[0] / best,
+        "tvmc_ms": tvmc_ms[0], "ort_ms": by_name.get("onnxruntime"),
+        "ov_ms": by_name.get("OpenVINO"), "gaps": gaps, "ratio": tvmc_ms[0] / best,
         "gflops": flops / tvmc_ms[0] / 1e6, "workspace_mb": p.workspace_bytes / 1e6,
         "naive_mb": p.naive_bytes / 1e6, "error": error, "tuned_ms": None, "fixed_ms": fixed_ms,
         "one_thread_runs": executor.thread_runs.get(1, 0), "rounds": rounds,
@@ -390,6 +407,9 @@ def summary(rows: list[dict], left_out: list[tuple[str, str]]) -> list[str]:
         lines.append(f"thread count chosen run by run / fixed: geometric mean {geomean(by):.3f} "
                      f"over {len(fixed)} models; worst {w['model']} "
                      f"{w['tvmc_ms'] / w['fixed_ms']:.2f}")  # fmt: skip
+    for r in rows:
+        for why in r["gaps"]:
+            lines.append(f"{r['model']} compared with one baseline: {why}")
     for name, why in left_out:
         lines.append(f"left out {name}: {why}")
     return lines
@@ -447,8 +467,8 @@ def main() -> None:
                 continue
             rows.append(r)
             line = (f"{r['model']:20} {r['family'][:18]:18} {r['load_s']:6.2f} "
-                    f"{r['compile_s']:6.2f} {r['tvmc_ms']:8.3f} {r['ort_ms']:8.3f} "
-                    f"{r['ov_ms'] or math.nan:8.3f} {r['ratio']:6.2f} {r['gflops']:8.1f} "
+                    f"{r['compile_s']:6.2f} {r['tvmc_ms']:8.3f} {ms_or_dash(r['ort_ms'])} "
+                    f"{ms_or_dash(r['ov_ms'])} {r['ratio']:6.2f} {r['gflops']:8.1f} "
                     f"{r['gflops'] / peak:5.0%} {r['workspace_mb']:6.1f} {r['naive_mb']:8.1f} "
                     f"{r['error']:8.1e} {r['slow_tvmc']:3.0%}/{r['slow_base']:<3.0%}")  # fmt: skip
             if args.tuned:

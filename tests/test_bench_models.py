@@ -6,6 +6,9 @@ from __future__ import annotations
 import os
 import sys
 
+import numpy as np
+import pytest
+
 BENCH = os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks")
 sys.path.insert(0, BENCH)
 import models  # noqa: E402
@@ -93,3 +96,32 @@ def test_slow_share_counts_blocks_well_above_the_runtimes_lower_quartile():
     periods = steady + [[1.5, 1.45], [1.2, 1.25]]  # one block in a slow period, one nearly
     assert models.slow_share(periods) == 1 / 6
     assert models.slow_share([[1.0], [9.0]]) == 0.0  # too few runs to tell
+
+
+def _runs(path, inputs, threads):
+    return lambda: [np.zeros(1)]
+
+
+def _fails(path, inputs, threads):
+    raise RuntimeError("Conversion is failed for: AveragePool-20")
+
+
+def test_a_model_one_baseline_cannot_run_is_compared_with_the_other(monkeypatch):
+    monkeypatch.setattr(models, "onnxruntime_session", _runs)
+    monkeypatch.setattr(models, "openvino_session", _fails)
+    sessions, gaps = models.baseline_sessions("m.onnx", {}, 2)
+    assert list(sessions) == ["onnxruntime"]
+    assert gaps == [
+        "OpenVINO cannot run it: RuntimeError: Conversion is failed for: AveragePool-20"
+    ]
+    row = {"model": "efficientnet", "family": "cnn", "ratio": 0.8, "tuned_ms": None,
+           "slow_tvmc": 0.0, "slow_base": 0.0, "fixed_ms": None, "gaps": gaps}  # fmt: skip
+    lines = models.summary([row], [])
+    assert "efficientnet compared with one baseline: OpenVINO cannot run it" in lines[-1]
+
+
+def test_a_model_no_baseline_can_run_is_left_out(monkeypatch):
+    monkeypatch.setattr(models, "onnxruntime_session", _fails)
+    monkeypatch.setattr(models, "openvino_session", lambda *a: None)  # not installed
+    with pytest.raises(models.LeftOut, match="onnxruntime cannot run it"):
+        models.baseline_sessions("m.onnx", {}, 2)
