@@ -43,8 +43,9 @@ def lower_node(
         kernels = opdef.build(ctx, node.attrs, refs, out_bufs, None)
     else:
         accessors = opdef.compute(ctx.target.kind)(node.attrs, refs, out_types)
+        cost = opdef.element_cost(ctx.target.kind, node.attrs, in_types)
         kernels = [
-            schedule_injective(ctx, node.op, [(buf, typ.ndim, acc)])
+            schedule_injective(ctx, node.op, [(buf, typ.ndim, acc)], cost)
             for buf, typ, acc in zip(out_bufs, out_types, accessors)
             if typ.size  # an empty output needs no kernel
         ]

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from tests.ops.kernel_checks import check
+from tests.ops.template_checks import loop_kinds
 from tests.ops.test_resize import resize_constants, scales4, sizes4
 
 F32 = np.float32
@@ -132,3 +133,26 @@ def test_upsample(mode, image):
           expect="Resize")  # fmt: skip
     check("Upsample", {"x": image}, {"mode": mode}, {"scales": scales4((3.0, 1.5))}, opset=9,
           expect="Resize")  # fmt: skip
+
+
+@pytest.mark.parametrize(("mode", "kinds"), [("linear", {"parallel"}), ("nearest", set())])
+def test_a_bilinear_upsample_is_parallel_where_its_taps_make_the_work(mode, kinds):
+    # 1x2x8x8 -> 64x64: 8,192 elements, under the copies' worth a fork/join pays for; bilinear
+    # reads (gathers) four input elements per output element, nearest one
+    from onnx import TensorProto, helper
+
+    from tvmc.frontend import convert_model
+    from tvmc.lower.lower import lower_kernels
+    from tvmc.ops.lowering import LoweringTarget
+    from tvmc.ops.schedule.injective import PARALLEL_MIN_ELEMENTS
+
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode=mode)
+    scales = helper.make_tensor("scales", TensorProto.FLOAT, [4], [1, 1, 8, 8])
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 64, 64])], [scales],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    state = lower_kernels(convert_model(model), LoweringTarget(num_threads=2))
+    assert 8192 < PARALLEL_MIN_ELEMENTS <= 4 * 8192
+    assert loop_kinds(state.kernels) & {"parallel"} == kinds

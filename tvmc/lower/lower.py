@@ -191,14 +191,18 @@ class KernelLowering:
         if node.op == "Concat" and self.concat_in_place(node):
             return
         compute = OPS[node.op].compute(self.target.kind)
-        accessors = compute(node.attrs, self.input_refs(node), self.out_types(node))
+        refs = self.input_refs(node)
+        accessors = compute(node.attrs, refs, self.out_types(node))
         ctx = self.context(node)
         by_shape: dict[tuple[int, ...], list] = {}
         for name in stored:
             typ = self.graph.types[name]
             acc = accessors[node.outputs.index(name)]
             by_shape.setdefault(typ.shape, []).append((self.buffer(name), typ.ndim, acc))
-        kernels = [schedule_injective(ctx, node.op.lower(), outs) for outs in by_shape.values()]
+        cost = OPS[node.op].element_cost(self.target.kind, node.attrs, [r.type for r in refs])
+        kernels = [
+            schedule_injective(ctx, node.op.lower(), outs, cost) for outs in by_shape.values()
+        ]
         self.emit(kernels, node, [])
 
     def alias_reshape(self, node: Node) -> bool:

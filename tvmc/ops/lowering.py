@@ -174,6 +174,7 @@ def unique_identifier(text: str, taken: set[str], lead: str = "t") -> str:
 
 SpaceFn = Callable[[Attrs, list[TensorType], "LoweringTarget"], ConfigSpace | None]
 ComputeFn = Callable[[Attrs, list[TensorRef], list[TensorType]], list[Accessor]]
+ElementCostFn = Callable[[Attrs, list[TensorType]], int]
 TemplateFn = Callable[
     [LowerContext, Attrs, list[TensorRef], list[Buffer], "Epilogue | None"], list[Kernel]
 ]
@@ -186,9 +187,13 @@ class Compute:
 
     Chains of computes fuse into one loop nest or a template's epilogue; the target's injective
     schedule (tvmc.ops.schedule.injective) lays out the loops, so one compute serves every target.
+    `element_cost(attrs, input_types)`: what one output element costs where the compute is
+    lowered alone, in elements of a copy (one contiguous read); the schedule parallelizes a loop
+    by its element count times that. None: 1.
     """
 
     fn: ComputeFn
+    element_cost: ElementCostFn | None = None
 
 
 @dataclass(frozen=True)
@@ -208,7 +213,9 @@ class Template:
 Lowering = Compute | Template
 
 
-def computed(fn: ComputeFn) -> dict[str, Lowering | None]:
+def computed(
+    fn: ComputeFn, element_cost: ElementCostFn | None = None
+) -> dict[str, Lowering | None]:
     """The lowering table of an op whose one compute serves every target kind."""
-    lowering = Compute(fn)
+    lowering = Compute(fn, element_cost)
     return {kind: lowering for kind in TARGET_KINDS}

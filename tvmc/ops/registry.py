@@ -116,6 +116,12 @@ class OpDef:
         assert isinstance(lowering, Compute), f"{self.name} is lowered by a template"
         return lowering.fn
 
+    def element_cost(self, kind: str, attrs: Attrs, input_types: list[TensorType]) -> int:
+        """What one output element of its compute costs, in elements of a copy (Compute)."""
+        lowering = self.lowering(kind)
+        assert isinstance(lowering, Compute), f"{self.name} is lowered by a template"
+        return lowering.element_cost(attrs, input_types) if lowering.element_cost else 1
+
     def build(
         self,
         ctx: LowerContext,

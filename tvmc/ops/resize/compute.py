@@ -147,6 +147,17 @@ def axis_taps(attrs: Attrs, axis: int, i: Expr, in_len: int, work: str) -> list[
     return _cubic(attrs, x, last, work)
 
 
+TAPS = {"nearest": 1, "linear": 2, "cubic": 4}  # input elements read per output, per resized axis
+
+
+def resize_element_cost(attrs: Attrs, input_types: list[TensorType]) -> int:
+    """Input elements one output element reads (each a gather: its offsets are computed), the
+    taps of every resized axis multiplied: a bilinear upsample's element costs four copies'."""
+    shape = input_types[0].shape
+    resized = [a for a in range(len(shape)) if not identity_axis(attrs, a, shape[a])]
+    return TAPS[attrs["mode"]] ** len(resized)
+
+
 def resize_compute(
     attrs: Attrs, inputs: list[TensorRef], out_types: list[TensorType]
 ) -> list[Accessor]:

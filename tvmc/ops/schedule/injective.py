@@ -17,7 +17,7 @@ from tvmc.ops.lowering import Accessor, LowerContext
 from tvmc.ops.schedule.gpu_launch import grid_loop
 
 Outputs = Sequence[tuple[Buffer, int, Accessor]]  # (buffer, rank, accessor), one shape
-PARALLEL_MIN_ELEMENTS = 1 << 15  # below this a fork/join costs more than it saves
+PARALLEL_MIN_ELEMENTS = 1 << 15  # copies' worth; below this a fork/join costs more than it saves
 
 
 def _element_stores(outputs: Outputs) -> Callable[[Expr, Expr], Stmt]:
@@ -48,8 +48,9 @@ def _extents(outputs: Outputs) -> tuple[tuple[int, ...], int, int]:
     return shape, total, shape[-1] if shape else 1
 
 
-def injective_cpu(ctx: LowerContext, name: str, outputs: Outputs) -> Kernel:
-    """Outer dims as one loop (parallel when large), the innermost vectorized with a tail."""
+def injective_cpu(ctx: LowerContext, name: str, outputs: Outputs, element_cost: int = 1) -> Kernel:
+    """Outer dims as one loop (parallel when its elements times `element_cost` are many), the
+    innermost vectorized with a tail."""
     shape, total, inner = _extents(outputs)
     outer = total // inner
     lanes = ctx.target.lanes(outputs[0][0].dtype)
@@ -65,12 +66,13 @@ def injective_cpu(ctx: LowerContext, name: str, outputs: Outputs) -> Kernel:
         rest = loop("it", tail, lambda it: body_at(o, full * lanes + it)) if tail else None
         return seq(main, rest)
 
-    kind = "parallel" if total >= PARALLEL_MIN_ELEMENTS and outer > 1 else "serial"
+    work = total * element_cost
+    kind = "parallel" if work >= PARALLEL_MIN_ELEMENTS and outer > 1 else "serial"
     body = loop("o", outer, inner_loops, kind=kind) if outer > 1 else inner_loops(const(0))
     return make_kernel(ctx.name(name), body)
 
 
-def injective_gpu(ctx: LowerContext, name: str, outputs: Outputs) -> Kernel:
+def injective_gpu(ctx: LowerContext, name: str, outputs: Outputs, element_cost: int = 1) -> Kernel:
     """One thread per element; consecutive threads store adjacent elements."""
     shape, total, inner = _extents(outputs)
     body_at = _element_stores(outputs)
@@ -78,16 +80,18 @@ def injective_gpu(ctx: LowerContext, name: str, outputs: Outputs) -> Kernel:
     return make_kernel(ctx.name(name), grid_loop(total, at))
 
 
-INJECTIVE: dict[str, Callable[[LowerContext, str, Outputs], Kernel]] = {
+INJECTIVE: dict[str, Callable[[LowerContext, str, Outputs, int], Kernel]] = {
     "cpu": injective_cpu,
     "cuda": injective_gpu,
 }
 
 
-def schedule_injective(ctx: LowerContext, name: str, outputs: Outputs) -> Kernel:
+def schedule_injective(
+    ctx: LowerContext, name: str, outputs: Outputs, element_cost: int = 1
+) -> Kernel:
     """One kernel storing each (buffer, rank, accessor) of `outputs` (all of one shape), laid
-    out by the target kind's schedule."""
-    return INJECTIVE[ctx.target.kind](ctx, name, outputs)
+    out by the target kind's schedule; `element_cost`: one element's work in copies' worth."""
+    return INJECTIVE[ctx.target.kind](ctx, name, outputs, element_cost)
 
 
 def make_kernel(name: str, body: Stmt) -> Kernel:
