@@ -110,17 +110,19 @@ class OpDef:
         """Its templates apply a fused elementwise epilogue."""
         return isinstance(self._any, Template) and self._any.epilogue
 
-    def compute(self, kind: str) -> ComputeFn:
-        """The compute function on target kind `kind`."""
+    def _compute(self, kind: str) -> Compute:
         lowering = self.lowering(kind)
         assert isinstance(lowering, Compute), f"{self.name} is lowered by a template"
-        return lowering.fn
+        return lowering
+
+    def compute(self, kind: str) -> ComputeFn:
+        """The compute function on target kind `kind`."""
+        return self._compute(kind).fn
 
     def element_cost(self, kind: str, attrs: Attrs, input_types: list[TensorType]) -> int:
         """What one output element of its compute costs, in elements of a copy (Compute)."""
-        lowering = self.lowering(kind)
-        assert isinstance(lowering, Compute), f"{self.name} is lowered by a template"
-        return lowering.element_cost(attrs, input_types) if lowering.element_cost else 1
+        cost = self._compute(kind).element_cost
+        return cost(attrs, input_types) if cost else 1
 
     def build(
         self,

@@ -36,6 +36,11 @@ def identity_axis(attrs: Attrs, axis: int, in_len: int) -> bool:
     return bool(np.array_equal(x, np.arange(in_len)))
 
 
+def resized_axes(attrs: Attrs, shape: tuple[int, ...]) -> list[int]:
+    """The axes an input of `shape` is resized on (`identity_axis` leaves the others out)."""
+    return [a for a in range(len(shape)) if not identity_axis(attrs, a, shape[a])]
+
+
 def source_coordinate(attrs: Attrs, axis: int, i: Expr, in_len: int) -> Expr:
     """The float32 input coordinate of output index `i` on `axis` (`source_coordinates`)."""
     mode = attrs["coordinate_transformation_mode"]
@@ -153,9 +158,7 @@ TAPS = {"nearest": 1, "linear": 2, "cubic": 4}  # input elements read per output
 def resize_element_cost(attrs: Attrs, input_types: list[TensorType]) -> int:
     """Input elements one output element reads (each a gather: its offsets are computed), the
     taps of every resized axis multiplied: a bilinear upsample's element costs four copies'."""
-    shape = input_types[0].shape
-    resized = [a for a in range(len(shape)) if not identity_axis(attrs, a, shape[a])]
-    return TAPS[attrs["mode"]] ** len(resized)
+    return TAPS[attrs["mode"]] ** len(resized_axes(attrs, input_types[0].shape))
 
 
 def resize_compute(
@@ -163,9 +166,9 @@ def resize_compute(
 ) -> list[Accessor]:
     """Sum over every axis's taps of the product of weights times the tapped input element."""
     (x,) = inputs
-    dtype, ndim = x.dtype, x.type.ndim
+    dtype = x.dtype
     work = "float64" if dtype == "float64" else "float32"  # float16 interpolates in float32
-    resized = [a for a in range(ndim) if not identity_axis(attrs, a, x.shape[a])]
+    resized = resized_axes(attrs, x.shape)
     crop = attrs["coordinate_transformation_mode"] == "tf_crop_and_resize"
 
     def read(idx: Indices) -> Expr:
