@@ -21,29 +21,66 @@ def test_the_environment_overrides_the_measurement(monkeypatch):
             peak.peak_gflops(2)
 
 
-def test_a_measurement_is_cached_per_cpu_and_scaled_by_cores(monkeypatch, tmp_path):
+@pytest.fixture
+def cache(monkeypatch, tmp_path):
+    """An empty peak cache of this test's own; no override; this process has measured nothing."""
     monkeypatch.delenv(PEAK_GFLOPS_ENV, raising=False)
     monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path))
+    monkeypatch.setattr(peak, "_measured_here", set())
+    return tmp_path / "peak.json"
+
+
+def _cached(path) -> dict:
+    return json.loads(path.read_text())[peak.cpu_key()]
+
+
+def test_a_measurement_is_cached_per_cpu_and_scaled_by_cores(monkeypatch, cache):
     calls = []
     monkeypatch.setattr(peak, "measure_core_peak_gflops", lambda: calls.append(1) or 100.0)
     monkeypatch.setattr(peak, "physical_cores", lambda: 2)
     value, source = peak.peak_gflops(4)  # 4 threads, 2 cores: SMT siblings add no FMA units
     assert value == 200.0 and "measured" in source and len(calls) == 2
-    assert json.loads((tmp_path / "peak.json").read_text()) == {peak.cpu_key(): 100.0}
+    assert _cached(cache) == {"gflops": 100.0, "measurements": 1}
     value, source = peak.peak_gflops(1)
-    assert value == 100.0 and "cached" in source and len(calls) == 2  # not measured again
+    assert value == 100.0 and "cached" in source and len(calls) == 2  # once per process
 
 
-def test_a_busy_or_implausible_figure_is_not_cached(monkeypatch, tmp_path):
-    monkeypatch.delenv(PEAK_GFLOPS_ENV, raising=False)
-    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path))
+def test_the_first_processes_each_measure_and_the_best_is_kept(monkeypatch, cache):
+    """A first measurement in a host's slow period (75 where the core does 86) does not stay:
+    each of the first MEASUREMENTS processes measures once, the cache keeps the best."""
+    figures = iter([75.0, 74.0, 86.0, 85.5, 80.0, 80.0])
+    calls = []
+    monkeypatch.setattr(peak, "measure_core_peak_gflops",
+                        lambda: calls.append(1) or next(figures))  # fmt: skip
+    seen = []
+    for _ in range(peak.MEASUREMENTS + 1):  # a process each
+        monkeypatch.setattr(peak, "_measured_here", set())
+        seen.append(peak.peak_gflops(1)[0])
+    assert seen == [75.0, 86.0, 86.0, 86.0] and len(calls) == 2 * peak.MEASUREMENTS
+    assert _cached(cache) == {"gflops": 86.0, "measurements": peak.MEASUREMENTS}
+
+
+def test_an_earlier_versions_bare_figure_counts_as_one_measurement(monkeypatch, cache):
+    cache.write_text(json.dumps({peak.cpu_key(): 78.3}))
+    monkeypatch.setattr(peak, "measure_core_peak_gflops", lambda: 86.0)
+    assert peak.peak_gflops(1)[0] == 86.0
+    assert _cached(cache) == {"gflops": 86.0, "measurements": 2}
+
+
+def test_a_busy_or_implausible_figure_is_not_cached(monkeypatch, cache):
     figures = iter([100.0, 40.0])  # two rounds that disagree: the machine was busy
     monkeypatch.setattr(peak, "measure_core_peak_gflops", lambda: next(figures))
     value, source = peak.peak_gflops(1)
-    assert value == 100.0 and "busy" in source and not (tmp_path / "peak.json").exists()
-    (tmp_path / "peak.json").write_text(json.dumps({peak.cpu_key(): 0.5}))  # poisoned cache
-    monkeypatch.setattr(peak, "measure_core_peak_gflops", lambda: 90.0)
-    assert peak.peak_gflops(1)[0] == 90.0  # measured again, not trusted
+    assert value == 100.0 and "busy" in source and not cache.exists()
+    for poison in (0.5, "fast", float("inf"), {"gflops": 1e9, "measurements": "x"}, [1]):
+        cache.write_text(json.dumps({peak.cpu_key(): poison}))
+        monkeypatch.setattr(peak, "_measured_here", set())
+        monkeypatch.setattr(peak, "measure_core_peak_gflops", lambda: 90.0)
+        assert peak.peak_gflops(1)[0] == 90.0  # measured again, not trusted
+    figures = iter([50.0, 20.0])  # busy again, with a good figure cached: that one stands
+    monkeypatch.setattr(peak, "_measured_here", set())
+    monkeypatch.setattr(peak, "measure_core_peak_gflops", lambda: next(figures))
+    assert peak.peak_gflops(1)[0] == 90.0 and _cached(cache)["measurements"] == 1
 
 
 def test_one_core_measures_a_plausible_peak():

@@ -100,7 +100,7 @@ def gbps(nbytes: int | None, cost: float | None) -> float | None:
 def peak_gflops(target: str = "llvm") -> tuple[float, str]:
     """The machine's fp32 peak in GFLOP/s, and where the figure comes from (0: unknown).
 
-    CPUs: measured once per CPU and thread count (tvmc.runtime.peak), or $TVMC_PEAK_GFLOPS. A
+    CPUs: measured per CPU, times the cores used (tvmc.runtime.peak), or $TVMC_PEAK_GFLOPS. A
     foreign CPU target (another triple or -mcpu) is not this machine: unknown unless set.
     """
     if os.environ.get(PEAK_GFLOPS_ENV, "").strip():

@@ -3,17 +3,21 @@
 The kernel keeps 12 independent vector accumulators in registers and runs FMAs on them with no
 memory traffic, so the FMA units' throughput is the only limit; the vector width is the host
 target's. One core is measured (on the calling thread, timed by its CPU time, so other work on
-the machine cannot lower the figure) and the peak of N threads is N physical cores' worth. The
-first measurement per CPU (model and features) takes about half a second (two rounds of short
-bursts, the best of each; kept only when the rounds agree and the figure is plausible) and is
-cached in a JSON file
-(`$TVMC_CACHE_DIR`, default `~/.cache/tvmc/peak.json`); `$TVMC_PEAK_GFLOPS` overrides it.
+the machine cannot lower the figure) and the peak of N threads is N physical cores' worth. A
+measurement takes about half a second (two rounds of short bursts, the best of each; kept only
+when the rounds agree and the figure is plausible) and is cached per CPU (model and features)
+in a JSON file (`$TVMC_CACHE_DIR`, default `~/.cache/tvmc/peak.json`). CPU time does not see
+a shared host's slow periods (its clock or an SMT sibling taken: on a Zen 3 VM the same kernel
+measured 75 and 86 GFLOP/s a second apart), so one measurement can be low: the first
+MEASUREMENTS processes that need the peak each measure once, and the cache keeps the best.
+`$TVMC_PEAK_GFLOPS` overrides it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import time
 
@@ -28,6 +32,7 @@ from tvmc.kernel import Buffer, Kernel, allocate, broadcast, fma, loop, ramp, se
 ACCUMULATORS = 12  # independent FMA chains: more than latency x ports on current cores
 ITERATIONS = 64  # parallel iterations (shared among the threads)
 STABLE = 0.9  # two measurements agreeing this well are cached; else the machine was busy
+MEASUREMENTS = 3  # processes that measure (at most once each) before the cached best stands
 
 
 def peak_kernel(lanes: int, steps: int) -> Kernel:
@@ -114,20 +119,48 @@ def peak_gflops(threads: int | None = None) -> tuple[float, str]:
             raise UsageError(f"${PEAK_GFLOPS_ENV} must be a positive number, got {value!r}")
         return peak, f"${PEAK_GFLOPS_ENV}"
     cores = min(threads or num_threads(), physical_cores())  # SMT siblings share FMA units
+    core, source = _core_peak()
+    name = cpu_key().split("/")[0]
+    return core * cores, f"{core:.0f} per core on {name} ({source}) x {cores} cores"
+
+
+_measured_here: set[str] = set()  # CPU keys this process has measured
+
+
+def _core_peak() -> tuple[float, str]:
+    """One core's peak and its source: the cached best, measured again (best kept) while fewer
+    than MEASUREMENTS processes have measured it."""
     key, path = cpu_key(), cache_path()
     cached = _read_cache(path)
-    core = cached.get(key)
-    source = "cached"
-    if not isinstance(core, int | float) or not plausible(core):
-        first, second = measure_core_peak_gflops(), measure_core_peak_gflops()
-        core = max(first, second)
-        source = "measured"
-        if min(first, second) >= STABLE * core and plausible(core):
-            _write_cache(path, {**cached, key: round(core, 1)})
-        else:
-            source = "measured on a busy machine, not cached"
-    name = key.split("/")[0]
-    return core * cores, f"{core:.0f} per core on {name} ({source}) x {cores} cores"
+    best, count = _entry(cached.get(key))
+    if count >= MEASUREMENTS or (best and key in _measured_here):
+        return best, "cached"
+    _measured_here.add(key)
+    first, second = measure_core_peak_gflops(), measure_core_peak_gflops()
+    core = max(first, second)
+    if min(first, second) < STABLE * core or not plausible(core):
+        if best:
+            return best, "cached"  # this process met a busy machine: the cached best stands
+        return core, "measured on a busy machine, not cached"
+    cached = _read_cache(path)  # another process may have measured meanwhile
+    best, count = _entry(cached.get(key))
+    best = max(best, core)
+    _write_cache(path, {**cached, key: {"gflops": round(best, 1), "measurements": count + 1}})
+    return best, "measured"
+
+
+def _entry(value: object) -> tuple[float, int]:
+    """A cache entry's (best per-core GFLOP/s, measurements); (0, 0) if missing or implausible.
+    An entry of an earlier version is a bare figure: one measurement."""
+    if isinstance(value, int | float):
+        value = {"gflops": value, "measurements": 1}
+    if not isinstance(value, dict):
+        return 0.0, 0
+    gflops, count = value.get("gflops"), value.get("measurements")
+    number = isinstance(gflops, int | float) and not isinstance(gflops, bool)
+    if not (number and isinstance(count, int) and math.isfinite(gflops) and plausible(gflops)):
+        return 0.0, 0
+    return float(gflops), max(count, 1)
 
 
 def _read_cache(path: str) -> dict:
