@@ -67,7 +67,7 @@ from tvmc.autotune.measure import (
 from tvmc.autotune.measure_cpu import allocate_buffers, build
 from tvmc.codegen import CPUTarget, load_object, num_threads, set_num_threads
 from tvmc.codegen.host import host_cache_bytes
-from tvmc.ops.conv.cpu import ORDERS, geometry_of, plan
+from tvmc.ops.conv.cpu import ORDERS, Core, geometry_of, plan
 from tvmc.ops.conv.cpu_tiles import PixelTiling
 from tvmc.ops.conv.cpu_winograd import WinogradLayout
 from tvmc.ops.lowering import LoweringTarget
@@ -97,8 +97,9 @@ def default_conv_plan(task, target: CPUTarget, direct: bool = False):
     """The plan the default config of a Conv task gets for `target` (float32); `direct`: the
     direct conv's (the default where Winograd does not apply)."""
     lanes = target.vector_bits // 32
+    core = Core.of(LoweringTarget.of_cpu(target, num_threads()))
     return plan({}, conv_geometry(task, target), lanes, target.vector_registers,
-                target.private_cache_bytes // 4, constant_weights=not direct)  # fmt: skip
+                target.private_cache_bytes // 4, constant_weights=not direct, core=core)  # fmt: skip
 
 
 def conv_geometry(task, target: CPUTarget):

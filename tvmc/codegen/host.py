@@ -69,9 +69,9 @@ def host_cpu() -> HostCPU:
 
 
 @functools.cache
-def host_cache_bytes() -> dict[int, int]:
-    """cpu0's cache sizes by level (Linux sysfs; the largest of a level's caches); empty where
-    the system does not tell."""
+def host_cache_bytes(kinds: tuple[str, ...] = ("Data", "Instruction", "Unified")) -> dict[int, int]:
+    """cpu0's cache sizes by level (Linux sysfs; the largest of a level's caches of `kinds`);
+    empty where the system does not tell."""
     sizes: dict[int, int] = {}
     for index in sorted(glob.glob("/sys/devices/system/cpu/cpu0/cache/index*")):
         try:
@@ -79,9 +79,11 @@ def host_cache_bytes() -> dict[int, int]:
                 level = f.read().strip()
             with open(os.path.join(index, "size")) as f:
                 text = f.read().strip()
+            with open(os.path.join(index, "type")) as f:
+                kind = f.read().strip()
         except OSError:
             continue
-        if level.isdigit() and text[:-1].isdigit():
+        if level.isdigit() and text[:-1].isdigit() and kind in kinds:
             size = int(text[:-1]) * {"K": 1 << 10, "M": 1 << 20}.get(text[-1], 0)
             sizes[int(level)] = max(sizes.get(int(level), 0), size)
     return sizes
@@ -91,6 +93,11 @@ def host_private_cache_bytes() -> int:
     """The size of cpu0's level-2 cache, a core's own on current x86-64 and Arm server cores;
     0 where the system does not tell."""
     return host_cache_bytes().get(2, 0)
+
+
+def host_l1_data_bytes() -> int:
+    """The size of cpu0's level-1 data cache; 0 where the system does not tell."""
+    return host_cache_bytes(("Data", "Unified")).get(1, 0)
 
 
 def host_triple() -> str:

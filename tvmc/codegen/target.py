@@ -23,6 +23,7 @@ from tvmc.codegen.cuda_target import (  # noqa: F401  (re-exported: targets of b
 )
 from tvmc.codegen.host import (
     host_cpu,
+    host_l1_data_bytes,
     host_private_cache_bytes,
     host_triple,
     is_host_arch,
@@ -46,6 +47,24 @@ PRIVATE_CACHE_BYTES = {
     **dict.fromkeys(["icelake-server", "tigerlake", "alderlake"], 1280 * _KB),
     **dict.fromkeys(["sapphirerapids", "emeraldrapids", "graniterapids", "raptorlake"],
                     2048 * _KB),
+}  # fmt: skip
+
+# L1 data cache per core of the same CPUs (the same sources).
+L1_DATA_BYTES = {
+    **dict.fromkeys(["znver1", "znver2", "znver3", "znver4", "haswell", "broadwell", "skylake",
+                     "skylake-avx512", "cascadelake", "cooperlake"], 32 * _KB),
+    **dict.fromkeys(["znver5", "icelake-server", "tigerlake", "alderlake", "sapphirerapids",
+                     "emeraldrapids", "graniterapids", "raptorlake"], 48 * _KB),
+}  # fmt: skip
+
+# Bytes per cycle a core's L2 can move into its L1 (the same sources): 32 on Zen 1 to 3 (one
+# 32-byte path), 64 on Zen 4/5 and on Intel's cores since Haswell. Only where a conv tile's
+# operands cannot stream from L2 at its FMA rate does the planner keep them in L1
+# (tvmc.ops.conv.cpu.default_split); a CPU not named here is assumed not to need it.
+L2_FILL_BYTES_PER_CYCLE = {
+    **dict.fromkeys(["znver1", "znver2", "znver3"], 32),
+    **dict.fromkeys(["znver4", "znver5", *L1_DATA_BYTES.keys() - {"znver1", "znver2", "znver3"}],
+                    64),
 }  # fmt: skip
 
 
@@ -148,6 +167,20 @@ class CPUTarget:
         if self.is_native and self.cpu == host_cpu().name:
             return host_private_cache_bytes()
         return PRIVATE_CACHE_BYTES.get(self.cpu, 0) if triple_arch(self.triple) == "x86_64" else 0
+
+    @property
+    def l1_data_bytes(self) -> int:
+        """A core's L1 data cache: this machine's (sysfs) where the target is its CPU, else the
+        vendor's figure for a named x86 CPU, else 0 (unknown)."""
+        if self.is_native and self.cpu == host_cpu().name:
+            return host_l1_data_bytes()
+        return L1_DATA_BYTES.get(self.cpu, 0) if triple_arch(self.triple) == "x86_64" else 0
+
+    @property
+    def l2_fill_bytes_per_cycle(self) -> int:
+        """How many bytes a cycle the L2 moves into L1, for x86 CPUs LLVM names (0: unknown)."""
+        x86 = triple_arch(self.triple) == "x86_64"
+        return L2_FILL_BYTES_PER_CYCLE.get(self.cpu, 0) if x86 else 0
 
     @property
     def is_native(self) -> bool:

@@ -115,13 +115,16 @@ class LoweringTarget:
     num_threads: int = 1  # worker threads the runtime will use (a hint for splitting work)
     vector_registers: int = 32  # SIMD registers a register tile may fill (16 on AVX2/SSE)
     cache_bytes: int = 0  # a core's own cache (L2); 0 unknown: templates then assume data fits
+    l1_bytes: int = 0  # a core's L1 data cache; 0 unknown
+    l2_fill_bytes: int = 0  # bytes per cycle the L2 moves into L1; 0 unknown (assumed ample)
 
     @classmethod
     def of_cpu(cls, target: Any, num_threads: int) -> LoweringTarget:
         """What templates are told of a CPU target (a codegen `CPUTarget`: its vector width,
-        registers and own cache) whose code runs on `num_threads` threads."""
+        registers and own caches) whose code runs on `num_threads` threads."""
         return cls("cpu", target.vector_bits, num_threads, target.vector_registers,
-                   target.private_cache_bytes)  # fmt: skip
+                   target.private_cache_bytes, target.l1_data_bytes,
+                   target.l2_fill_bytes_per_cycle)  # fmt: skip
 
     def lanes(self, dtype: str) -> int:
         """Vector lanes of `dtype` in one register."""

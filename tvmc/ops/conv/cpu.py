@@ -74,6 +74,8 @@ from tvmc.graph import TensorType
 from tvmc.kernel import Buffer, Expr, Kernel, Stmt, allocate, const, loop, minimum, prefetch, seq
 from tvmc.ops.conv.cpu_layout import fill_planes, transform_kernel_body, vector_range
 from tvmc.ops.conv.cpu_tiles import (
+    FLOPS_PER_CYCLE,
+    LINE_BYTES,
     Ahead,
     ChannelTiling,
     Fetch,
@@ -135,6 +137,20 @@ def _estimate(
 
 
 @dataclass(frozen=True)
+class Core:
+    """What the split default knows of a core besides its L2 (LoweringTarget's fields): its L1
+    data cache, the bytes a cycle its L2 moves into L1 (0: unknown) and the runtime's threads."""
+
+    l1_bytes: int = 0
+    l2_fill_bytes: int = 0
+    threads: int = 1
+
+    @classmethod
+    def of(cls, target: LoweringTarget) -> Core:
+        return cls(target.l1_bytes, target.l2_fill_bytes, target.num_threads)
+
+
+@dataclass(frozen=True)
 class Plan:
     """The chosen schedule and its tiling (knobs read once, here)."""
 
@@ -149,11 +165,12 @@ class Plan:
 
 def plan(
     cfg: Mapping[str, Any], geo: ConvGeometry, lanes: int, registers: int, cache_elements: int = 0,
-    dtype: str = "float32", constant_weights: bool = True,
+    dtype: str = "float32", constant_weights: bool = True, core: Core | None = None,
 ) -> Plan:  # fmt: skip
     """The knobs of `cfg`, with defaults chosen for `geo`, tiles that fit `registers` and a
-    core's own cache of `cache_elements` input elements (0: unknown). The Winograd schedules
-    need `constant_weights` (transformed at compile time); others fall back to the default."""
+    core's own cache of `cache_elements` input elements (0: unknown) and its L1 (`core`). The
+    Winograd schedules need `constant_weights` (transformed at compile time); others fall back
+    to the default."""
     cfg = dict(cfg)
     if "plan" in cfg:
         schedule, cfg["tile_vectors"], cfg["tile_rows"], *rest = cfg.pop("plan")
@@ -182,8 +199,11 @@ def plan(
     tiling = chn if schedule == "channels" else pix
     order = str(cfg.get("order", default_order(geo, schedule, lanes)))
     fetch = cfg.get("prefetch", default_prefetch(geo, schedule, order, cache_elements, registers))
-    split = int(cfg.get("split", default_split(geo, schedule, tiling, order, lanes,
-                                               cache_elements)))  # fmt: skip
+    core = core or Core()
+    itemsize = np.dtype(dtype).itemsize
+    split = int(cfg.get("split", default_split(
+        geo, schedule, tiling, order, lanes, cache_elements, core.l1_bytes // itemsize,
+        core.l2_fill_bytes, core.threads, itemsize)))  # fmt: skip
     if split < 1 or geo.icg % split or schedule == "depthwise":
         split = 1
     return Plan(
@@ -232,18 +252,29 @@ def default_prefetch(
 # multiply-add steps per chunk of a split reduction, at least: each chunk stores and reloads an
 # output-sized temp of partial sums (1.6 MB for 1x1 128->512 @28, which lost 15-25% at 64 steps)
 MIN_CHUNK_STEPS = 128
+# the same for a chunk kept in L1, whose loop runs inside a channel block (`_tile_loop`): the
+# partial sums stay in cache (Zen 3, 1x1 512->2048 @7: 32 steps 91% of the peak, 64 95%)
+MIN_L1_CHUNK_STEPS = 32
 
 
 def default_split(
     geo: ConvGeometry, schedule: str, tiling: PixelTiling | ChannelTiling, order: str,
-    lanes: int, cache_elements: int,
+    lanes: int, cache_elements: int, l1_elements: int = 0, l2_fill_bytes: int = 0,
+    threads: int = 1, itemsize: int = 4,
 ) -> int:  # fmt: skip
     """Chunks of input channels to cut the reduction into by default: the fewest whose inner
     operand (what each outer step reads again: the input, channels_outer; all the weights,
     pixels_outer) and one outer step's operand (a channel block's weights; a pixel tile's
     input) fit in half a core's own cache, so that a chunk reads them from there, not from
     L3 or memory (docs/performance.md, "Split reductions"). 1 where the whole reduction fits,
-    where no chunk of at least MIN_CHUNK_STEPS steps does, or where the cache is unknown."""
+    where no chunk of at least MIN_CHUNK_STEPS steps does, or where the cache is unknown.
+
+    Where a channels_outer channel tile of a pointwise (one-tap) conv would stream its weights
+    from L2 faster than the L2 refills L1 (`streams_from_l2`), also: a chunk of a channel
+    block's weights fits in a quarter of L1 (of `l1_elements`), so that the block's pixel
+    tiles read it from there; chunks then run inside each block (`_tile_loop`: at least
+    BLOCKS_PER_THREAD blocks per thread) and may be as short as MIN_L1_CHUNK_STEPS. (Not for
+    3x3 tiles: on the Zen 3 no split moved resnet50's 3x3 channels convs beyond the noise.)"""
     if schedule == "depthwise" or cache_elements <= 0:
         return 1
     taps = len(geo.taps)
@@ -253,17 +284,36 @@ def default_split(
         width = tiling.nv * lanes  # a chunk of a row (or of the planes read as one row)
         block, span = tiling.mr, (width + geo.max_tap_offset if tiling.chunks > 1
                                   else tiling.rows * geo.plane[-1] + width)  # fmt: skip
-    blocks = geo.group * ceil_div(geo.ocg, block) * block
+    count = geo.group * ceil_div(geo.ocg, block)  # channel blocks
+    in_l1 = (isinstance(tiling, ChannelTiling) and order == "channels_outer" and taps == 1
+             and l1_elements > 0 and count >= BLOCKS_PER_THREAD * max(threads, 1)
+             and streams_from_l2(tiling, lanes, itemsize, l2_fill_bytes))  # fmt: skip
     input_, weights = geo.batch * geo.channel_stride, taps * block  # per input channel
     if order != "channels_outer":
-        input_, weights = geo.group * span, taps * blocks
+        input_, weights = geo.group * span, taps * count * block
+    fits_l2 = None
     for split in (d for d in range(1, geo.icg + 1) if geo.icg % d == 0):
         channels = geo.icg // split
-        if channels * taps < MIN_CHUNK_STEPS:
+        if channels * taps < (MIN_L1_CHUNK_STEPS if in_l1 else MIN_CHUNK_STEPS):
             break
         if channels * (input_ + weights) <= cache_elements // 2:
-            return split
-    return 1
+            fits_l2 = fits_l2 or split
+            if not in_l1 or channels * taps * block <= l1_elements // 4:
+                return split
+    return fits_l2 or 1
+
+
+def streams_from_l2(tiling: ChannelTiling, lanes: int, itemsize: int, l2_fill_bytes: int) -> bool:
+    """Whether a pointwise conv's channels tile reading its weights from L2 needs more bytes a
+    cycle than the L2 sustains into L1 (half its documented fill rate: a Zen 3 core streamed
+    ~17 of its 32, a 4x3 AVX2 tile asking 27 ran at 66-69% of the peak, a 6x2 one asking 21 at
+    76-79%). A step reads NV weight vectors and a line of input (the MR pixels of the next
+    input channel) in the cycles of its MR x NV FMAs."""
+    if l2_fill_bytes <= 0:
+        return False
+    step_bytes = tiling.nv * lanes * itemsize + LINE_BYTES
+    cycles = tiling.mr * tiling.nv * 2 * lanes / FLOPS_PER_CYCLE
+    return step_bytes / cycles > l2_fill_bytes / 2
 
 
 def conv_lowering(
@@ -281,7 +331,8 @@ def conv_lowering(
     lanes = ctx.target.lanes(acc)
     cache = ctx.target.cache_bytes // np.dtype(x.type.dtype).itemsize
     registers, constant = ctx.target.vector_registers, w.value is not None
-    p = plan(ctx.config, geo, lanes, registers, cache, x.dtype, constant)
+    core = Core.of(ctx.target)
+    p = plan(ctx.config, geo, lanes, registers, cache, x.dtype, constant, core)
     parallel = 2 * math.prod(out.shape) * geo.icg * len(geo.taps) >= PARALLEL_MIN_FLOPS
     if isinstance(p.tiling, WinogradLayout):
         assert x.buffer is not None and w.value is not None, "plan checked both"
@@ -349,7 +400,7 @@ def conv_lowering(
                        lambda off: prefetch(xt, minimum(off, size - 1)), base, cs)  # fmt: skip
 
     loop_ = TileLoop(p.order, parallel, p.prefetch, p.split, lambda tiles, cells:
-                     ctx.temp((tiles * cells,), acc, "partial"))  # fmt: skip
+                     ctx.temp((tiles * cells,), acc, "partial"), core.threads)  # fmt: skip
     if isinstance(p.tiling, ChannelTiling):
         main = _channel_loop(geo, p.tiling, ops, loop_)
     else:
@@ -360,16 +411,22 @@ def conv_lowering(
 @dataclass(frozen=True)
 class TileLoop:
     """How the tile loop runs: its order, in parallel or not, fetching ahead or not, once per
-    chunk of a reduction cut into `split` (`partial(tiles, cells)`: the temp keeping sums)."""
+    chunk of a reduction cut into `split` (`partial(tiles, cells)`: the temp keeping sums), for
+    a runtime of `threads` threads."""
 
     order: str
     parallel: bool
     fetch_ahead: bool
     split: int
     partial: Callable[[int, int], Buffer]
+    threads: int = 1
 
 
 TileBody = Callable[[tuple[Expr, ...], Expr, Expr, Ahead | None, Split | None], Stmt]
+
+# channel blocks per thread, at least, for a split channels_outer loop to run its chunks inside
+# each block (one parallel loop over the blocks) rather than the tile loop once per chunk
+BLOCKS_PER_THREAD = 4
 
 
 def _tile_loop(
@@ -378,31 +435,39 @@ def _tile_loop(
 ) -> Stmt:  # fmt: skip
     """One loop over all tiles (of `cells` accumulators each), once per chunk of a split
     reduction: body(pixel coordinates, group, channel block, what the tile prefetches of the
-    next outer step (None unless `fetch_ahead` and there is one), its chunk (None unsplit))."""
+    next outer step (None unless `fetch_ahead` and there is one), its chunk (None unsplit)).
+
+    A split channels_outer loop with enough channel blocks runs the chunks inside each block
+    instead (block, chunk, pixel tile): a chunk's weights stay in L1 over the block's pixel
+    tiles, the partial sums of one block stay in cache, and the pool forks once, not per chunk.
+    """
     outer_pixels = how.order != "channels_outer"
     shape = (*pixel_dims, *channel_dims) if outer_pixels else (*channel_dims, *pixel_dims)
     np_ = len(pixel_dims)
     inner = math.prod(channel_dims if outer_pixels else pixel_dims)
     total = math.prod(shape)
     fetch_ahead = how.fetch_ahead and total > inner  # there is a next outer step
+    kind = "parallel" if how.parallel and total > 1 else "serial"
+    partial = how.partial(total, cells) if how.split > 1 else None
 
-    def run(part: Expr | None, partial: Buffer | None) -> Stmt:
-        def coordinates(t: Expr, idx: tuple[Expr, ...]) -> Stmt:
+    def tile(t: Expr, part: Expr | None) -> Stmt:
+        def coordinates(idx: tuple[Expr, ...]) -> Stmt:
             pix, chans = (idx[:np_], idx[np_:]) if outer_pixels else (idx[2:], idx[:2])
             operand = "input" if outer_pixels else "weights"
             ahead = Ahead(operand, t % inner, inner) if fetch_ahead else None
             split = None if part is None else Split(part, how.split, partial, t)
             return body(pix, chans[0], chans[1], ahead, split)
 
-        def tile(t: Expr) -> Stmt:
-            return let_all("c", unflatten(t, shape), lambda idx: coordinates(t, idx))
+        return let_all("c", unflatten(t, shape), coordinates)
 
-        return loop("t", total, tile, "parallel" if how.parallel and total > 1 else "serial")
-
-    if how.split == 1:
-        return run(None, None)
-    partial = how.partial(total, cells)
-    return loop("part", how.split, lambda part: run(part, partial))
+    if partial is None:
+        return loop("t", total, lambda t: tile(t, None), kind)
+    blocks = total // inner
+    if outer_pixels or blocks < BLOCKS_PER_THREAD * max(how.threads, 1):
+        return loop("part", how.split, lambda part: loop("t", total, lambda t: tile(t, part), kind))
+    kind = "parallel" if how.parallel else "serial"
+    return loop("b", blocks, lambda b: loop("part", how.split, lambda part: loop(
+        "i", inner, lambda i: tile(b * inner + i, part))), kind)  # fmt: skip
 
 
 def _pixel_loop(geo: ConvGeometry, tiling: PixelTiling, ops: Operands, how: TileLoop) -> Stmt:
@@ -544,10 +609,14 @@ def conv_space(op: str) -> Callable[[Attrs, list[TensorType], LoweringTarget], C
         dtype = input_types[0].dtype
         cache = target.cache_bytes // np.dtype(dtype).itemsize
         configs = _space(geo, lanes, registers, eligible(geo, dtype))
-        want = plan({}, geo, lanes, registers, cache, dtype)
+        core = Core.of(target)
+
+        def planned(cfg: Mapping[str, Any]) -> Plan:
+            return plan(cfg, geo, lanes, registers, cache, dtype, core=core)
+
+        want = planned({})
         configs.default_index = next(
-            (i for i in range(len(configs))
-             if plan(configs.get(i).values, geo, lanes, registers, cache, dtype) == want),
+            (i for i in range(len(configs)) if planned(configs.get(i).values) == want),
             None,
         )  # fmt: skip
         return configs
