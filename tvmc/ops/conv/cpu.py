@@ -38,7 +38,8 @@ Knobs (ctx.config; `plan` reads them, with the defaults in DEFAULTS and `_estima
 - prefetch: whether each tile fetches its share of the operand the tile loop's next outer step
   reads (cpu_tiles.Ahead); the default is `default_prefetch`'s. Not in the knob space yet.
 - split: into how many chunks of input channels the reduction is cut (cpu_tiles.Split: the tile
-  loop runs once per chunk); the default is `default_split`'s. Not in the knob space yet.
+  loop runs once per chunk, or, channels_outer with enough channel blocks, the chunks run
+  inside each block: `_tile_loop`); the default is `default_split`'s. Not in the knob space yet.
 
 The knob space (`conv_space`): one knob, `plan`; every config builds different code and
 computes the same result (up to rounding: Winograd's is larger, cpu_winograd).

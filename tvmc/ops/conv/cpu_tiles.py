@@ -151,8 +151,8 @@ class Reduction:
 
 @dataclass(frozen=True)
 class Split:
-    """The reduction over input channels cut into `parts` chunks of `Reduction.channels`: the
-    tile loop runs once per chunk (`part`), its tiles keeping their sums in `partial`
+    """The reduction over input channels cut into `parts` chunks of `Reduction.channels`: each
+    tile runs once per chunk (`part`, in order), keeping its sums in `partial`
     ([tile][MR][width], by the tile's index in the loop) between runs; the last run adds the
     bias and the epilogue and stores the output."""
 
