@@ -10,6 +10,7 @@ import functools
 import os
 import shlex
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -62,10 +63,8 @@ L1_DATA_BYTES = {
 # operands cannot stream from L2 at its FMA rate does the planner keep them in L1
 # (tvmc.ops.conv.cpu.default_split); a CPU not named here is assumed not to need it.
 L2_FILL_BYTES_PER_CYCLE = {
-    **dict.fromkeys(["znver1", "znver2", "znver3"], 32),
-    **dict.fromkeys(["znver4", "znver5", *L1_DATA_BYTES.keys() - {"znver1", "znver2", "znver3"}],
-                    64),
-}  # fmt: skip
+    cpu: 32 if cpu in ("znver1", "znver2", "znver3") else 64 for cpu in L1_DATA_BYTES
+}
 
 
 @functools.cache
@@ -164,23 +163,27 @@ class CPUTarget:
         """A core's own cache (L2): this machine's (sysfs) where the target is its CPU, else
         the vendor's figure for a named x86 CPU (`-mcpu=znver3`: a package built here for
         another machine gets that machine's tiles), else 0 (unknown)."""
-        if self.is_native and self.cpu == host_cpu().name:
-            return host_private_cache_bytes()
-        return PRIVATE_CACHE_BYTES.get(self.cpu, 0) if triple_arch(self.triple) == "x86_64" else 0
+        return self._core_figure(host_private_cache_bytes, PRIVATE_CACHE_BYTES)
 
     @property
     def l1_data_bytes(self) -> int:
-        """A core's L1 data cache: this machine's (sysfs) where the target is its CPU, else the
-        vendor's figure for a named x86 CPU, else 0 (unknown)."""
-        if self.is_native and self.cpu == host_cpu().name:
-            return host_l1_data_bytes()
-        return L1_DATA_BYTES.get(self.cpu, 0) if triple_arch(self.triple) == "x86_64" else 0
+        """A core's L1 data cache, as `private_cache_bytes` finds the L2."""
+        return self._core_figure(host_l1_data_bytes, L1_DATA_BYTES)
 
     @property
     def l2_fill_bytes_per_cycle(self) -> int:
         """How many bytes a cycle the L2 moves into L1, for x86 CPUs LLVM names (0: unknown)."""
-        x86 = triple_arch(self.triple) == "x86_64"
-        return L2_FILL_BYTES_PER_CYCLE.get(self.cpu, 0) if x86 else 0
+        return self._named_x86(L2_FILL_BYTES_PER_CYCLE)
+
+    def _core_figure(self, host_figure: Callable[[], int], table: dict[str, int]) -> int:
+        """`host_figure()` where the target is this machine's CPU, else its `table` entry."""
+        if self.is_native and self.cpu == host_cpu().name:
+            return host_figure()
+        return self._named_x86(table)
+
+    def _named_x86(self, table: dict[str, int]) -> int:
+        """The `table` entry of this target's CPU if it is an x86 one, else 0 (unknown)."""
+        return table.get(self.cpu, 0) if triple_arch(self.triple) == "x86_64" else 0
 
     @property
     def is_native(self) -> bool:

@@ -287,7 +287,7 @@ def default_split(
                                   else tiling.rows * geo.plane[-1] + width)  # fmt: skip
     count = geo.group * ceil_div(geo.ocg, block)  # channel blocks
     in_l1 = (isinstance(tiling, ChannelTiling) and order == "channels_outer" and taps == 1
-             and l1_elements > 0 and count >= BLOCKS_PER_THREAD * max(threads, 1)
+             and l1_elements > 0 and chunks_inside_blocks(count, threads)
              and streams_from_l2(tiling, lanes, itemsize, l2_fill_bytes))  # fmt: skip
     input_, weights = geo.batch * geo.channel_stride, taps * block  # per input channel
     if order != "channels_outer":
@@ -430,6 +430,12 @@ TileBody = Callable[[tuple[Expr, ...], Expr, Expr, Ahead | None, Split | None], 
 BLOCKS_PER_THREAD = 4
 
 
+def chunks_inside_blocks(blocks: int, threads: int) -> bool:
+    """Whether a split channels_outer loop over `blocks` channel blocks runs its chunks inside
+    each block (`_tile_loop`): enough blocks to share among `threads`."""
+    return blocks >= BLOCKS_PER_THREAD * max(threads, 1)
+
+
 def _tile_loop(
     pixel_dims: tuple[int, ...], channel_dims: tuple[int, int], how: TileLoop, cells: int,
     body: TileBody,
@@ -464,9 +470,8 @@ def _tile_loop(
     if partial is None:
         return loop("t", total, lambda t: tile(t, None), kind)
     blocks = total // inner
-    if outer_pixels or blocks < BLOCKS_PER_THREAD * max(how.threads, 1):
+    if outer_pixels or not chunks_inside_blocks(blocks, how.threads):
         return loop("part", how.split, lambda part: loop("t", total, lambda t: tile(t, part), kind))
-    kind = "parallel" if how.parallel else "serial"
     return loop("b", blocks, lambda b: loop("part", how.split, lambda part: loop(
         "i", inner, lambda i: tile(b * inner + i, part))), kind)  # fmt: skip
 
