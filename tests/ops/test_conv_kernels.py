@@ -513,6 +513,10 @@ def default_plan(x_shape, w_shape, attrs, constant_weights=False):
         ((1, 256, 16, 16), (400, 256, 1, 1), {"strides": [2, 2]}, "pixels", "channels_outer"),
         # input larger than the weights, 40 channels in blocks of 6: pixels_outer
         ((1, 16, 30, 30), (40, 16, 3, 3), {"pads": [1, 1, 1, 1]}, "pixels", "pixels_outer"),
+        # stride 2: the input is four phase planes of 15x15 per channel (14,400 floats against
+        # 4,608 of weights; one phase plane alone, 3,600, would put the weights outer)
+        ((1, 16, 28, 28), (32, 16, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]},
+         "pixels", "pixels_outer"),
         # 3 input channels (fewer than the 16 lanes): pixels tiles, channels_outer
         ((1, 3, 23, 23), (16, 3, 7, 7), {"strides": [2, 2], "pads": [3, 3, 3, 3]},
          "pixels", "channels_outer"),

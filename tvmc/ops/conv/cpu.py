@@ -221,7 +221,8 @@ def default_order(geo: ConvGeometry, schedule: str, lanes: int) -> str:
       weights and a pixel tile's input are tens of KB); the stores differ, to MR output planes
       in sequence against every output plane at one position per pixel tile.
     - otherwise the operand read once sits in the outer loop, the other is read again per
-      outer step: channels_outer where the weights outweigh the input. (pixels_outer, which
+      outer step: channels_outer where the weights outweigh the input (every stride phase
+      plane the taps read: a 3x3/2 conv's four). (pixels_outer, which
       holds a pixel tile's input in cache across all channel blocks, wins on 7x7 planes while
       the weights stay in the caches between runs, not when they come from memory as in a
       model: docs/performance.md.)
@@ -229,7 +230,7 @@ def default_order(geo: ConvGeometry, schedule: str, lanes: int) -> str:
     if schedule == "pixels" and geo.group == 1 and geo.icg < lanes:
         return "channels_outer"
     weights = geo.out_channels * geo.icg * len(geo.taps)
-    return "channels_outer" if weights > geo.channels * geo.plane_size else "pixels_outer"
+    return "channels_outer" if weights > geo.channels * geo.channel_stride else "pixels_outer"
 
 
 def default_prefetch(
@@ -247,7 +248,7 @@ def default_prefetch(
         return False
     if order == "channels_outer":
         return geo.out_channels * geo.icg * len(geo.taps) > cache_elements
-    return geo.channels * geo.plane_size > cache_elements
+    return geo.channels * geo.channel_stride > cache_elements
 
 
 # multiply-add steps per chunk of a split reduction, at least: each chunk stores and reloads an
