@@ -90,6 +90,7 @@ def default_plan(task, target: CPUTarget, direct: bool = False) -> str:
         cut = f" {t.rows} rows" if t.rows > 1 else f" 1/{t.chunks} {'plane' if flat else 'row'}"
     fetch = " prefetch" if chosen.prefetch else ""
     split = f" split {chosen.split}" if chosen.split > 1 else ""
+    cut = " plane" if getattr(t, "flat", False) else cut
     return f"{chosen.schedule} {t.mr}x{t.nv}{cut} {chosen.order}{fetch}{split}"
 
 

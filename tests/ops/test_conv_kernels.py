@@ -707,7 +707,8 @@ def test_conv_split_knob_falls_back_where_it_cannot_apply():
         # 4 chunks of 256 channels (200 KB) fit half of a 512 KB cache, 1 of a 2 MB one
         ((1, 1024, 14, 14), (512, 1024, 1, 1), 512 << 10, 8, 4),
         ((1, 1024, 14, 14), (512, 1024, 1, 1), 2 << 20, 8, 1),
-        # 3x3 512->512 @7: a channel block's weights (24 x 512 x 9 floats) outgrow the cache
+        # 3x3 512->512 @7 in 4x3 tiles: a channel block's weights (24 x 512 x 9 floats)
+        # outgrow the cache
         ((1, 512, 7, 7), (512, 512, 3, 3), 512 << 10, 8, 4),
         # a short reduction is never cut (chunks of fewer than MIN_CHUNK_STEPS steps)
         ((1, 32, 112, 112), (64, 32, 1, 1), 64 << 10, 8, 1),
@@ -719,8 +720,9 @@ def test_default_split_where_the_inner_operand_outgrows_the_cache(
     x_shape, w_shape, cache_bytes, lanes, split
 ):
     geo = conv_geometry(x_shape, w_shape, {"pads": [1, 1, 1, 1]} if w_shape[-1] == 3 else {})
-    chosen = plan({"schedule": "channels" if w_shape[-1] == 3 else "pixels"}, geo, lanes, 16,
-                  cache_bytes // 4)  # fmt: skip
+    knobs = {"schedule": "channels", "tile_vectors": 3, "tile_rows": 4} if w_shape[-1] == 3 else {
+        "schedule": "pixels"}  # fmt: skip
+    chosen = plan(knobs, geo, lanes, 16, cache_bytes // 4)
     assert chosen.split == split and geo.icg % split == 0
 
 
@@ -758,24 +760,31 @@ AVX2 = CPUTarget.parse("llvm -mcpu=znver3")  # AVX2 and FMA, no AVX-512: 8 lanes
 
 @pytest.mark.skipif(CPUTarget.host().vector_bits < 256, reason="AVX2 code does not run here")
 @pytest.mark.parametrize(
-    "x_shape,w_shape,attrs,schedule,tile",
+    "x_shape,w_shape,attrs,schedule,tile,flat",
     [
         # 6 rows of 56 read as one row of 336 (pointwise): 14 tiles of 3 vectors, 4 channels
         # (was 6 x 2 in 4 chunks of each row, 14 of 16 lanes used, and one row of 1 x 7 before)
-        ((1, 16, 6, 56), (64, 16, 1, 1), {}, "pixels", (4, 3)),
-        # 14-pixel rows x 2 vectors of channels, 5 pixels per tile (was 14x1, which spilled)
-        ((1, 256, 14, 14), (64, 256, 3, 3), {"pads": [1, 1, 1, 1]}, "channels", (5, 2)),
-        # 28-pixel rows x 2 vectors of channels, 6 pixels per tile: the last tile partly outside
-        ((1, 64, 6, 28), (64, 64, 3, 3), {"pads": [1, 1, 1, 1]}, "channels", (6, 2)),
+        ((1, 16, 6, 56), (64, 16, 1, 1), {}, "pixels", (4, 3), False),
+        # 2 vectors of channels x 6 pixels of the 14x14 planes as one row: 196 of 198 pixels
+        # useful (5-pixel tiles in rows of 14: 14 of 15; 14x1 before that spilled)
+        ((1, 256, 14, 14), (64, 256, 3, 3), {"pads": [1, 1, 1, 1]}, "channels", (6, 2), True),
+        # one 28-pixel row x 2 vectors of channels, 6 pixels per tile: the last tile partly
+        # outside; 6 such rows as one row: 28 whole tiles
+        ((1, 64, 1, 28), (64, 64, 3, 3), {"pads": [1, 1, 1, 1]}, "channels", (6, 2), False),
+        ((1, 64, 6, 28), (64, 64, 3, 3), {"pads": [1, 1, 1, 1]}, "channels", (6, 2), True),
+        # 7x7 planes: 5-pixel tiles over the planes as one row, 49 of 50 useful (4x3 in rows: 7
+        # of 8), the last tile's spare pixel a repeat
+        ((1, 64, 7, 7), (64, 64, 3, 3), {"pads": [1, 1, 1, 1]}, "channels", (5, 2), True),
     ],
 )  # fmt: skip
-def test_conv_avx2_default_tiles(x_shape, w_shape, attrs, schedule, tile, rng):
+def test_conv_avx2_default_tiles(x_shape, w_shape, attrs, schedule, tile, flat, rng):
     """AVX2 code of the default plans computes the conv (it runs on any AVX2 host)."""
     geo = geometry_of("Conv", conv_attrs(w_shape, attrs),
                       [TensorType(s, "float32") for s in (x_shape, w_shape)],
                       LoweringTarget.of_cpu(AVX2, 2))  # fmt: skip
     chosen = plan({}, geo, AVX2.vector_bits // 32, AVX2.vector_registers, constant_weights=False)
-    assert (chosen.schedule, (chosen.tiling.mr, chosen.tiling.nv)) == (schedule, tile)
+    got = (chosen.tiling.mr, chosen.tiling.nv), getattr(chosen.tiling, "flat", False)
+    assert (chosen.schedule, *got) == (schedule, tile, flat)
     x, w, b = randn(rng, *x_shape), randn(rng, *w_shape), randn(rng, w_shape[0])
     # sums of up to 2304 products of unit normals (|sum| ~ 50) in another order than
     # onnxruntime's: float32 rounding reaches ~1e-4 absolute
@@ -783,3 +792,45 @@ def test_conv_avx2_default_tiles(x_shape, w_shape, attrs, schedule, tile, rng):
     direct = {"schedule": schedule}  # the 3x3 ones run as Winograd by default
     check_conv("Conv", x, w, attrs, b, target=AVX2, tol=tol, config=direct)
     check_conv("Conv", x, w, attrs, b, target=AVX2, epilogue=True, tol=tol, config=direct)
+
+
+PADDED = {"pads": [1, 1, 1, 1]}
+FLAT_CASES = [
+    # 7x7 planes in 5-pixel tiles: 49 = 9 x 5 + 4, the last tile's spare pixel a repeat
+    ((2, 16, 7, 7), (24, 16, 3, 3), PADDED, {}),
+    # stride 2 (four phase planes), a partial channel vector (20 of 24 channels)
+    ((1, 8, 13, 13), (20, 8, 3, 3), {**PADDED, "strides": [2, 2]}, {}),
+    # a reduction split in 4 chunks of 8 channels
+    ((1, 32, 7, 7), (64, 32, 3, 3), PADDED, {"split": 4, "order": "channels_outer"}),
+    # pixels_outer, each tile fetching the next one's input ahead
+    ((1, 16, 9, 9), (16, 16, 3, 3), PADDED, {"order": "pixels_outer", "prefetch": True}),
+    # grouped; 3-D (planes of 3 x 7 x 7)
+    ((1, 8, 7, 7), (32, 4, 3, 3), {**PADDED, "group": 2}, {}),
+    ((1, 4, 3, 7, 7), (16, 4, 1, 3, 3), {"pads": [0, 1, 1, 0, 1, 1]}, {}),
+]
+
+
+@pytest.mark.skipif(CPUTarget.host().vector_bits < 256, reason="AVX2 code does not run here")
+@pytest.mark.parametrize("x_shape,w_shape,attrs,config", FLAT_CASES)
+def test_flat_channel_tiles(x_shape, w_shape, attrs, config, rng):
+    """Channel tiles over the output planes as one row (each pixel reading the input at its own
+    plane position) compute the conv, with and without an epilogue (AVX2, 5-pixel tiles)."""
+    knobs = {"schedule": "channels", "tile_rows": 5, "tile_vectors": 2, **config}
+    geo = geometry_of("Conv", conv_attrs(w_shape, attrs),
+                      [TensorType(s, "float32") for s in (x_shape, w_shape)],
+                      LoweringTarget.of_cpu(AVX2, 2))  # fmt: skip
+    chosen = plan(knobs, geo, 8, 16)
+    assert chosen.tiling.flat and chosen.tiling.mr == 5
+    assert not plan(knobs, geo, 8, 16, flat_rows=False).tiling.flat
+    x, w, b = randn(rng, *x_shape), randn(rng, *w_shape), randn(rng, w_shape[0])
+    check_conv("Conv", x, w, attrs, b, target=AVX2, config=knobs)
+    check_conv("Conv", x, w, attrs, b, target=AVX2, epilogue=True, config=knobs)
+
+
+def test_flat_channel_tiles_interpreted(rng):
+    """Every read and store of a flat channel tile lies in its buffer (the interpreter checks
+    each access; the last tile's spare pixels neither read past the input nor store)."""
+    x_shape, w_shape = (1, 6, 7, 7), (16, 6, 3, 3)
+    knobs = {"schedule": "channels", "tile_rows": 5, "tile_vectors": 1, "in_place": False}
+    x, w, b = randn(rng, *x_shape), randn(rng, *w_shape), randn(rng, w_shape[0])
+    check_conv("Conv", x, w, PADDED, b, config=knobs, interpreted=True)

@@ -26,9 +26,10 @@ Knobs (ctx.config; `plan` reads them, with the defaults in DEFAULTS and `_estima
   tile_rows] for Winograd, in one knob (what the tuning space offers, so that no two configs
   differ only in knobs their schedule does not read); trailing entries may be left out; it
   overrides the separate knobs.
-- unroll_taps: "all" kernel taps, one kernel "row" or "none" (default) unrolled per step of
-  the tap loop. Unrolled taps of a stride-1 row read overlapping inputs; LLVM then shares those
-  loads across taps and runs out of registers.
+- unroll_taps: "all" kernel taps, one kernel "row" or "none" unrolled per step of the tap
+  loop (default: `default_unroll`'s, "all" for flat channel tiles, else "none"). Unrolled taps
+  of a stride-1 row read overlapping inputs; LLVM then shares those loads across taps and runs
+  out of registers.
 - in_place: read an input already in plane form (1x1 stride-1 unpadded) where it is (default
   True); its vectors run across rows through the flat offset, which the kernel IR interpreter's
   per-axis bounds check rejects, so interpreted runs set it False. Where the last tiles run past
@@ -37,6 +38,9 @@ Knobs (ctx.config; `plan` reads them, with the defaults in DEFAULTS and `_estima
   weight block); the default is `default_order`'s.
 - prefetch: whether each tile fetches its share of the operand the tile loop's next outer step
   reads (cpu_tiles.Ahead); the default is `default_prefetch`'s. Not in the knob space yet.
+- flat_rows: whether a channels tile may run on through the output rows (default True: where
+  that fills more lanes, `cpu_tiles.channel_tiling`, and the epilogue can store so). Not in
+  the knob space: the default's choice follows from the tile.
 - split: into how many chunks of input channels the reduction is cut (cpu_tiles.Split: the tile
   loop runs once per chunk, or, channels_outer with enough channel blocks, the chunks run
   inside each block: `_tile_loop`); the default is `default_split`'s. Not in the knob space yet.
@@ -77,6 +81,7 @@ from tvmc.ops.conv.cpu_layout import fill_planes, transform_kernel_body, vector_
 from tvmc.ops.conv.cpu_tiles import (
     FLOPS_PER_CYCLE,
     LINE_BYTES,
+    MIN_FLAT_GAIN,
     Ahead,
     ChannelTiling,
     Fetch,
@@ -167,11 +172,13 @@ class Plan:
 def plan(
     cfg: Mapping[str, Any], geo: ConvGeometry, lanes: int, registers: int, cache_elements: int = 0,
     dtype: str = "float32", constant_weights: bool = True, core: Core | None = None,
+    flat_rows: bool = True,
 ) -> Plan:  # fmt: skip
     """The knobs of `cfg`, with defaults chosen for `geo`, tiles that fit `registers` and a
     core's own cache of `cache_elements` input elements (0: unknown) and its L1 (`core`). The
     Winograd schedules need `constant_weights` (transformed at compile time); others fall back
-    to the default."""
+    to the default. `flat_rows`: channel tiles may run through the output's rows (the
+    epilogue allows a flat store: `Epilogue.flat_planes`)."""
     cfg = dict(cfg)
     if "plan" in cfg:
         schedule, cfg["tile_vectors"], cfg["tile_rows"], *rest = cfg.pop("plan")
@@ -190,7 +197,8 @@ def plan(
         return int(cfg.get("tile_vectors", default[0])), int(cfg.get("tile_rows", default[1]))
 
     pix, pix_eff = pixel_tiling(geo, lanes, *limits(DEFAULTS["pixels"]), registers)
-    chn, chn_eff = channel_tiling(geo, lanes, *limits(DEFAULTS["channels"]), registers)
+    flat_rows = flat_rows and bool(cfg.get("flat_rows", True))
+    chn, chn_eff = channel_tiling(geo, lanes, *limits(DEFAULTS["channels"]), registers, flat_rows)
     depthwise = geo.depthwise and geo.ocg <= 8
     direct = "depthwise" if depthwise else _estimate(geo, lanes, pix, pix_eff, chn, chn_eff)
     # no schedule, or Winograd where it cannot run: the direct default
@@ -208,9 +216,20 @@ def plan(
     if split < 1 or geo.icg % split or schedule == "depthwise":
         split = 1
     return Plan(
-        schedule, tiling, order, str(cfg.get("unroll_taps", "none")),
+        schedule, tiling, order, str(cfg.get("unroll_taps", default_unroll(geo, tiling))),
         bool(cfg.get("in_place", True)), bool(fetch), split,
     )  # fmt: skip
+
+
+def default_unroll(geo: ConvGeometry, tiling: PixelTiling | ChannelTiling) -> str:
+    """The taps a config without unroll_taps unrolls per step: all of them for a flat channels
+    tile (up to MAX_UNROLLED_TAPS), whose pixels' inputs LLVM cannot tell apart, so it shares
+    no loads across taps (3x3 512->512 @7, AVX2 5x2: 93% of the peak against 74% with a step
+    per tap, whose tap table LLVM unrolled and spilled); none otherwise: unrolled taps of a row
+    read overlapping inputs, which LLVM shares across taps until it runs out of registers (4x3
+    tiles in rows: 67% against 82%)."""
+    flat = isinstance(tiling, ChannelTiling) and tiling.flat
+    return "all" if flat and len(geo.taps) <= MAX_UNROLLED_TAPS else "none"
 
 
 def default_order(geo: ConvGeometry, schedule: str, lanes: int) -> str:
@@ -334,7 +353,8 @@ def conv_lowering(
     cache = ctx.target.cache_bytes // np.dtype(x.type.dtype).itemsize
     registers, constant = ctx.target.vector_registers, w.value is not None
     core = Core.of(ctx.target)
-    p = plan(ctx.config, geo, lanes, registers, cache, x.dtype, constant, core)
+    flat_rows = epilogue is None or epilogue.flat_planes
+    p = plan(ctx.config, geo, lanes, registers, cache, x.dtype, constant, core, flat_rows)
     parallel = 2 * math.prod(out.shape) * geo.icg * len(geo.taps) >= PARALLEL_MIN_FLOPS
     if isinstance(p.tiling, WinogradLayout):
         assert x.buffer is not None and w.value is not None, "plan checked both"
@@ -494,7 +514,7 @@ def _pixel_loop(geo: ConvGeometry, tiling: PixelTiling, ops: Operands, how: Tile
 
 
 def _channel_loop(geo: ConvGeometry, tiling: ChannelTiling, ops: Operands, how: TileLoop) -> Stmt:
-    rows = math.prod(geo.out_shape[:-1])
+    rows = 1 if tiling.flat else math.prod(geo.out_shape[:-1])
     dims = (geo.batch, rows, tiling.chunks(geo))
     width = tiling.nv * ops.lanes
 
@@ -502,7 +522,7 @@ def _channel_loop(geo: ConvGeometry, tiling: ChannelTiling, ops: Operands, how: 
         p: tuple[Expr, ...], g: Expr, ob: Expr, ahead: Ahead | None, split: Split | None
     ) -> Stmt:  # fmt: skip
         n, row, pc = p
-        lead = unflatten(row, geo.out_shape[:-1])
+        lead = () if tiling.flat else unflatten(row, geo.out_shape[:-1])
         return channel_tile(ops, tiling, n, g, ob, lead, pc, ahead, split)
 
     channels = (geo.group, ceil_div(geo.ocg, width))
@@ -579,12 +599,6 @@ def geometry_of(
     return tiled_geometry(geo.stuffed(), lanes, target.vector_registers)
 
 
-# How many more useful lanes the planes as one row must give the default tile: a point or two
-# comes with another tile shape (2048->512 @7 as AVX-512 code: 10x2 on 49 against 7x3 on rows
-# of 7 filled 98% against 97% of the lanes, and ran 95% of peak against 99%)
-MIN_FLAT_GAIN = 1.02
-
-
 def tiled_geometry(geo: ConvGeometry, lanes: int, registers: int) -> ConvGeometry:
     """The geometry a conv's tiles run over: a pointwise conv's planes as one row (`flattened`)
     where the default plan's tile (pixels or channels) fills more of its lanes so, by
@@ -655,7 +669,7 @@ def _space(geo: ConvGeometry, lanes: int, registers: int, winograd: bool) -> Con
     if with_channels:
 
         def channels(nv: int, mr: int) -> tuple[Hashable, float, tuple[int, int]]:
-            tiling, useful = channel_tiling(geo, lanes, nv, mr, registers)
+            tiling, useful = channel_tiling(geo, lanes, nv, mr, registers, flat_rows=True)
             return tiling, useful * density(tiling.mr, tiling.nv), (tiling.nv, tiling.mr)
 
         vectors = range(1, min(MAX_VECTORS, ceil_div(geo.ocg, lanes)) + 1)

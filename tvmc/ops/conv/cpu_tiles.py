@@ -52,6 +52,7 @@ from tvmc.ops.schedule.microkernel import (
     pad_axis,
     pieces,
     register_tile,
+    unflatten,
 )
 
 Load = Callable[[Expr, int], Expr]  # (flat offset into the transformed input, lanes) -> value
@@ -427,31 +428,63 @@ def pixel_reads_end(geo: ConvGeometry, tiling: PixelTiling, lanes: int) -> int:
 # ---- channels ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ChannelTiling:
-    """MR consecutive pixels of a row x NV vectors of output channels."""
+    """MR consecutive pixels x NV vectors of output channels: pixels of one output row, or
+    (`flat`) of the output planes read as one row, a tile running on into the next row, each
+    of its pixels reading the input from its own plane position (3x3 512->512 @7 as 4-pixel
+    AVX2 tiles: 49 of 52 pixels useful against 7 of 8)."""
 
     mr: int
     nv: int
+    flat: bool = False
+
+    def positions(self, geo: ConvGeometry) -> int:
+        """Pixels the tiles of one row (flat: of the whole output planes) cover."""
+        return math.prod(geo.out_shape) if self.flat else geo.out_shape[-1]
 
     def chunks(self, geo: ConvGeometry) -> int:
-        """Pixel chunks per output row."""
-        return ceil_div(geo.out_shape[-1], self.mr)
+        """Pixel chunks per output row (flat: per output planes)."""
+        return ceil_div(self.positions(geo), self.mr)
+
+
+# How many more useful lanes tiles over the planes as one row must give than tiles within rows:
+# a point or two comes with another tile shape (2048->512 @7 as AVX-512 code: 10x2 on 49
+# against 7x3 on rows of 7 filled 98% against 97% of the lanes, and ran 95% of peak against
+# 99%), and a flat channel tile computes each pixel's input position once and holds MR of them
+MIN_FLAT_GAIN = 1.02
 
 
 def channel_tiling(
-    geo: ConvGeometry, lanes: int, nv_max: int, mr_max: int, registers: int
-) -> tuple[ChannelTiling, float]:
+    geo: ConvGeometry, lanes: int, nv_max: int, mr_max: int, registers: int,
+    flat_rows: bool = False,
+) -> tuple[ChannelTiling, float]:  # fmt: skip
     """The (MR, NV) with the best useful-lane fraction times tile density, among those that fit
-    the core where any does (`fits_core`), and that fraction."""
+    the core where any does (`fits_core`), and that fraction. With `flat_rows` (the output's
+    planes may be stored as one row: `Epilogue.flat_planes`), the best tiling over the planes
+    as one row instead where it fits the core as well and fills more lanes by MIN_FLAT_GAIN."""
+    rows = _channel_tiling(geo, lanes, nv_max, mr_max, registers, flat=False)
+    if not flat_rows or len(geo.out_shape) < 2:
+        return rows[1:]
+    flat = _channel_tiling(geo, lanes, nv_max, mr_max, registers, flat=True)
+    better = flat[0][0] >= rows[0][0] and flat[2] > rows[2] * MIN_FLAT_GAIN
+    return flat[1:] if better else rows[1:]
+
+
+def _channel_tiling(
+    geo: ConvGeometry, lanes: int, nv_max: int, mr_max: int, registers: int, flat: bool
+) -> tuple[tuple[bool, float], ChannelTiling, float]:  # fmt: skip
+    """`channel_tiling`'s choice within rows or (`flat`) over the planes as one row, with its
+    score: (fits the core, useful fraction x density)."""
     nv_max = min(nv_max, max_vectors(registers))
-    ow, best = geo.out_shape[-1], ((False, 0.0), 0.0, ChannelTiling(1, 1))
+    positions = ChannelTiling(1, 1, flat).positions(geo)
+    best = ((False, 0.0), ChannelTiling(1, 1, flat), 0.0)
     for nv in range(1, nv_max + 1):
         width = nv * lanes
         pad = geo.ocg / (ceil_div(geo.ocg, width) * width)
         for mr in range(1, min(mr_max, max_rows(nv, registers)) + 1):
-            useful = pad * ow / (ceil_div(ow, mr) * mr)
+            useful = pad * positions / (ceil_div(positions, mr) * mr)
             score = (fits_core(mr, nv, lanes, useful), useful * density(mr, nv))
-            best = max(best, (score, useful, ChannelTiling(mr, nv)), key=lambda b: b[0])
-    return best[2], best[1]
+            best = max(best, (score, ChannelTiling(mr, nv, flat), useful), key=lambda b: b[0])
+    return best
 
 
 def pack_channels(w: np.ndarray, geo: ConvGeometry, width: int) -> np.ndarray:
@@ -466,21 +499,29 @@ def channel_tile(
     ops: Operands, tiling: ChannelTiling, n: Expr, g: Expr, ob: Expr, lead: tuple[Expr, ...],
     pc: Expr, ahead: Ahead | None = None, split: Split | None = None,
 ) -> Stmt:  # fmt: skip
-    """One MR x NV tile: pixels pc*MR.. of the output row `lead`, channel block `ob` (of one
-    chunk of the reduction when `split`)."""
+    """One MR x NV tile: pixels pc*MR.. of the output row `lead` (flat: of the output planes,
+    `lead` empty), channel block `ob` (of one chunk of the reduction when `split`)."""
     geo, lanes, mr, nv = ops.geo, ops.lanes, tiling.mr, tiling.nv
-    width, ow = nv * lanes, geo.out_shape[-1]
+    width, positions = nv * lanes, tiling.positions(geo)
     red, ntaps = ops.reduction, len(geo.taps)
-    qbase = geo.out_position(lead) + pc * mr
     oblocks = ceil_div(geo.ocg, width)
     chunks = tiling.chunks(geo)
+    if tiling.flat:  # each pixel's plane position (the last tile's spare pixels repeat the last)
+        first = [minimum(pc * mr + r, positions - 1) for r in range(mr)]
+        pixels = [geo.out_position(unflatten(q, geo.out_shape)).astype("int64") for q in first]
+        qbase: Expr = const(0)
+    else:
+        pixels, qbase = [], geo.out_position(lead) + pc * mr
 
-    def bind(ks: tuple[Expr, ...], wb: Expr, xb: Expr) -> tuple[Expr, ...]:
+    def bind(ks: tuple[Expr, ...], wb: Expr, xb: Expr, *at: Expr) -> tuple[Expr, ...]:
         ic = red.channel(ks, split)
         w_step = ((wb + ic) * ntaps + red.first_tap(ks)) * width
-        return w_step, xb + ic * ops.channel_stride + red.row_offset(ks)
+        return w_step, xb + ic * ops.channel_stride + red.row_offset(ks), *at
 
     def scalar(r: int, b: tuple, t: int) -> Expr:
+        if tiling.flat:  # int64: as int32, LLVM's SLP vectorizer packed the MR sums into one
+            # vector and took each out for its load (3x3 512->512 @7: 41% of the peak)
+            return ops.load((b[1] + red.column_offset(t)).astype("int64") + b[2 + r], 1)
         return ops.load(b[1] + red.column_offset(t) + r, 1)
 
     def vector(v: int, b: tuple, t: int) -> Expr:
@@ -498,7 +539,7 @@ def channel_tile(
                     for o, w in pieces(count, lanes)
                 ))  # fmt: skip
 
-            last = ow - (chunks - 1) * mr
+            last = positions - (chunks - 1) * mr
             st = run(mr) if last == mr else if_then_else(pc.eq(chunks - 1), run(last), run(mr))
             return st if geo.ocg % width == 0 else if_then_else(oc_local < geo.ocg, st)
 
@@ -509,7 +550,8 @@ def channel_tile(
             return None
         if ahead.operand == "weights":
             return seq(*_weights_ahead(ops, ahead, bases[0], width, b[0]))
-        return seq(*_input_ahead(ops, ahead, mr, mr, b[1]))  # the next tile: mr pixels on
+        step = b[1] + b[2].astype("int32") if tiling.flat else b[1]  # the tile's first pixel
+        return seq(*_input_ahead(ops, ahead, mr, mr, step))  # the next tile: mr pixels on
 
     def tile(bases: tuple[Expr, ...]) -> Stmt:
         return register_tile(mr, nv, lanes, ops.acc, red.loops, red.taps, scalar, vector,
@@ -517,10 +559,12 @@ def channel_tile(
                              lambda b: fetch(bases, b))  # fmt: skip
 
     block = (g * oblocks + ob) * geo.icg
-    return let_all("t", (block, ops.channel_base(n, g * geo.icg) + qbase), tile)
+    return let_all("t", (block, ops.channel_base(n, g * geo.icg) + qbase, *pixels), tile)
 
 
 def channel_reads_end(geo: ConvGeometry, tiling: ChannelTiling) -> int:
     """One past the largest plane position (plus tap offset) a channel tile reads."""
     last = sum((o - 1) * s for o, s in zip(geo.out_shape[:-1], geo.plane_strides))
+    if tiling.flat:  # the last tile's spare pixels read the last pixel's inputs
+        return last + geo.out_shape[-1] + geo.max_tap_offset
     return last + tiling.chunks(geo) * tiling.mr + geo.max_tap_offset

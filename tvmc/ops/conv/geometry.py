@@ -200,7 +200,8 @@ class ConvGeometry:
         return flat if self.is_identity else replace(flat, transformed_from=self)
 
     def out_position(self, lead: tuple[Expr, ...]) -> Expr:
-        """Plane position of the first pixel of the output row with leading indices `lead`."""
+        """Plane position of the first pixel of the output row with leading indices `lead` (of
+        the pixel itself, given all its indices)."""
         return sum((i * s for i, s in zip(lead, self.plane_strides)), const(0))
 
 
