@@ -13,7 +13,7 @@ from tvmc.frontend import convert_model
 from tvmc.lower.fuse import MAX_INLINED_DEPTH
 from tvmc.lower.lower import lower_kernels
 from tvmc.ops import run_reference
-from tvmc.ops.conv.cpu import geometry_of
+from tvmc.ops.conv.cpu import geometry_of, plan
 from tvmc.ops.lowering import LoweringTarget
 from tvmc.passes import IMPORT_PIPELINE, run_passes
 from tvmc.runtime import Executor, ProgramInfo
@@ -166,6 +166,46 @@ def test_strided_pointwise_conv_tiles_read_the_compact_planes_as_one_row(rng):
             continue  # AVX-512 code does not run here
         result, got, want = compile_and_run(model, feeds, target=target)
         np.testing.assert_allclose(got["y"], want["y"], rtol=1e-5, atol=1e-5, err_msg=target)
+
+
+@pytest.mark.skipif(CPUTarget.host().vector_bits < 256, reason="AVX2 code does not run here")
+@pytest.mark.parametrize(
+    "other,flat",
+    [
+        ((1, 96, 7, 7), True),  # a residual with the output's planes
+        ((96, 1, 1), True),  # a scale per channel
+        ((1, 1, 1, 7), False),  # a row for every row: its tiles stay within rows
+    ],
+)  # fmt: skip
+def test_channel_tiles_run_through_rows_where_the_epilogue_allows(rng, other, flat):
+    """A 3x3/2 conv onto 7x7 planes as AVX2 code: 4-pixel channel tiles run on through the
+    rows (49 of 52 pixels useful against 7 of 8) where its epilogue can be applied at flat
+    plane positions, else row by row; either way the fused result is the model's."""
+    w = (rng.standard_normal((96, 64, 3, 3)) * 0.1).astype(np.float32)
+    b = rng.standard_normal(other).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], strides=[2, 2], pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c", "b"], ["s"]),
+        helper.make_node("Relu", ["s"], ["y"]),
+    ]
+    inputs = [("x", [1, 64, 14, 14])] + ([("b", list(other))] if len(other) == 4 else [])
+    constants = [("w", w)] + ([] if len(other) == 4 else [("b", b)])
+    model = model_of(nodes, inputs, ["y"], constants)
+    feeds = {"x": rng.standard_normal((1, 64, 14, 14)).astype(np.float32), "b": b}
+    feeds = {name: feeds[name] for name, _ in inputs}
+    graph = run_passes(convert_model(model), IMPORT_PIPELINE)
+    state = lower_kernels(graph)
+    ((anchor, chain),) = state.plan.epilogues.items()
+    conv = next(n for n in graph.nodes if n.name == anchor)
+    epilogue_flat = state.epilogue(conv, chain).flat_planes
+    assert epilogue_flat == flat
+    avx2 = CPUTarget.parse("llvm -mcpu=znver3")
+    lowering = LoweringTarget.of_cpu(avx2, 2)
+    geo = geometry_of("Conv", conv.attrs, [graph.types[name] for name in conv.inputs], lowering)
+    chosen = plan({}, geo, 8, avx2.vector_registers, flat_rows=epilogue_flat)
+    assert (chosen.schedule, chosen.tiling.mr, chosen.tiling.flat) == ("channels", 4, flat)
+    result, got, want = compile_and_run(model, feeds, target="llvm -mcpu=znver3")
+    np.testing.assert_allclose(got["y"], want["y"], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("jit", [False, True])
