@@ -5,11 +5,12 @@
   `[group][oc block][icg][tap][MR]`; vector operand: input plane rows at each tap's offset.
   Lanes falling on the planes' padding columns are computed and dropped at the store, so this
   suits 1x1 convs (no padding columns) and wide rows.
-- channels: a tile is MR consecutive output pixels x NV vectors of output channels. Broadcast
-  operand: one input element per pixel and tap; vector operand: packed weights
-  `[group][oc block][icg][tap][NV*16]`. No lane is wasted on padding, but the tile leaves
-  through a transposing store (pixels are contiguous in NCHW, channels are not), which only
-  pays when the reduction (icg x taps) is long: 3x3 convs, small images.
+- channels: a tile is MR consecutive output pixels (of a row, or of the planes read as one
+  row: `ChannelTiling.flat`) x NV vectors of output channels. Broadcast operand: one input
+  element per pixel and tap; vector operand: packed weights `[group][oc block][icg][tap][NV*16]`.
+  No lane is wasted on padding, but the tile leaves through a transposing store (pixels are
+  contiguous in NCHW, channels are not), which only pays when the reduction (icg x taps) is
+  long: 3x3 convs, small images.
 
 Either schedule may split its reduction (`Split`): the tile loop runs once per chunk of input
 channels, each run adding its sums to the last one's, so that what a chunk's inner loop reads
