@@ -68,7 +68,7 @@ from tvmc.autotune.measure_cpu import allocate_buffers, build
 from tvmc.codegen import CPUTarget, load_object, num_threads, set_num_threads
 from tvmc.codegen.host import host_cache_bytes
 from tvmc.ops.conv.cpu import ORDERS, Core, geometry_of, plan
-from tvmc.ops.conv.cpu_tiles import PixelTiling
+from tvmc.ops.conv.cpu_tiles import ChannelTiling, PixelTiling
 from tvmc.ops.conv.cpu_winograd import WinogradLayout
 from tvmc.ops.lowering import LoweringTarget
 from tvmc.ops.space import ConfigEntity, ConfigSpace
@@ -88,9 +88,10 @@ def default_plan(task, target: CPUTarget, direct: bool = False) -> str:
         types, _ = task_types(task)
         flat = len(conv_geometry(task, target).out_shape) < len(types[0].shape) - 2
         cut = f" {t.rows} rows" if t.rows > 1 else f" 1/{t.chunks} {'plane' if flat else 'row'}"
+    elif isinstance(t, ChannelTiling) and t.flat:
+        cut = " plane"  # the tiles run on through the output planes' rows
     fetch = " prefetch" if chosen.prefetch else ""
     split = f" split {chosen.split}" if chosen.split > 1 else ""
-    cut = " plane" if getattr(t, "flat", False) else cut
     return f"{chosen.schedule} {t.mr}x{t.nv}{cut} {chosen.order}{fetch}{split}"
 
 

@@ -10,6 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 from tvmc.codegen import CPUTarget, load_jit, load_shared
 from tvmc.driver.compiler import CompileOptions, build
 from tvmc.frontend import convert_model
+from tvmc.graph import Graph, Node
 from tvmc.lower.fuse import MAX_INLINED_DEPTH
 from tvmc.lower.lower import lower_kernels
 from tvmc.ops import run_reference
@@ -98,6 +99,31 @@ def test_epilogue_reading_a_tensor_computed_after_the_anchor(rng):
     np.testing.assert_allclose(got["y"], want["y"], rtol=1e-5, atol=1e-5)
 
 
+def conv_add_relu(
+    rng: np.random.Generator, x_shape: list[int], w: np.ndarray, other: tuple[int, ...],
+    **conv_attrs: object,
+) -> tuple[onnx.ModelProto, dict[str, np.ndarray], Graph, Node, bool]:  # fmt: skip
+    """Conv(x, w) + b, then Relu, b of shape `other` (a model input when 4-D, else a constant):
+    the model, its feeds, the imported graph, the conv, and whether the fused epilogue may be
+    applied at flat plane positions (`Epilogue.flat_planes`)."""
+    b = rng.standard_normal(other).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], **conv_attrs),
+        helper.make_node("Add", ["c", "b"], ["s"]),
+        helper.make_node("Relu", ["s"], ["y"]),
+    ]
+    inputs = [("x", x_shape)] + ([("b", list(other))] if len(other) == 4 else [])
+    constants = [("w", w)] + ([] if len(other) == 4 else [("b", b)])
+    model = model_of(nodes, inputs, ["y"], constants)
+    feeds = {"x": rng.standard_normal(x_shape).astype(np.float32), "b": b}
+    feeds = {name: feeds[name] for name, _ in inputs}
+    graph = run_passes(convert_model(model), IMPORT_PIPELINE)
+    state = lower_kernels(graph)
+    ((anchor, chain),) = state.plan.epilogues.items()
+    conv = next(n for n in graph.nodes if n.name == anchor)
+    return model, feeds, graph, conv, state.epilogue(conv, chain).flat_planes
+
+
 @pytest.mark.parametrize(
     "other,flat",
     [
@@ -113,22 +139,8 @@ def test_pointwise_conv_tiles_run_across_rows_where_the_epilogue_allows(rng, oth
     tiles fill more lanes so; they cross rows) where every tensor its epilogue reads is
     constant over the planes or has them whole; else row by row."""
     w = (rng.standard_normal((16, 8, 1, 1)) * 0.3).astype(np.float32)
-    b = rng.standard_normal(other).astype(np.float32)
-    nodes = [
-        helper.make_node("Conv", ["x", "w"], ["c"]),
-        helper.make_node("Add", ["c", "b"], ["s"]),
-        helper.make_node("Relu", ["s"], ["y"]),
-    ]
-    inputs = [("x", [1, 8, 11, 13])] + ([("b", list(other))] if len(other) == 4 else [])
-    constants = [("w", w)] + ([] if len(other) == 4 else [("b", b)])
-    model = model_of(nodes, inputs, ["y"], constants)
-    feeds = {"x": rng.standard_normal((1, 8, 11, 13)).astype(np.float32), "b": b}
-    feeds = {name: feeds[name] for name, _ in inputs}
-    graph = run_passes(convert_model(model), IMPORT_PIPELINE)
-    state = lower_kernels(graph)
-    ((anchor, chain),) = state.plan.epilogues.items()
-    conv = next(n for n in graph.nodes if n.name == anchor)
-    assert state.epilogue(conv, chain).flat_planes == flat
+    model, feeds, graph, conv, flat_planes = conv_add_relu(rng, [1, 8, 11, 13], w, other)
+    assert flat_planes == flat
     types = [graph.types[name] for name in conv.inputs]
     avx2 = ["llvm -mcpu=znver3"] if CPUTarget.host().vector_bits >= 256 else []
     for target in ["llvm -mcpu=skylake-avx512", *avx2]:
@@ -182,22 +194,9 @@ def test_channel_tiles_run_through_rows_where_the_epilogue_allows(rng, other, fl
     rows (49 of 52 pixels useful against 7 of 8) where its epilogue can be applied at flat
     plane positions, else row by row; either way the fused result is the model's."""
     w = (rng.standard_normal((96, 64, 3, 3)) * 0.1).astype(np.float32)
-    b = rng.standard_normal(other).astype(np.float32)
-    nodes = [
-        helper.make_node("Conv", ["x", "w"], ["c"], strides=[2, 2], pads=[1, 1, 1, 1]),
-        helper.make_node("Add", ["c", "b"], ["s"]),
-        helper.make_node("Relu", ["s"], ["y"]),
-    ]
-    inputs = [("x", [1, 64, 14, 14])] + ([("b", list(other))] if len(other) == 4 else [])
-    constants = [("w", w)] + ([] if len(other) == 4 else [("b", b)])
-    model = model_of(nodes, inputs, ["y"], constants)
-    feeds = {"x": rng.standard_normal((1, 64, 14, 14)).astype(np.float32), "b": b}
-    feeds = {name: feeds[name] for name, _ in inputs}
-    graph = run_passes(convert_model(model), IMPORT_PIPELINE)
-    state = lower_kernels(graph)
-    ((anchor, chain),) = state.plan.epilogues.items()
-    conv = next(n for n in graph.nodes if n.name == anchor)
-    epilogue_flat = state.epilogue(conv, chain).flat_planes
+    model, feeds, graph, conv, epilogue_flat = conv_add_relu(
+        rng, [1, 64, 14, 14], w, other, strides=[2, 2], pads=[1, 1, 1, 1]
+    )
     assert epilogue_flat == flat
     avx2 = CPUTarget.parse("llvm -mcpu=znver3")
     lowering = LoweringTarget.of_cpu(avx2, 2)

@@ -462,19 +462,20 @@ def channel_tiling(
     the core where any does (`fits_core`), and that fraction. With `flat_rows` (the output's
     planes may be stored as one row: `Epilogue.flat_planes`), the best tiling over the planes
     as one row instead where it fits the core as well and fills more lanes by MIN_FLAT_GAIN."""
-    rows = _channel_tiling(geo, lanes, nv_max, mr_max, registers, flat=False)
+    rows_fit, rows, rows_useful = _channel_tiling(geo, lanes, nv_max, mr_max, registers, False)
     if not flat_rows or len(geo.out_shape) < 2:
-        return rows[1:]
-    flat = _channel_tiling(geo, lanes, nv_max, mr_max, registers, flat=True)
-    better = flat[0][0] >= rows[0][0] and flat[2] > rows[2] * MIN_FLAT_GAIN
-    return flat[1:] if better else rows[1:]
+        return rows, rows_useful
+    flat_fits, flat, flat_useful = _channel_tiling(geo, lanes, nv_max, mr_max, registers, True)
+    if flat_fits >= rows_fit and flat_useful > rows_useful * MIN_FLAT_GAIN:
+        return flat, flat_useful
+    return rows, rows_useful
 
 
 def _channel_tiling(
     geo: ConvGeometry, lanes: int, nv_max: int, mr_max: int, registers: int, flat: bool
-) -> tuple[tuple[bool, float], ChannelTiling, float]:  # fmt: skip
-    """`channel_tiling`'s choice within rows or (`flat`) over the planes as one row, with its
-    score: (fits the core, useful fraction x density)."""
+) -> tuple[bool, ChannelTiling, float]:  # fmt: skip
+    """`channel_tiling`'s choice within rows or (`flat`) over the planes as one row: whether it
+    fits the core, the tiling, its useful fraction."""
     nv_max = min(nv_max, max_vectors(registers))
     positions = ChannelTiling(1, 1, flat).positions(geo)
     best = ((False, 0.0), ChannelTiling(1, 1, flat), 0.0)
@@ -485,7 +486,8 @@ def _channel_tiling(
             useful = pad * positions / (ceil_div(positions, mr) * mr)
             score = (fits_core(mr, nv, lanes, useful), useful * density(mr, nv))
             best = max(best, (score, ChannelTiling(mr, nv, flat), useful), key=lambda b: b[0])
-    return best
+    (fits, _), tiling, useful = best
+    return fits, tiling, useful
 
 
 def pack_channels(w: np.ndarray, geo: ConvGeometry, width: int) -> np.ndarray:
