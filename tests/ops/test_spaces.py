@@ -174,14 +174,33 @@ def test_gemm_default_index_builds_the_default_kernels(op, shapes, attrs):
 @pytest.mark.parametrize(
     "shapes,attrs,size",
     [
-        ([(1, 64, 56, 56), (64, 64, 3, 3)], conv_attrs((3, 3), pads=(1,) * 4), 182),  # 14 Winograd
-        ([(1, 256, 56, 56), (64, 256, 1, 1)], conv_attrs((1, 1)), 56),
+        ([(1, 64, 56, 56), (64, 64, 3, 3)], conv_attrs((3, 3), pads=(1,) * 4), 206),  # 14 Winograd
+        ([(1, 256, 56, 56), (64, 256, 1, 1)], conv_attrs((1, 1)), 64),
         ([(1, 32, 112, 112), (32, 1, 3, 3)], conv_attrs((3, 3), pads=(1,) * 4, group=32), 54),
     ],
 )
 def test_resnet_like_space_sizes(shapes, attrs, size):
     """Spaces stay in the hundreds: a config per distinct tiling, order (where read) and unroll."""
     assert len(space_of("Conv", shapes, attrs)) == size
+
+
+def test_conv_space_offers_channel_tiles_in_rows_and_through_them():
+    """Where a channels tile may run on through the output rows (AVX2, 3x3/2 512->512 onto 7x7
+    planes), the space offers each such tile that way ("flat") and the row tiles beside it, so
+    that tuning can choose; a plan without "flat" builds a row tile (as before flat tiles)."""
+    shapes = [(1, 512, 14, 14), (512, 512, 3, 3)]
+    attrs = conv_attrs((3, 3), strides=(2, 2), pads=(1,) * 4)
+    space = space_of("Conv", shapes, attrs, AVX2)
+    geo = geometry_of("Conv", OPS["Conv"].normalize_attrs(attrs, "Conv"),
+                      [TensorType(s, "float32") for s in shapes], AVX2)  # fmt: skip
+    configs = [space.get(i).values for i in range(len(space))]
+    channels = [c for c in configs if c["plan"][0] == "channels"]
+    flat = [c for c in channels if c["plan"][-1] == "flat"]
+    assert flat and len(flat) < len(channels)
+    for config in channels:
+        assert plan(config, geo, 8, 16).tiling.flat == (config in flat)
+    assert space.get(space.default_index).values in flat
+    assert plan({}, geo, 8, 16).tiling.flat
 
 
 DISTINCT_SAMPLE = 40

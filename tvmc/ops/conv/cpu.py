@@ -21,11 +21,12 @@ Knobs (ctx.config; `plan` reads them, with the defaults in DEFAULTS and `_estima
 - tile_vectors / tile_rows: the NV and MR limits the chosen schedule picks its register tile
   under (defaults: 8 / 6 for "pixels" and "depthwise", 4 / 14 for "channels"; for Winograd
   the GEMM's tile, default by cpu_winograd's cycle model).
-- plan: [schedule, tile_vectors, tile_rows, order, unroll_taps] for "pixels" and "channels",
-  [schedule, tile_vectors, tile_rows, unroll_taps] for "depthwise", [schedule, tile_vectors,
-  tile_rows] for Winograd, in one knob (what the tuning space offers, so that no two configs
-  differ only in knobs their schedule does not read); trailing entries may be left out; it
-  overrides the separate knobs.
+- plan: [schedule, tile_vectors, tile_rows, order, unroll_taps] for "pixels" and "channels"
+  (a "channels" one with a last entry "flat" where its tile may run on through the output
+  rows: flat_rows; without it, tiles stay within rows), [schedule, tile_vectors, tile_rows,
+  unroll_taps] for "depthwise", [schedule, tile_vectors, tile_rows] for Winograd, in one knob
+  (what the tuning space offers, so that no two configs differ only in knobs their schedule
+  does not read); trailing entries may be left out; it overrides the separate knobs.
 - unroll_taps: "all" kernel taps, one kernel "row" or "none" unrolled per step of the tap
   loop (default: `default_unroll`'s, "all" for flat channel tiles, else "none"). Unrolled taps
   of a stride-1 row read overlapping inputs; LLVM then shares those loads across taps and runs
@@ -39,8 +40,8 @@ Knobs (ctx.config; `plan` reads them, with the defaults in DEFAULTS and `_estima
 - prefetch: whether each tile fetches its share of the operand the tile loop's next outer step
   reads (cpu_tiles.Ahead); the default is `default_prefetch`'s. Not in the knob space yet.
 - flat_rows: whether a channels tile may run on through the output rows (default True: where
-  that fills more lanes, `cpu_tiles.channel_tiling`, and the epilogue can store so). Not in
-  the knob space: the default's choice follows from the tile.
+  that fills more lanes, `cpu_tiles.channel_tiling`, and the epilogue can store so). In the
+  space as a channels plan's "flat".
 - split: into how many chunks of input channels the reduction is cut (cpu_tiles.Split: the tile
   loop runs once per chunk, or, channels_outer with enough channel blocks, the chunks run
   inside each block: `_tile_loop`); the default is `default_split`'s. Not in the knob space yet.
@@ -54,7 +55,10 @@ computes the same result (up to rounding: Winograd's is larger, cpu_winograd).
   tiling of this workload (the tile's own NV and MR where they give it), the template's
   default tiling and the others with the best modelled throughput (`_estimate`'s model), up to
   KEEP of them, each with every tile loop order (pixels, channels) and every unroll_taps that
-  differs ("none", "row", "all"; "all" up to MAX_UNROLLED_TAPS taps). The register budget
+  differs ("none", "row", "all"; "all" up to MAX_UNROLLED_TAPS taps). Channels tiles come
+  twice: KEEP tilings within rows, and up to KEEP that run through the rows ("flat") where
+  `channel_tiling` picks that (a tuner may then find the row tile faster; tuning records of a
+  tvmc that read a channels plan either way no longer match the space's hash). The register budget
   MR * NV + NV + 1 <= the target's registers (32 AVX-512, 16 AVX2) holds for every tile: the
   tilings enforce it. The default tilings also prefer tiles that fit the core
   (`cpu_tiles.fits_core`: enough accumulators to hide the FMA latency, and no more loads than
@@ -184,6 +188,8 @@ def plan(
         schedule, cfg["tile_vectors"], cfg["tile_rows"], *rest = cfg.pop("plan")
         cfg["schedule"] = schedule
         cfg.update(zip(["order", "unroll_taps"] if schedule in ORDERED else ["unroll_taps"], rest))
+        if schedule == "channels":  # through the output's rows only where the plan says "flat"
+            cfg["flat_rows"] = rest[2:] == [FLAT]
 
     winograd = constant_weights and eligible(geo, dtype)
     m = default_tile(geo, dtype) if winograd else None
@@ -575,6 +581,7 @@ KEEP = {"pixels": 16, "channels": 12}  # distinct tilings kept per schedule
 DEFAULTS = {"pixels": (8, 6), "channels": (4, 14)}
 ORDERS = ("pixels_outer", "channels_outer")  # tile loop orders of "pixels" and "channels"
 ORDERED = ("pixels", "channels")  # the schedules with a tile loop order
+FLAT = "flat"  # a channels plan's last entry where its tile may run on through the output rows
 
 
 # ---- the knob space ------------------------------------------------------------------------------
@@ -667,20 +674,31 @@ def _space(geo: ConvGeometry, lanes: int, registers: int, winograd: bool) -> Con
     if geo.depthwise:
         plans = [["depthwise", nv, mr, u] for nv, mr in pixel_tiles for u in unroll] + plans
     if with_channels:
-
-        def channels(nv: int, mr: int) -> tuple[Hashable, float, tuple[int, int]]:
-            tiling, useful = channel_tiling(geo, lanes, nv, mr, registers, flat_rows=True)
-            return tiling, useful * density(tiling.mr, tiling.nv), (tiling.nv, tiling.mr)
-
         vectors = range(1, min(MAX_VECTORS, ceil_div(geo.ocg, lanes)) + 1)
         pixels_ = [r for r in ROW_LIMITS if r <= geo.out_shape[-1]] or [1]
-        tiles = _tiles(channels, vectors, pixels_, "channels")
-        plans += [["channels", nv, mr, order, u] for nv, mr in tiles for order in ORDERS
-                  for u in unroll]  # fmt: skip
+        for flat in (False, True):  # tiles in rows, then those that run through the rows
+            tile = _channel_tile(geo, lanes, registers, flat)
+            tiles = [t for t in _tiles(tile, vectors, pixels_, "channels")
+                     if tile(*t)[0].flat == flat]  # fmt: skip
+            plans += [["channels", nv, mr, order, u, *[FLAT] * flat] for nv, mr in tiles
+                      for order in ORDERS for u in unroll]  # fmt: skip
     if winograd:
         plans += [[name, nv, mr] for name, m in SCHEDULES.items()
                   for nv, mr in gemm_tiles(geo, m, lanes, registers)]  # fmt: skip
     return ConfigSpace().other("plan", plans)
+
+
+def _channel_tile(
+    geo: ConvGeometry, lanes: int, registers: int, flat_rows: bool
+) -> Callable[[int, int], tuple[Hashable, float, tuple[int, int]]]:  # fmt: skip
+    """`_tiles`' tile function of channels tiles (through the rows where `flat_rows` lets
+    `channel_tiling` pick that)."""
+
+    def tile(nv: int, mr: int) -> tuple[Hashable, float, tuple[int, int]]:
+        tiling, useful = channel_tiling(geo, lanes, nv, mr, registers, flat_rows)
+        return tiling, useful * density(tiling.mr, tiling.nv), (tiling.nv, tiling.mr)
+
+    return tile
 
 
 def _tiles(
