@@ -20,11 +20,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 needs_pool = pytest.mark.skipif(pool.library_path() is None, reason="no C compiler")
 
 
+FOUR_CHUNKS = 10**9  # a chunk time no loop reaches: every loop runs in 4 chunks a thread
+
+
 @pytest.fixture(autouse=True)
 def _reset():
     yield
     set_num_threads(None)
     pool.set_worker_delay(0)
+    pool.set_min_chunk_us(0)
 
 
 def run_script(script: str, **env: str) -> str:
@@ -42,6 +46,7 @@ def test_a_late_worker_holds_nobody():
     ex = parallel_rows(rows=64)
     mod = load_shared(emit_cpu([ex.kernel]))
     set_num_threads(2)
+    pool.set_min_chunk_us(FOUR_CHUNKS)  # the worker's start-up makes no loop look long
     mod.run(ex.kernel.name, *ex.inputs(np.random.default_rng(0)))  # the worker exists now
     time.sleep(0.01)
     pool.set_worker_delay(400_000)
@@ -62,6 +67,7 @@ def test_workers_share_the_chunks():
     ex = parallel_rows(rows=64)
     mod = load_shared(emit_cpu([ex.kernel]))
     set_num_threads(2)
+    pool.set_min_chunk_us(FOUR_CHUNKS)  # a preempted run would not cut the next one finer
     before = pool.stats()
     for seed in range(50):
         arrays = ex.inputs(np.random.default_rng(seed))
@@ -208,3 +214,36 @@ def test_each_thread_runs_its_own_range_first_and_takes_the_others_from_the_back
     ran.clear()
     lib.tvmc_parallel_for(callback, None, 8, 2)
     assert [b for _, b, _ in ran] == [0, 1, 2, 3, 7, 6, 5, 4]
+
+
+@needs_pool
+def test_a_long_loop_runs_in_finer_chunks_next_time():
+    """A loop whose caller's share lasted long (4 chunks of 4 ms) runs in up to 16 chunks a
+    thread next time, each still as long as the minimum chunk time; a quick loop keeps 4."""
+    lib = pool._library()
+    body_type = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+    lib.tvmc_parallel_for.argtypes = [body_type, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32]
+    chunks: list[tuple[int, int]] = []
+
+    def slow(closure, begin, end):
+        chunks.append((begin, end))
+        time.sleep(0.0005 * (end - begin))  # releases the GIL: both threads take part
+
+    def quick(closure, begin, end):
+        chunks.append((begin, end))
+
+    def run(body) -> int:
+        chunks.clear()
+        lib.tvmc_parallel_for(body, None, 64, 2)
+        assert sorted(chunks) == sorted(set(chunks)) and sum(e - b for b, e in chunks) == 64
+        return len(chunks)
+
+    slow_body, quick_body = body_type(slow), body_type(quick)
+    # (a freed callback's address may come back for a new one, with its history: the first
+    # runs are made at 4 chunks a thread)
+    pool.set_min_chunk_us(FOUR_CHUNKS)
+    assert run(slow_body) == 8  # 2 threads x 4; the caller's share: 4 x 8 x 0.5 ms
+    run(quick_body)  # a few Python calls: microseconds
+    pool.set_min_chunk_us(1000)
+    assert run(slow_body) == 32  # 16 ms / 1 ms a chunk, at most 16 a thread
+    assert run(quick_body) == 8

@@ -9,6 +9,10 @@
  *   takes chunks from the back of the others' ranges: consecutive loops split alike give each
  *   core the same part of the data (what it wrote, it reads back from its own cache; run-to-run
  *   a ticket shared by all interleaved the parts, and was 2-4% slower end to end);
+ * - a loop runs in CHUNKS_PER_THREAD chunks per thread, more (up to MAX_CHUNKS_PER_THREAD)
+ *   where the caller's share of its last run lasted long enough for each still to take
+ *   MIN_CHUNK_NS: a thread that ends first waits at most about one chunk for the other, so
+ *   long loops end closer together, while a loop of a few microseconds keeps its few claims;
  * - idle workers spin for a short, bounded time (back-to-back loops of one inference reuse
  *   them hot), then sleep on a futex;
  * - one loop at a time uses the workers: a second caller (another executor on another Python
@@ -35,7 +39,11 @@
 
 typedef void (*tvmc_body)(void *closure, int64_t begin, int64_t end);
 
-enum { MAX_WORKERS = 255, CHUNKS_PER_THREAD = 4, MAX_CHUNKS = 0xffff };
+enum { MAX_WORKERS = 255, CHUNKS_PER_THREAD = 4, MAX_CHUNKS_PER_THREAD = 16, MAX_CHUNKS = 0xffff };
+/* A chunk of this long costs its claim (a compare-and-swap on a line both cores use, a call)
+ * well under 1% on any core; resnet50's 1-ms convs on 2 threads then run 16 chunks a thread,
+ * a transformer's few-us loops 4 (docs/performance.md, "The pool"). */
+enum { MIN_CHUNK_NS = 25000, HISTORY = 256 };
 
 static _Atomic(tvmc_body) job_body;
 static _Atomic(void *) job_closure;
@@ -60,7 +68,13 @@ static _Atomic uint64_t ranges[MAX_WORKERS + 1];
 static _Atomic uint32_t job_gen;        /* the generation whose ranges are open */
 static _Atomic int32_t job_parts;       /* participants of the job: the caller and workers */
 
-/* statistics and a test hook (tvmc_pool_stats, tvmc_pool_set_worker_delay) */
+/* How long the caller's share of each loop body's last parallel run took (direct-mapped by
+ * the body's address; read and written only by the caller that owns the workers, `busy`). */
+static tvmc_body history_body[HISTORY];
+static int64_t history_ns[HISTORY];
+static _Atomic int64_t min_chunk_ns = MIN_CHUNK_NS;  /* tvmc_pool_set_min_chunk_us */
+
+/* statistics and test hooks (tvmc_pool_stats, tvmc_pool_set_worker_delay) */
 static _Atomic int64_t stat_loops, stat_caller_chunks, stat_worker_chunks, stat_join_ns,
     stat_serial_loops;
 static _Atomic int64_t worker_delay_us;
@@ -85,6 +99,17 @@ static inline void cpu_relax(void) {
 #elif defined(__aarch64__)
   __asm__ volatile("yield");
 #endif
+}
+
+static inline int history_slot(tvmc_body body) { return (int)(((uintptr_t)body >> 4) % HISTORY); }
+
+/* Chunks per thread for a loop of `body`: as many as its last run leaves MIN_CHUNK_NS each. */
+static int64_t chunks_per_thread(tvmc_body body) {
+  int slot = history_slot(body);
+  if (history_body[slot] != body) return CHUNKS_PER_THREAD;
+  int64_t n = history_ns[slot] / atomic_load_explicit(&min_chunk_ns, memory_order_relaxed);
+  if (n < CHUNKS_PER_THREAD) return CHUNKS_PER_THREAD;
+  return n > MAX_CHUNKS_PER_THREAD ? MAX_CHUNKS_PER_THREAD : n;
 }
 
 static int claim(int p, uint32_t gen, int front, int64_t *chunk) {
@@ -217,7 +242,7 @@ void tvmc_parallel_for(tvmc_body body, void *closure, int64_t extent, int32_t nt
     return;
   }
   int have = ensure_workers(nthreads - 1), workers = have;
-  int64_t chunks = (int64_t)nthreads * CHUNKS_PER_THREAD;
+  int64_t chunks = (int64_t)nthreads * chunks_per_thread(body);
   if (chunks > extent) chunks = extent;
   if (chunks > MAX_CHUNKS) chunks = MAX_CHUNKS;
   int64_t chunk = (extent + chunks - 1) / chunks;
@@ -244,8 +269,13 @@ void tvmc_parallel_for(tvmc_body body, void *closure, int64_t extent, int32_t nt
   /* sleepers beyond job_workers may take the wake-ups, so then wake them all */
   if (atomic_load(&sleepers) > 0) futex_wake(&wake_word, workers == have ? workers : INT32_MAX);
 
+  int64_t began = now_ns();
   int64_t mine = run_chunks(0);
   int64_t start = now_ns(), until = start + spin_ns;
+  int slot = history_slot(body);  /* the caller's share, not the join: a late worker's wake-up
+                                     says nothing of the loop */
+  history_body[slot] = body;
+  history_ns[slot] = start - began;
   uint32_t done;
   while ((done = atomic_load(&job_done)) < (uint32_t)chunks) {
     if (now_ns() < until) {
@@ -273,6 +303,11 @@ void tvmc_pool_stats(int64_t out[6]) {
   pthread_mutex_lock(&grow_lock);
   out[5] = started;
   pthread_mutex_unlock(&grow_lock);
+}
+
+/* Test hook: the time a chunk should last at least (us > 0), else MIN_CHUNK_NS again. */
+void tvmc_pool_set_min_chunk_us(int64_t us) {
+  atomic_store(&min_chunk_ns, us > 0 ? us * 1000 : MIN_CHUNK_NS);
 }
 
 /* Test hook: every worker sleeps `us` microseconds before claiming chunks (a late worker). */

@@ -104,6 +104,7 @@ def _library() -> ctypes.CDLL | None:
     lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)  # generated .so files resolve against it
     lib.tvmc_pool_stats.argtypes = [ctypes.POINTER(ctypes.c_int64)]
     lib.tvmc_pool_set_worker_delay.argtypes = [ctypes.c_int64]
+    lib.tvmc_pool_set_min_chunk_us.argtypes = [ctypes.c_int64]
     return lib
 
 
@@ -145,6 +146,15 @@ def set_worker_delay(microseconds: int) -> None:
     lib = _library()
     if lib is not None:
         lib.tvmc_pool_set_worker_delay(microseconds)
+
+
+def set_min_chunk_us(microseconds: int = 0) -> None:
+    """Test hook: how long a chunk of a loop should last at least for the pool to cut its next
+    run finer (0: the pool's own MIN_CHUNK_NS; a large value keeps every loop at 4 chunks a
+    thread)."""
+    lib = _library()
+    if lib is not None:
+        lib.tvmc_pool_set_min_chunk_us(microseconds)
 
 
 def uses_gomp() -> bool:
