@@ -665,10 +665,11 @@ def test_conv_split_reduction_keeps_results(x_shape, w_shape, attrs, schedule, o
         check_conv("Conv", x, w, attrs, b, config=config, epilogue=True)
 
 
-def test_conv_split_chunks_inside_channel_blocks_keep_results(rng):
-    """With many channel blocks a split channels_outer loop runs its chunks inside each block
-    (one parallel loop over the blocks, `_tile_loop`): still the conv, epilogue included."""
-    x, w, b = randn(rng, 1, 32, 5, 5), randn(rng, 640, 32, 1, 1), randn(rng, 640)
+@pytest.mark.parametrize("channels", [640, 624])  # 40 blocks in 8 groups; 39 (the last short)
+def test_conv_split_chunks_inside_channel_blocks_keep_results(channels, rng):
+    """With many channel blocks a split channels_outer loop runs its chunks inside groups of
+    blocks (one parallel loop over the groups, `_tile_loop`): still the conv, epilogue included."""
+    x, w, b = randn(rng, 1, 32, 5, 5), randn(rng, channels, 32, 1, 1), randn(rng, channels)
     for fetch in (False, True):
         config = {"schedule": "channels", "order": "channels_outer", "split": 4,
                   "prefetch": fetch, "tile_vectors": 1, "tile_rows": 3}  # fmt: skip
@@ -688,6 +689,16 @@ def test_conv_split_reduction_interpreted(schedule, rng):
         config={"in_place": False, "schedule": schedule, "split": 3, "tile_rows": 2},
         **TOL,
     )
+
+
+def test_conv_split_chunks_inside_block_groups_interpreted(rng):
+    """Every access of chunks run inside groups of channel blocks lies in its buffer: 9 blocks
+    (the last partial) in groups of 2, the last group one block short."""
+    config = {"in_place": False, "schedule": "channels", "order": "channels_outer",
+              "split": 3, "tile_vectors": 1, "tile_rows": 3}  # fmt: skip
+    constants = {"w": randn(rng, 136, 6, 1, 1), "b": randn(rng, 136)}
+    x = {"x": randn(rng, 1, 6, 5, 5)}
+    check_lowered("Conv", x, {}, constants=constants, use_interpreter=True, config=config, **TOL)
 
 
 def test_conv_split_knob_falls_back_where_it_cannot_apply():

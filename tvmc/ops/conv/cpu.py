@@ -80,7 +80,19 @@ from typing import Any
 import numpy as np
 
 from tvmc.graph import TensorType
-from tvmc.kernel import Buffer, Expr, Kernel, Stmt, allocate, const, loop, minimum, prefetch, seq
+from tvmc.kernel import (
+    Buffer,
+    Expr,
+    Kernel,
+    Stmt,
+    allocate,
+    const,
+    if_then_else,
+    loop,
+    minimum,
+    prefetch,
+    seq,
+)
 from tvmc.ops.conv.cpu_layout import fill_planes, transform_kernel_body, vector_range
 from tvmc.ops.conv.cpu_tiles import (
     FLOPS_PER_CYCLE,
@@ -453,8 +465,9 @@ class TileLoop:
 TileBody = Callable[[tuple[Expr, ...], Expr, Expr, Ahead | None, Split | None], Stmt]
 
 # channel blocks per thread, at least, for a split channels_outer loop to run its chunks inside
-# each block (one parallel loop over the blocks) rather than the tile loop once per chunk
+# groups of blocks (one parallel loop over the groups) rather than the tile loop once per chunk
 BLOCKS_PER_THREAD = 4
+GROUPS_PER_THREAD = 4  # groups of channel blocks a thread's share is cut into (`_tile_loop`)
 
 
 def chunks_inside_blocks(blocks: int, threads: int) -> bool:
@@ -471,9 +484,12 @@ def _tile_loop(
     reduction: body(pixel coordinates, group, channel block, what the tile prefetches of the
     next outer step (None unless `fetch_ahead` and there is one), its chunk (None unsplit)).
 
-    A split channels_outer loop with enough channel blocks runs the chunks inside each block
-    instead (block, chunk, pixel tile): a chunk's weights stay in L1 over the block's pixel
-    tiles, the partial sums of one block stay in cache, and the pool forks once, not per chunk.
+    A split channels_outer loop with enough channel blocks runs the chunks inside groups of
+    blocks instead (group, chunk, block, pixel tile; GROUPS_PER_THREAD groups a thread): a
+    chunk's input stays in L1 over the group's blocks and a chunk's weights over a block's
+    pixel tiles, the group's partial sums stay in cache, and the pool forks once, not per chunk.
+    (A group of one block read the whole input from L2 for each block while the weights
+    streamed through it: resnet50's 2048->512 @7 80% of the Zen 3's peak, in groups 95%.)
     """
     outer_pixels = how.order != "channels_outer"
     shape = (*pixel_dims, *channel_dims) if outer_pixels else (*channel_dims, *pixel_dims)
@@ -499,8 +515,17 @@ def _tile_loop(
     blocks = total // inner
     if outer_pixels or not chunks_inside_blocks(blocks, how.threads):
         return loop("part", how.split, lambda part: loop("t", total, lambda t: tile(t, part), kind))
-    return loop("b", blocks, lambda b: loop("part", how.split, lambda part: loop(
-        "i", inner, lambda i: tile(b * inner + i, part))), kind)  # fmt: skip
+    size = ceil_div(blocks, min(blocks, GROUPS_PER_THREAD * max(how.threads, 1)))
+
+    def group(g: Expr) -> Stmt:
+        def block(part: Expr, k: Expr) -> Stmt:
+            b = g * size + k
+            tiles = loop("i", inner, lambda i: tile(b * inner + i, part))
+            return tiles if blocks % size == 0 else if_then_else(b < blocks, tiles)
+
+        return loop("part", how.split, lambda part: loop("k", size, lambda k: block(part, k)))
+
+    return loop("g", ceil_div(blocks, size), group, kind)
 
 
 def _pixel_loop(geo: ConvGeometry, tiling: PixelTiling, ops: Operands, how: TileLoop) -> Stmt:
