@@ -44,7 +44,7 @@ Knobs (ctx.config; `plan` reads them, with the defaults in DEFAULTS and `_estima
   space as a channels plan's "flat".
 - split: into how many chunks of input channels the reduction is cut (cpu_tiles.Split: the tile
   loop runs once per chunk, or, channels_outer with enough channel blocks, the chunks run
-  inside each block: `_tile_loop`); the default is `default_split`'s. Not in the knob space yet.
+  inside groups of blocks: `_tile_loop`); the default is `default_split`'s. Not in the knob space yet.
 
 The knob space (`conv_space`): one knob, `plan`; every config builds different code and
 computes the same result (up to rounding: Winograd's is larger, cpu_winograd).
@@ -58,8 +58,8 @@ computes the same result (up to rounding: Winograd's is larger, cpu_winograd).
   differs ("none", "row", "all"; "all" up to MAX_UNROLLED_TAPS taps). Channels tiles come
   twice: KEEP tilings within rows, and up to KEEP that run through the rows ("flat") where
   `channel_tiling` picks that (a tuner may then find the row tile faster; tuning records of a
-  tvmc that read a channels plan either way no longer match the space's hash). The register budget
-  MR * NV + NV + 1 <= the target's registers (32 AVX-512, 16 AVX2) holds for every tile: the
+  tvmc that read a channels plan either way no longer match the space's hash). The register
+  budget MR * NV + NV + 1 <= the target's registers (32 AVX-512, 16 AVX2) holds for every tile: the
   tilings enforce it. The default tilings also prefer tiles that fit the core
   (`cpu_tiles.fits_core`: enough accumulators to hide the FMA latency, and no more loads than
   the core makes in the cycles of its FMAs).
@@ -311,7 +311,7 @@ def default_split(
     Where a channels_outer channel tile of a pointwise (one-tap) conv would stream its weights
     from L2 faster than the L2 refills L1 (`streams_from_l2`), also: a chunk of a channel
     block's weights fits in a quarter of L1 (of `l1_elements`), so that the block's pixel
-    tiles read it from there; chunks then run inside each block (`_tile_loop`: at least
+    tiles read it from there; chunks then run inside groups of blocks (`_tile_loop`: at least
     BLOCKS_PER_THREAD blocks per thread) and may be as short as MIN_L1_CHUNK_STEPS. (Not for
     3x3 tiles: on the Zen 3 no split moved resnet50's 3x3 channels convs beyond the noise.)"""
     if schedule == "depthwise" or cache_elements <= 0:
@@ -489,7 +489,7 @@ def _tile_loop(
     chunk's input stays in L1 over the group's blocks and a chunk's weights over a block's
     pixel tiles, the group's partial sums stay in cache, and the pool forks once, not per chunk.
     (A group of one block read the whole input from L2 for each block while the weights
-    streamed through it: resnet50's 2048->512 @7 80% of the Zen 3's peak, in groups 95%.)
+    streamed through it: resnet50's 2048->512 @7 82% of the Zen 3's peak, in groups 88%.)
     """
     outer_pixels = how.order != "channels_outer"
     shape = (*pixel_dims, *channel_dims) if outer_pixels else (*channel_dims, *pixel_dims)
