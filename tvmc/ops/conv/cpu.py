@@ -44,7 +44,8 @@ Knobs (ctx.config; `plan` reads them, with the defaults in DEFAULTS and `_estima
   space as a channels plan's "flat".
 - split: into how many chunks of input channels the reduction is cut (cpu_tiles.Split: the tile
   loop runs once per chunk, or, channels_outer with enough channel blocks, the chunks run
-  inside groups of blocks: `_tile_loop`); the default is `default_split`'s. Not in the knob space yet.
+  inside groups of blocks: `_tile_loop`); the default is `default_split`'s. Not in the knob
+  space yet.
 
 The knob space (`conv_space`): one knob, `plan`; every config builds different code and
 computes the same result (up to rounding: Winograd's is larger, cpu_winograd).
@@ -294,6 +295,8 @@ MIN_CHUNK_STEPS = 128
 # the same for a chunk kept in L1, whose loop runs inside a channel block (`_tile_loop`): the
 # partial sums stay in cache (Zen 3, 1x1 512->2048 @7: 32 steps 91% of the peak, 64 95%)
 MIN_L1_CHUNK_STEPS = 32
+# the same where the chunk's input is to stay in L1 too (over a group of blocks: `_tile_loop`)
+MIN_L1_INPUT_CHUNK_STEPS = 2 * MIN_L1_CHUNK_STEPS
 
 
 def default_split(
@@ -312,8 +315,12 @@ def default_split(
     from L2 faster than the L2 refills L1 (`streams_from_l2`), also: a chunk of a channel
     block's weights fits in a quarter of L1 (of `l1_elements`), so that the block's pixel
     tiles read it from there; chunks then run inside groups of blocks (`_tile_loop`: at least
-    BLOCKS_PER_THREAD blocks per thread) and may be as short as MIN_L1_CHUNK_STEPS. (Not for
-    3x3 tiles: on the Zen 3 no split moved resnet50's 3x3 channels convs beyond the noise.)"""
+    BLOCKS_PER_THREAD blocks per thread) and may be as short as MIN_L1_CHUNK_STEPS. Cut further
+    where that lets a chunk's input stay in L1 beside two blocks' weight chunks (one
+    prefetched) over the group's blocks, in chunks of MIN_L1_INPUT_CHUNK_STEPS at least
+    (resnet50's 2048->512 @7: split 32, 97% of the Zen 3's peak, against 85% at split 16,
+    whose 25 KB input chunk and 8 KB of weights overflowed L1). (Not for 3x3 tiles: on the
+    Zen 3 no split moved resnet50's 3x3 channels convs beyond the noise.)"""
     if schedule == "depthwise" or cache_elements <= 0:
         return 1
     taps = len(geo.taps)
@@ -330,16 +337,24 @@ def default_split(
     input_, weights = geo.batch * geo.channel_stride, taps * block  # per input channel
     if order != "channels_outer":
         input_, weights = geo.group * span, taps * count * block
-    fits_l2 = None
+    fits_l2 = weights_in_l1 = None
     for split in (d for d in range(1, geo.icg + 1) if geo.icg % d == 0):
         channels = geo.icg // split
         if channels * taps < (MIN_L1_CHUNK_STEPS if in_l1 else MIN_CHUNK_STEPS):
             break
-        if channels * (input_ + weights) <= cache_elements // 2:
-            fits_l2 = fits_l2 or split
-            if not in_l1 or channels * taps * block <= l1_elements // 4:
-                return split
-    return fits_l2 or 1
+        if channels * (input_ + weights) > cache_elements // 2:
+            continue
+        fits_l2 = fits_l2 or split
+        if not in_l1:
+            return split
+        if channels * weights > l1_elements // 4:
+            continue
+        weights_in_l1 = weights_in_l1 or split
+        if channels * taps < MIN_L1_INPUT_CHUNK_STEPS:
+            break
+        if channels * (input_ + 2 * weights) <= l1_elements:
+            return split
+    return weights_in_l1 or fits_l2 or 1
 
 
 def streams_from_l2(tiling: ChannelTiling, lanes: int, itemsize: int, l2_fill_bytes: int) -> bool:
