@@ -3,8 +3,9 @@ kernels written in tvmc's own kernel IR.
 
     .venv/bin/python benchmarks/peak.py [--watch SECONDS]
 
-Peak: each thread keeps 12 independent `<16 x float>` accumulators in registers and runs FMAs
-on them (no memory traffic), so the FMA units' throughput is the only limit. Bandwidth: a copy
+Peak: each thread keeps 12 independent vector accumulators of the host's width (`<16 x float>`
+with AVX-512, `<8 x float>` with AVX2: wider ones would not fit in 16 registers) in registers
+and runs FMAs on them (no memory traffic), so the FMA units' throughput is the only limit. Bandwidth: a copy
 of a 256 MiB array (read + write bytes counted). Medians of several runs, 1 and 2 threads.
 
 `--watch SECONDS`: for that long, short peak runs (~5 ms) on all cores then on one, in pairs,
@@ -21,10 +22,11 @@ import time
 
 import numpy as np
 
-from tvmc.codegen import emit_cpu, load_shared, physical_cores, set_num_threads
+from tvmc.codegen import CPUTarget, emit_cpu, load_shared, physical_cores, set_num_threads
 from tvmc.kernel import Buffer, Kernel, allocate, broadcast, fma, loop, ramp, seq
 
-LANES, ACCS, STEPS = 16, 12, 2_000_000
+LANES = max(CPUTarget.host().vector_bits // 32, 1)
+ACCS, STEPS = 12, 2_000_000
 
 
 def peak_kernel(steps: int = STEPS) -> Kernel:

@@ -65,3 +65,34 @@ def test_other_order_flips_only_the_order(tmp_path):
     default = tuple(task.space.get(task.space.default_index).values["plan"])
     other = tuple(heavy_convs.other_order(task).values["plan"])
     assert other[:3] == default[:3] and other[4:] == default[4:] and other[3] != default[3]
+
+
+def _runs(*blocks_per_run: list[float]):
+    """Fake timed runs: a warm-up call, then each block's time five times."""
+
+    def run(blocks):
+        values = iter([99.0] + [b for b in blocks for _ in range(5)])
+        return lambda: next(values)
+
+    return [run(blocks) for blocks in blocks_per_run]
+
+
+def test_only_blocks_between_quiet_bursts_count_and_rounds_go_on_to_find_them():
+    """A block counts where the peak bursts just before and after it were quiet; rounds go on
+    until each run has its rounds of quiet blocks, and a run that never met one (within
+    MAX_ROUNDS_FACTOR x rounds) keeps its fastest block."""
+    # round 1: burst 100, a's block, burst 100 (a quiet), b's block, burst 50 (b slow);
+    # round 2: burst 50, a's block (slow), burst 100, b's block, burst 100 (b quiet)
+    bursts = iter([100, 100, 50, 50, 100, 100])
+    gate = heavy_convs.QuietGate(lambda: next(bursts), gflops=90)
+    runs = _runs([3.0, 1.0], [0.5, 2.0])
+    assert heavy_convs.cpu_seconds(runs, 1, gate) == [3.0, 2.0]  # not a's 1.0 nor b's 0.5
+    assert gate.counted == [1, 1] and gate.quiet_blocks == 2 and gate.blocks == 4
+
+    slow = heavy_convs.QuietGate(lambda: 50.0, gflops=90)
+    rounds = 2 * heavy_convs.MAX_ROUNDS_FACTOR
+    runs = _runs([7.0 - i / 10 for i in range(rounds)], [8.0] * rounds)
+    assert heavy_convs.cpu_seconds(runs, 2, slow) == [7.0 - (rounds - 1) / 10, 8.0]
+    assert slow.counted == [0, 0] and slow.blocks == 2 * rounds
+
+    assert heavy_convs.cpu_seconds(_runs([4.0], [5.0]), 1) == [4.0, 5.0]  # no gate: every block
