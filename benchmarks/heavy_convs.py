@@ -98,6 +98,7 @@ def default_plan(task, target: CPUTarget, direct: bool = False) -> str:
         cut = " plane"  # the tiles run on through the output planes' rows
     fetch = " prefetch" if chosen.prefetch else ""
     split = f" split {chosen.split}" if chosen.split > 1 else ""
+    split += f" input ahead {chosen.input_ahead}" if chosen.input_ahead else ""
     return f"{chosen.schedule} {t.mr}x{t.nv}{cut} {chosen.order}{fetch}{split}"
 
 

@@ -859,3 +859,53 @@ def test_flat_channel_tiles_interpreted(rng):
     knobs = {"schedule": "channels", "tile_rows": 5, "tile_vectors": 1, "in_place": False}
     x, w, b = randn(rng, *x_shape), randn(rng, *w_shape), randn(rng, w_shape[0])
     check_conv("Conv", x, w, PADDED, b, config=knobs, interpreted=True)
+
+
+def test_default_input_ahead_where_a_tiles_lines_overflow_l1_on_far_planes():
+    """AVX2 6x2 pixels tiles (one line of input per channel a step) of a Zen 3 (32 KB L1):
+    resnet50's 1x1 256->128 @56 reads 256 lines a tile, half of L1, from planes 12.5 KB apart
+    over 22 channel blocks: fetched 8 channels ahead. Not with 8 KB of lines (128->512 @28),
+    planes under half a page apart (256->1024 @14: 784 B), fewer than 16 blocks (256->64
+    @56), the L1 unknown, a 3x3 conv, or channels tiles."""
+    tile = {"schedule": "pixels", "tile_vectors": 2, "tile_rows": 6}
+    l2, core = (512 << 10) // 4, Core(32 << 10, 32, 2)
+
+    def ahead(x_shape, w_shape, config=tile, attrs=None, core=core):
+        geo = conv_geometry(x_shape, w_shape, attrs or {})
+        return plan(config, geo, 8, 16, l2, core=core).input_ahead
+
+    assert ahead((1, 256, 56, 56), (128, 256, 1, 1)) == 8
+    assert ahead((1, 128, 28, 28), (512, 128, 1, 1)) == 0
+    assert ahead((1, 256, 14, 14), (1024, 256, 1, 1)) == 0
+    assert ahead((1, 256, 56, 56), (64, 256, 1, 1)) == 0
+    assert ahead((1, 256, 56, 56), (128, 256, 1, 1), core=Core()) == 0
+    assert ahead((1, 256, 56, 56), (128, 256, 3, 3), attrs={"pads": [1, 1, 1, 1]}) == 0
+    channels = {"schedule": "channels", "tile_vectors": 2, "tile_rows": 6}
+    assert ahead((1, 256, 56, 56), (128, 256, 1, 1), config=channels) == 0
+    assert ahead((1, 256, 56, 56), (128, 256, 1, 1), config={**tile, "input_ahead": 3}) == 3
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"schedule": "pixels", "input_ahead": 3},
+        {"schedule": "pixels", "input_ahead": 2, "tile_rows": 4, "split": 2, "prefetch": True},
+        {"schedule": "pixels", "input_ahead": 5, "tile_rows": 4, "tile_vectors": 1},
+    ],
+)
+def test_pixel_tiles_fetching_their_own_input_ahead_keep_results(config, rng):
+    """Fetching the lines `input_ahead` channels on changes no value; the interpreter checks
+    that every prefetch lies in its buffer (the last channels' are clamped to it), 11-wide rows
+    make lines straddle."""
+    x, w, b = randn(rng, 1, 8, 5, 11), randn(rng, 7, 8, 1, 1), randn(rng, 7)
+    check_conv("Conv", x, w, {}, b, config=config, interpreted=True)
+    check_conv("Conv", x, w, {}, b, config=config, epilogue=True)
+
+
+def test_input_ahead_reaches_the_tile_as_prefetches():
+    def prefetches(config):
+        kernels = pointwise_conv_kernels(64, 80, 7, {"schedule": "pixels", **config}, threads=1)
+        return "\n".join(kernel_str(k) for k in kernels).count("prefetch(")
+
+    assert prefetches({"input_ahead": 0}) == 0
+    assert prefetches({"input_ahead": 8}) > 0

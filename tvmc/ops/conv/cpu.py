@@ -39,6 +39,8 @@ Knobs (ctx.config; `plan` reads them, with the defaults in DEFAULTS and `_estima
   weight block); the default is `default_order`'s.
 - prefetch: whether each tile fetches its share of the operand the tile loop's next outer step
   reads (cpu_tiles.Ahead); the default is `default_prefetch`'s. Not in the knob space yet.
+- input_ahead: how many input channels ahead a pixels tile fetches the lines it will read
+  (0: none); the default is `default_input_ahead`'s. Not in the knob space yet.
 - flat_rows: whether a channels tile may run on through the output rows (default True: where
   that fills more lanes, `cpu_tiles.channel_tiling`, and the epilogue can store so). In the
   space as a channels plan's "flat".
@@ -184,6 +186,7 @@ class Plan:
     in_place: bool
     prefetch: bool
     split: int = 1  # chunks of input channels the reduction is cut into (a divisor of geo.icg)
+    input_ahead: int = 0  # input channels ahead a pixels tile fetches its own input (0: never)
 
 
 def plan(
@@ -234,9 +237,12 @@ def plan(
         core.l2_fill_bytes, core.threads, itemsize)))  # fmt: skip
     if split < 1 or geo.icg % split or schedule == "depthwise":
         split = 1
+    ahead = int(cfg.get("input_ahead", default_input_ahead(
+        geo, schedule, tiling, split, lanes, core.l1_bytes, itemsize)))  # fmt: skip
     return Plan(
         schedule, tiling, order, str(cfg.get("unroll_taps", default_unroll(geo, tiling))),
         bool(cfg.get("in_place", True)), bool(fetch), split,
+        max(ahead, 0) if schedule == "pixels" else 0,
     )  # fmt: skip
 
 
@@ -287,6 +293,37 @@ def default_prefetch(
     if order == "channels_outer":
         return geo.out_channels * geo.icg * len(geo.taps) > cache_elements
     return geo.channels * geo.channel_stride > cache_elements
+
+
+INPUT_AHEAD_CHANNELS = 8  # how far ahead a pixels tile fetches its own input, in input channels
+INPUT_AHEAD_LINES = 2  # lines a step, at most (AVX-512's 3x7 tiles would fetch 7: not measured)
+INPUT_AHEAD_BLOCKS = 16  # channel blocks reading a pixel tile's input, at least
+PAGE_BYTES = 4096
+
+
+def default_input_ahead(
+    geo: ConvGeometry, schedule: str, tiling: PixelTiling | ChannelTiling, split: int,
+    lanes: int, l1_bytes: int, itemsize: int = 4,
+) -> int:  # fmt: skip
+    """Input channels ahead a pointwise pixels tile fetches the lines it will read, by default
+    (0: none): where one reduction chunk's lines for a tile (one or two per input channel)
+    fill half of L1 or more, so that the channel blocks after the first (INPUT_AHEAD_BLOCKS at
+    least) read them from L2 again, and the channels' planes lie half a page apart or more, a
+    stride the cores' prefetchers do not follow across pages. Zen 3, one thread, in pairs:
+    1x1 256->128 @56, 512->128 @28 (chunks of 256), densenet121's 320-416->128 @28 1.04-1.07x;
+    128->512 @28 (8 KB of lines), 256->1024 @14 (planes of 784 B) and convs of fewer blocks
+    (256->32 @27 0.91-0.99x) unchanged or slower (docs/performance.md, "Pixel tiles fetch their
+    own input ahead")."""
+    if schedule != "pixels" or not isinstance(tiling, PixelTiling) or len(geo.taps) != 1:
+        return 0
+    if l1_bytes <= 0 or geo.channel_stride * itemsize < PAGE_BYTES // 2:
+        return 0
+    per_line = max(1, LINE_BYTES // itemsize)
+    lines = ceil_div(tiling.nv * lanes, per_line)  # per input channel and tile
+    if lines > INPUT_AHEAD_LINES or ceil_div(geo.ocg, tiling.mr) < INPUT_AHEAD_BLOCKS:
+        return 0
+    chunk = geo.icg // max(split, 1)
+    return INPUT_AHEAD_CHANNELS if chunk * lines * LINE_BYTES >= l1_bytes // 2 else 0
 
 
 # multiply-add steps per chunk of a split reduction, at least: each chunk stores and reloads an
@@ -455,7 +492,8 @@ def conv_lowering(
                        lambda off: prefetch(xt, minimum(off, size - 1)), base, cs)  # fmt: skip
 
     loop_ = TileLoop(p.order, parallel, p.prefetch, p.split, lambda tiles, cells:
-                     ctx.temp((tiles * cells,), acc, "partial"), core.threads)  # fmt: skip
+                     ctx.temp((tiles * cells,), acc, "partial"), core.threads,
+                     p.input_ahead)  # fmt: skip
     if isinstance(p.tiling, ChannelTiling):
         main = _channel_loop(geo, p.tiling, ops, loop_)
     else:
@@ -475,6 +513,7 @@ class TileLoop:
     split: int
     partial: Callable[[int, int], Buffer]
     threads: int = 1
+    input_ahead: int = 0  # pixels tiles: input channels ahead each fetches its own input
 
 
 TileBody = Callable[[tuple[Expr, ...], Expr, Expr, Ahead | None, Split | None], Stmt]
@@ -552,7 +591,7 @@ def _pixel_loop(geo: ConvGeometry, tiling: PixelTiling, ops: Operands, how: Tile
     ) -> Stmt:  # fmt: skip
         n, o, rb, ch = p
         lead = unflatten(o, geo.out_shape[:-2]) if len(geo.out_shape) > 2 else ()
-        return pixel_tile(ops, tiling, n, g, ob, lead, rb, ch, ahead, split)
+        return pixel_tile(ops, tiling, n, g, ob, lead, rb, ch, ahead, split, how.input_ahead)
 
     channels = (geo.group, ceil_div(geo.ocg, tiling.mr))
     cells = tiling.mr * tiling.nv * ops.lanes

@@ -238,6 +238,20 @@ def _input_ahead(ops: Operands, ahead: Ahead, span: int, width: int, x_step: Exp
     return [ops.fetch(x_step + span + o) for o in offsets]
 
 
+def _own_input_ahead(
+    ops: Operands, channels: int, width: int, aligned: bool, x_step: Expr
+) -> list[Stmt]:  # fmt: skip
+    """Prefetches of the lines a pixel tile will read `channels` input channels after the step
+    reading `width` positions from `x_step` (`aligned`: those start on a line; else the last
+    position may lie on one line more). Clamped to the input, as every fetch."""
+    per_line = max(1, LINE_BYTES // ops.weights.itemsize)  # the input's dtype is the weights'
+    offsets = list(range(0, width, per_line))
+    if not aligned and (width - 1) // per_line == offsets[-1] // per_line:
+        offsets.append(width - 1)
+    ahead = x_step + channels * ops.channel_stride
+    return [ops.fetch(ahead + o) for o in offsets]
+
+
 @dataclass(frozen=True)
 class Operands:
     """What a schedule reads and writes."""
@@ -320,10 +334,11 @@ def pack_pixels(w: np.ndarray, geo: ConvGeometry, mr: int) -> np.ndarray:
 def pixel_tile(
     ops: Operands, tiling: PixelTiling, n: Expr, g: Expr, ob: Expr,
     outer: tuple[Expr, ...], rb: Expr, ch: Expr, ahead: Ahead | None = None,
-    split: Split | None = None,
+    split: Split | None = None, input_ahead: int = 0,
 ) -> Stmt:  # fmt: skip
     """One MR x NV tile at row block `rb`, chunk `ch` of the rows with leading indices `outer`
-    (of one chunk of the reduction when `split`)."""
+    (of one chunk of the reduction when `split`); with `input_ahead`, each step also fetches
+    what the tile reads that many input channels on (`default_input_ahead`)."""
     geo, lanes, mr, nv = ops.geo, ops.lanes, tiling.mr, tiling.nv
     width, wq, ow = nv * lanes, geo.plane[-1], geo.out_shape[-1]
     blocks, rl, _ = tiling.cover(geo)
@@ -377,12 +392,17 @@ def pixel_tile(
     # the next pixel tile: the next chunk of the row, or the next block of rows
     span = width if tiling.chunks > 1 else tiling.rows * wq
 
+    aligned = all(s * ops.weights.itemsize % LINE_BYTES == 0
+                  for s in (width, ops.channel_stride, *geo.plane_strides))  # fmt: skip
+
     def fetch(bases: tuple[Expr, ...], b: tuple[Expr, ...]) -> Stmt | None:
+        fetching = input_ahead and ops.fetch is not None
+        own = _own_input_ahead(ops, input_ahead, width, aligned, b[1]) if fetching else []
         if ahead is None:
-            return None
+            return seq(*own) if own else None
         if ahead.operand == "weights":
-            return seq(*_weights_ahead(ops, ahead, bases[0], mr, b[0]))
-        return seq(*_input_ahead(ops, ahead, span, width, b[1]))
+            return seq(*own, *_weights_ahead(ops, ahead, bases[0], mr, b[0]))
+        return seq(*own, *_input_ahead(ops, ahead, span, width, b[1]))
 
     def epilogue_reads() -> list[Stmt]:
         """Prefetches of every line the epilogue will read at this tile's outputs (a residual:
