@@ -902,10 +902,14 @@ def test_pixel_tiles_fetching_their_own_input_ahead_keep_results(config, rng):
     check_conv("Conv", x, w, {}, b, config=config, epilogue=True)
 
 
-def test_input_ahead_reaches_the_tile_as_prefetches():
-    def prefetches(config):
-        kernels = pointwise_conv_kernels(64, 80, 7, {"schedule": "pixels", **config}, threads=1)
+def test_input_ahead_reaches_the_tile_as_one_prefetch_a_line():
+    """A step of a one-vector (16-lane) tile reads one line: fetched once where the planes,
+    rows and tiles start on lines (16 x 16 planes), twice where they may straddle (7 x 7)."""
+
+    def prefetches(plane, ahead):
+        config = {"schedule": "pixels", "input_ahead": ahead, "tile_vectors": 1, "prefetch": False}
+        kernels = pointwise_conv_kernels(64, 80, plane, config, threads=1)
         return "\n".join(kernel_str(k) for k in kernels).count("prefetch(")
 
-    assert prefetches({"input_ahead": 0}) == 0
-    assert prefetches({"input_ahead": 8}) > 0
+    assert prefetches(16, 0) == prefetches(7, 0) == 0
+    assert prefetches(16, 8) == 1 and prefetches(7, 8) == 2

@@ -245,9 +245,7 @@ def _own_input_ahead(
     reading `width` positions from `x_step` (`aligned`: those start on a line; else the last
     position may lie on one line more). Clamped to the input, as every fetch."""
     per_line = max(1, LINE_BYTES // ops.weights.itemsize)  # the input's dtype is the weights'
-    offsets = list(range(0, width, per_line))
-    if not aligned and (width - 1) // per_line == offsets[-1] // per_line:
-        offsets.append(width - 1)
+    offsets = [*range(0, width, per_line), *(() if aligned else (width - 1,))]
     ahead = x_step + channels * ops.channel_stride
     return [ops.fetch(ahead + o) for o in offsets]
 
@@ -393,11 +391,12 @@ def pixel_tile(
     span = width if tiling.chunks > 1 else tiling.rows * wq
 
     aligned = all(s * ops.weights.itemsize % LINE_BYTES == 0
-                  for s in (width, ops.channel_stride, *geo.plane_strides))  # fmt: skip
+                  for s in (width, ops.channel_stride, *geo.plane_strides[:-1]))  # fmt: skip
+
+    fetch_own = input_ahead > 0 and ops.fetch is not None
 
     def fetch(bases: tuple[Expr, ...], b: tuple[Expr, ...]) -> Stmt | None:
-        fetching = input_ahead and ops.fetch is not None
-        own = _own_input_ahead(ops, input_ahead, width, aligned, b[1]) if fetching else []
+        own = _own_input_ahead(ops, input_ahead, width, aligned, b[1]) if fetch_own else []
         if ahead is None:
             return seq(*own) if own else None
         if ahead.operand == "weights":
