@@ -883,6 +883,8 @@ def test_default_input_ahead_where_a_tiles_lines_overflow_l1_on_far_planes():
     channels = {"schedule": "channels", "tile_vectors": 2, "tile_rows": 6}
     assert ahead((1, 256, 56, 56), (128, 256, 1, 1), config=channels) == 0
     assert ahead((1, 256, 56, 56), (128, 256, 1, 1), config={**tile, "input_ahead": 3}) == 3
+    far = {**tile, "input_ahead": 1 << 40}  # no further than the input's channels
+    assert ahead((1, 256, 56, 56), (128, 256, 1, 1), config=far) == 256
 
 
 @pytest.mark.parametrize(

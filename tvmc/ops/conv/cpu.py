@@ -242,7 +242,7 @@ def plan(
     return Plan(
         schedule, tiling, order, str(cfg.get("unroll_taps", default_unroll(geo, tiling))),
         bool(cfg.get("in_place", True)), bool(fetch), split,
-        max(ahead, 0) if schedule == "pixels" else 0,
+        min(max(ahead, 0), geo.icg) if schedule == "pixels" else 0,  # no further than the input
     )  # fmt: skip
 
 
