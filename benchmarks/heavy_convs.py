@@ -18,11 +18,12 @@ On a busy machine 2-thread wall times measure the neighbours as much as the code
 measures what the schedule does with one core: one thread, each run timed by the thread's CPU
 time (time off the core does not count, as tvmc.runtime.peak measures the peak), the best of
 `--rounds` blocks of 5 runs against one core's peak, every conv's blocks in turn (so that each
-conv's are spread over the whole measurement, not one second of it). CPU time still counts the moments a shared host
-slows the core (a VM's vCPU sharing a physical core's FMA units), so with `--cpu-time` a block
-of 5 runs counts only where 2 ms peak bursts just before and after it reached 90% of the peak,
-and rounds go on (at most 4x `--rounds`) until each conv has `--rounds` such blocks; a conv that
-met none is flagged and keeps its fastest block (`--all-blocks`: count every block). `--orders` (with `--cpu-time`) also times the
+conv's are spread over the whole measurement, not one second of it). CPU time still counts the
+moments a shared host slows the core (a VM's vCPU sharing a physical core's FMA units), so with
+`--cpu-time` a block of 5 runs counts only where 2 ms peak bursts just before and after it
+reached 90% of the peak, and rounds go on (at most 4x `--rounds`) until each conv has
+`--rounds` such blocks; a conv that met none is flagged and keeps its fastest block
+(`--all-blocks`: count every block). `--orders` (with `--cpu-time`) also times the
 default plan with its other tile-loop order (pixels_outer / channels_outer), in alternation, and
 sums up the other orders too. Where a change of `default_order` flipped a conv's order, its
 other order is the old default: a before/after of the rule in one process. `--cold` (with
@@ -98,8 +99,8 @@ def default_plan(task, target: CPUTarget, direct: bool = False) -> str:
         cut = " plane"  # the tiles run on through the output planes' rows
     fetch = " prefetch" if chosen.prefetch else ""
     split = f" split {chosen.split}" if chosen.split > 1 else ""
-    split += f" input ahead {chosen.input_ahead}" if chosen.input_ahead else ""
-    return f"{chosen.schedule} {t.mr}x{t.nv}{cut} {chosen.order}{fetch}{split}"
+    ahead = f" input ahead {chosen.input_ahead}" if chosen.input_ahead else ""
+    return f"{chosen.schedule} {t.mr}x{t.nv}{cut} {chosen.order}{fetch}{split}{ahead}"
 
 
 def default_conv_plan(task, target: CPUTarget, direct: bool = False):
@@ -366,13 +367,13 @@ def main() -> None:
                 owners.append((i, True))
         seconds = cpu_seconds(runs, args.rounds, gate)
         best = [0.0] * len(tasks)
-        for (i, is_other), s, counted in zip(owners, seconds, gate.counted if gate else owners):
+        counts = gate.counted if gate else [None] * len(runs)
+        for (i, is_other), s, counted in zip(owners, seconds, counts):
             gflops = tasks[i][1].flops / s / 1e9
             if is_other:
                 flipped[i] = gflops
             else:
-                best[i] = gflops
-                quiet[i] = counted if gate else None
+                best[i], quiet[i] = gflops, counted
     else:
         best = wall_gflops([t for _, t in tasks], args.rounds)
     other_name = ("the baseline plan" if baseline else

@@ -5,8 +5,9 @@ kernels written in tvmc's own kernel IR.
 
 Peak: each thread keeps 12 independent vector accumulators of the host's width (`<16 x float>`
 with AVX-512, `<8 x float>` with AVX2: wider ones would not fit in 16 registers) in registers
-and runs FMAs on them (no memory traffic), so the FMA units' throughput is the only limit. Bandwidth: a copy
-of a 256 MiB array (read + write bytes counted). Medians of several runs, 1 and 2 threads.
+and runs FMAs on them (no memory traffic), so the FMA units' throughput is the only limit.
+Bandwidth: a copy of a 256 MiB array (read + write bytes counted). Medians of several runs, 1
+and 2 threads.
 
 `--watch SECONDS`: for that long, short peak runs (~5 ms) on all cores then on one, in pairs,
 and how often all cores gave what one gives: a VM whose host now and then runs its vCPUs on

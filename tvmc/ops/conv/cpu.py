@@ -62,8 +62,8 @@ computes the same result (up to rounding: Winograd's is larger, cpu_winograd).
   twice: KEEP tilings within rows, and up to KEEP that run through the rows ("flat") where
   `channel_tiling` picks that (a tuner may then find the row tile faster; tuning records of a
   tvmc that read a channels plan either way no longer match the space's hash). The register
-  budget MR * NV + NV + 1 <= the target's registers (32 AVX-512, 16 AVX2) holds for every tile: the
-  tilings enforce it. The default tilings also prefer tiles that fit the core
+  budget MR * NV + NV + 1 <= the target's registers (32 AVX-512, 16 AVX2) holds for every tile:
+  the tilings enforce it. The default tilings also prefer tiles that fit the core
   (`cpu_tiles.fits_core`: enough accumulators to hide the FMA latency, and no more loads than
   the core makes in the cycles of its FMAs).
 - Winograd (where eligible): F2 and F4, each with its distinct GEMM tiles
@@ -569,7 +569,7 @@ def _tile_loop(
     blocks = total // inner
     if outer_pixels or not chunks_inside_blocks(blocks, how.threads):
         return loop("part", how.split, lambda part: loop("t", total, lambda t: tile(t, part), kind))
-    size = ceil_div(blocks, min(blocks, GROUPS_PER_THREAD * max(how.threads, 1)))
+    size = ceil_div(blocks, GROUPS_PER_THREAD * max(how.threads, 1))  # blocks a group
 
     def group(g: Expr) -> Stmt:
         def block(part: Expr, k: Expr) -> Stmt:
