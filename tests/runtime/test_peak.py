@@ -83,6 +83,7 @@ def test_a_busy_or_implausible_figure_is_not_cached(monkeypatch, cache):
     version = peak.KERNEL_VERSION
     for poison in (0.5, "fast", [1], {"gflops": 0.5, "measurements": 1, "kernel": version},
                    {"gflops": float("inf"), "measurements": 1, "kernel": version},
+                   {"gflops": 1e308, "measurements": 1, "kernel": version},
                    {"gflops": 1e9, "measurements": "x", "kernel": version}):  # fmt: skip
         cache.write_text(json.dumps({peak.cpu_key(): poison}))
         monkeypatch.setattr(peak, "_measured_here", set())

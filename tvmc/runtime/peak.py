@@ -110,9 +110,10 @@ def _thread_seconds(fn) -> float:
 
 def plausible(core_peak: float) -> bool:
     """At least one vector FMA per cycle at 1 GHz: anything less was a busy machine, not a CPU
-    (the slowest core with these vectors does more)."""
+    (the slowest core with these vectors does more); at most four a cycle at 10 GHz: anything
+    more is a corrupt cache, not a CPU (today's cores do two at 3-6 GHz)."""
     lanes = max(CPUTarget.host().vector_bits // 32, 1)
-    return core_peak >= lanes * 2 * 1.0
+    return lanes * 2 * 1.0 <= core_peak <= lanes * 2 * 4 * 10.0
 
 
 def cpu_key() -> str:
