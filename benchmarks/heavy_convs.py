@@ -99,8 +99,8 @@ def default_plan(task, target: CPUTarget, direct: bool = False) -> str:
         cut = " plane"  # the tiles run on through the output planes' rows
     fetch = " prefetch" if chosen.prefetch else ""
     split = f" split {chosen.split}" if chosen.split > 1 else ""
-    ahead = f" input ahead {chosen.input_ahead}" if chosen.input_ahead else ""
-    return f"{chosen.schedule} {t.mr}x{t.nv}{cut} {chosen.order}{fetch}{split}{ahead}"
+    packed = " packed" if chosen.pack_input else ""
+    return f"{chosen.schedule} {t.mr}x{t.nv}{cut} {chosen.order}{fetch}{split}{packed}"
 
 
 def default_conv_plan(task, target: CPUTarget, direct: bool = False):

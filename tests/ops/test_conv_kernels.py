@@ -861,57 +861,78 @@ def test_flat_channel_tiles_interpreted(rng):
     check_conv("Conv", x, w, PADDED, b, config=knobs, interpreted=True)
 
 
-def test_default_input_ahead_where_a_tiles_lines_overflow_l1_on_far_planes():
-    """AVX2 6x2 pixels tiles (one line of input per channel a step) of a Zen 3 (32 KB L1):
-    resnet50's 1x1 256->128 @56 reads 256 lines a tile, half of L1, from planes 12.5 KB apart
-    over 22 channel blocks: fetched 8 channels ahead. Not with 8 KB of lines (128->512 @28),
-    planes under half a page apart (256->1024 @14: 784 B), fewer than 16 blocks (256->64
-    @56), the L1 unknown, a 3x3 conv, or channels tiles."""
-    tile = {"schedule": "pixels", "tile_vectors": 2, "tile_rows": 6}
+def test_default_pack_input_where_far_planes_feed_many_blocks():
+    """AVX2 6x2 pixels tiles of a Zen 3 (32 KB L1), pixels_outer: resnet50's 1x1 256->64 @56
+    (11 channel blocks read 256 lines 12.5 KB apart) packs its tiles' input; 512->128 @28 in
+    its chunks of 256 (split 2: 16 KB packed). Not with fewer than 64 channels a chunk
+    (32->128 @27), planes under half a page apart (256->128 @14: 784 B), a chunk too big for
+    L1 packed (1024 channels unsplit), one channel block, the L1 unknown, a 3x3 conv,
+    channels_outer or channels tiles, or AVX-512's tiles (3 or more lines a step: not
+    measured)."""
+    tile = {"schedule": "pixels", "tile_vectors": 2, "tile_rows": 6, "order": "pixels_outer"}
     l2, core = (512 << 10) // 4, Core(32 << 10, 32, 2)
 
-    def ahead(x_shape, w_shape, config=tile, attrs=None, core=core):
-        geo = conv_geometry(x_shape, w_shape, attrs or {})
-        return plan(config, geo, 8, 16, l2, core=core).input_ahead
+    def chosen(x_shape, w_shape, config=tile, attrs=None, core=core):
+        return plan(config, conv_geometry(x_shape, w_shape, attrs or {}), 8, 16, l2, core=core)
 
-    assert ahead((1, 256, 56, 56), (128, 256, 1, 1)) == 8
-    assert ahead((1, 128, 28, 28), (512, 128, 1, 1)) == 0
-    assert ahead((1, 256, 14, 14), (1024, 256, 1, 1)) == 0
-    assert ahead((1, 256, 56, 56), (64, 256, 1, 1)) == 0
-    assert ahead((1, 256, 56, 56), (128, 256, 1, 1), core=Core()) == 0
-    assert ahead((1, 256, 56, 56), (128, 256, 3, 3), attrs={"pads": [1, 1, 1, 1]}) == 0
-    channels = {"schedule": "channels", "tile_vectors": 2, "tile_rows": 6}
-    assert ahead((1, 256, 56, 56), (128, 256, 1, 1), config=channels) == 0
-    assert ahead((1, 256, 56, 56), (128, 256, 1, 1), config={**tile, "input_ahead": 3}) == 3
-    far = {**tile, "input_ahead": 1 << 40}  # no further than the input's channels
-    assert ahead((1, 256, 56, 56), (128, 256, 1, 1), config=far) == 256
+    def packs(*args, **kwargs):
+        return chosen(*args, **kwargs).pack_input
+
+    assert packs((1, 256, 56, 56), (64, 256, 1, 1))
+    assert packs((1, 512, 28, 28), (128, 512, 1, 1), config={**tile, "split": 2})
+    assert not packs((1, 32, 27, 27), (128, 32, 1, 1))
+    assert not packs((1, 256, 14, 14), (128, 256, 1, 1))
+    assert not packs((1, 1024, 28, 28), (128, 1024, 1, 1), config={**tile, "split": 1})
+    assert not packs((1, 256, 56, 56), (6, 256, 1, 1))
+    assert not packs((1, 256, 56, 56), (64, 256, 1, 1), core=Core())
+    assert not packs((1, 256, 56, 56), (64, 256, 3, 3), attrs={"pads": [1, 1, 1, 1]})
+    assert not packs((1, 256, 56, 56), (64, 256, 1, 1), config={**tile, "order": "channels_outer"})
+    assert not packs((1, 256, 56, 56), (64, 256, 1, 1), config={**tile, "schedule": "channels"})
+    avx512 = plan({"schedule": "pixels"}, conv_geometry((1, 256, 56, 56), (64, 256, 1, 1), {}),
+                  16, 32, l2, core=core)  # fmt: skip
+    assert avx512.tiling.nv > 2 and not avx512.pack_input
+    assert not packs((1, 256, 56, 56), (64, 256, 1, 1), config={**tile, "pack_input": False})
+    # asked for, a packed input needs one tap and the pixels_outer loop
+    assert packs((1, 8, 5, 11), (7, 8, 1, 1), config={**tile, "pack_input": True}, core=Core())
+    assert not packs((1, 8, 5, 11), (7, 8, 3, 3), config={**tile, "pack_input": True})
+
+
+PACKED = {"schedule": "pixels", "order": "pixels_outer", "pack_input": True}
 
 
 @pytest.mark.parametrize(
-    "config",
+    "x_shape, w_shape, attrs, config",
     [
-        {"schedule": "pixels", "input_ahead": 3},
-        {"schedule": "pixels", "input_ahead": 2, "tile_rows": 4, "split": 2, "prefetch": True},
-        {"schedule": "pixels", "input_ahead": 5, "tile_rows": 4, "tile_vectors": 1},
+        ((1, 8, 5, 11), (7, 8, 1, 1), {}, {}),  # 11-wide rows: lines straddle
+        ((1, 8, 9, 9), (13, 8, 1, 1), {}, {"tile_vectors": 1, "prefetch": True}),
+        ((1, 16, 9, 9), (12, 16, 1, 1), {}, {"split": 2, "prefetch": True, "tile_rows": 4}),
+        ((2, 8, 6, 6), (8, 4, 1, 1), {"group": 2}, {"tile_vectors": 1}),
+        ((1, 8, 9, 9), (7, 8, 1, 1), {"strides": [2, 2]}, {"tile_rows": 3}),
+        ((1, 8, 5, 5), (3, 8, 1, 1), {}, {}),  # one channel block: only the filling one
     ],
 )
-def test_pixel_tiles_fetching_their_own_input_ahead_keep_results(config, rng):
-    """Fetching the lines `input_ahead` channels on changes no value; the interpreter checks
-    that every prefetch lies in its buffer (the last channels' are clamped to it), 11-wide rows
-    make lines straddle."""
-    x, w, b = randn(rng, 1, 8, 5, 11), randn(rng, 7, 8, 1, 1), randn(rng, 7)
-    check_conv("Conv", x, w, {}, b, config=config, interpreted=True)
-    check_conv("Conv", x, w, {}, b, config=config, epilogue=True)
+def test_pixel_tiles_packing_their_input_compute_the_conv(x_shape, w_shape, attrs, config, rng):
+    """The first channel block of a pixel tile copies the input it reads into local scratch,
+    the others read it there: the same results interpreted (every access checked against its
+    buffer, the next tile's prefetches too), compiled, with an epilogue and as AVX2 code."""
+    knobs = {**PACKED, **config}
+    x, w, b = randn(rng, *x_shape), randn(rng, *w_shape), randn(rng, w_shape[0])
+    check_conv("Conv", x, w, attrs, b, config=knobs, interpreted=True)
+    check_conv("Conv", x, w, attrs, b, config=knobs, epilogue=True)
+    if CPUTarget.host().vector_bits >= 256:
+        check_conv("Conv", x, w, attrs, b, target=AVX2, config=knobs)
 
 
-def test_input_ahead_reaches_the_tile_as_one_prefetch_a_line():
-    """A step of a one-vector (16-lane) tile reads one line: fetched once where the planes,
-    rows and tiles start on lines (16 x 16 planes), twice where they may straddle (7 x 7)."""
+def test_packed_input_fills_in_the_first_block_and_fetches_the_next_tile():
+    """One local block of a tile's input (64 channels x 16 lanes), filled by the first channel
+    block (a store a step), whose steps fetch the next tile's line (16 x 16 planes: one line
+    a channel, on lines); without `prefetch`, no fetches."""
 
-    def prefetches(plane, ahead):
-        config = {"schedule": "pixels", "input_ahead": ahead, "tile_vectors": 1, "prefetch": False}
-        kernels = pointwise_conv_kernels(64, 80, plane, config, threads=1)
-        return "\n".join(kernel_str(k) for k in kernels).count("prefetch(")
+    def text(prefetch):
+        config = {**PACKED, "tile_vectors": 1, "prefetch": prefetch}
+        kernels = pointwise_conv_kernels(64, 80, 16, config, threads=1)
+        return "\n".join(kernel_str(k) for k in kernels)
 
-    assert prefetches(16, 0) == prefetches(7, 0) == 0
-    assert prefetches(16, 8) == 1 and prefetches(7, 8) == 2
+    fetching, plain = text(True), text(False)
+    assert fetching.count("tile_input[") > 0 and "tile_input" in plain
+    assert fetching.count("prefetch(") == 1 and plain.count("prefetch(") == 0

@@ -39,8 +39,9 @@ Knobs (ctx.config; `plan` reads them, with the defaults in DEFAULTS and `_estima
   weight block); the default is `default_order`'s.
 - prefetch: whether each tile fetches its share of the operand the tile loop's next outer step
   reads (cpu_tiles.Ahead); the default is `default_prefetch`'s. Not in the knob space yet.
-- input_ahead: how many input channels ahead a pixels tile fetches the lines it will read
-  (0: none); the default is `default_input_ahead`'s. Not in the knob space yet.
+- pack_input: whether a pixels_outer one-tap pixels tile's first channel block copies the input
+  it reads into local scratch that the others read (cpu_tiles.PackedInput); the default is
+  `default_pack_input`'s. Not in the knob space yet.
 - flat_rows: whether a channels tile may run on through the output rows (default True: where
   that fills more lanes, `cpu_tiles.channel_tiling`, and the epilogue can store so). In the
   space as a channels plan's "flat".
@@ -105,6 +106,7 @@ from tvmc.ops.conv.cpu_tiles import (
     ChannelTiling,
     Fetch,
     Operands,
+    PackedInput,
     PixelTiling,
     Reduction,
     Split,
@@ -186,7 +188,7 @@ class Plan:
     in_place: bool
     prefetch: bool
     split: int = 1  # chunks of input channels the reduction is cut into (a divisor of geo.icg)
-    input_ahead: int = 0  # input channels ahead a pixels tile fetches its own input (0: never)
+    pack_input: bool = False  # each pixel tile's input packed (`_packed_pixel_loop`)
 
 
 def plan(
@@ -237,13 +239,41 @@ def plan(
         core.l2_fill_bytes, core.threads, itemsize)))  # fmt: skip
     if split < 1 or geo.icg % split or schedule == "depthwise":
         split = 1
-    ahead = int(cfg.get("input_ahead", default_input_ahead(
-        geo, schedule, tiling, split, lanes, core.l1_bytes, itemsize)))  # fmt: skip
+    packable = schedule == "pixels" and order == "pixels_outer" and len(geo.taps) == 1
+    pack = packable and bool(cfg.get("pack_input", default_pack_input(
+        geo, tiling, split, lanes, core.l1_bytes, itemsize)))  # fmt: skip
     return Plan(
         schedule, tiling, order, str(cfg.get("unroll_taps", default_unroll(geo, tiling))),
-        bool(cfg.get("in_place", True)), bool(fetch), split,
-        min(max(ahead, 0), geo.icg) if schedule == "pixels" else 0,  # no further than the input
+        bool(cfg.get("in_place", True)), bool(fetch), split, pack,
     )  # fmt: skip
+
+
+PACK_LINES = 2  # lines a step reads, at most, for a default packed input (AVX-512: not measured)
+PACK_MIN_CHANNELS = 64  # input channels a chunk, at least (fewer stay in L1 unpacked)
+PAGE_BYTES = 4096
+
+
+def default_pack_input(
+    geo: ConvGeometry, tiling: PixelTiling | ChannelTiling, split: int, lanes: int,
+    l1_bytes: int, itemsize: int = 4,
+) -> bool:  # fmt: skip
+    """Whether a pixels_outer one-tap pixels tile (`plan` checks that) packs its input by
+    default (`PackedInput`):
+    where two or more channel blocks read it, the planes lie half a page apart or more, a
+    step reads at most PACK_LINES lines of it and one reduction chunk of PACK_MIN_CHANNELS
+    or more fits in L1 packed. Zen 3, one thread, cold weights: resnet50's 1x1 256->64 @56
+    82% of the peak -> 91%, 512->128 @28 89% -> 92%, densenet121's 256-448->128 @28 58-86% ->
+    85-90%, squeezenet's 128->16 @55 57% -> 70%; on planes of 676-784 B (@13, @14) 0.94-1.10x,
+    32->128 @27 0.94x: not taken (docs/performance.md, "Pixel tiles pack their input")."""
+    if not isinstance(tiling, PixelTiling) or l1_bytes <= 0 or ceil_div(geo.ocg, tiling.mr) < 2:
+        return False
+    if geo.channel_stride * itemsize < PAGE_BYTES // 2:  # planes near: no gain measured
+        return False
+    width = tiling.nv * lanes * itemsize
+    if ceil_div(width, LINE_BYTES) > PACK_LINES:
+        return False
+    chunk = geo.icg // max(split, 1)
+    return PACK_MIN_CHANNELS <= chunk and chunk * width <= l1_bytes
 
 
 def default_unroll(geo: ConvGeometry, tiling: PixelTiling | ChannelTiling) -> str:
@@ -293,37 +323,6 @@ def default_prefetch(
     if order == "channels_outer":
         return geo.out_channels * geo.icg * len(geo.taps) > cache_elements
     return geo.channels * geo.channel_stride > cache_elements
-
-
-INPUT_AHEAD_CHANNELS = 8  # how far ahead a pixels tile fetches its own input, in input channels
-INPUT_AHEAD_LINES = 2  # lines a step, at most (AVX-512's 3x7 tiles would fetch 7: not measured)
-INPUT_AHEAD_BLOCKS = 16  # channel blocks reading a pixel tile's input, at least
-PAGE_BYTES = 4096
-
-
-def default_input_ahead(
-    geo: ConvGeometry, schedule: str, tiling: PixelTiling | ChannelTiling, split: int,
-    lanes: int, l1_bytes: int, itemsize: int = 4,
-) -> int:  # fmt: skip
-    """Input channels ahead a pointwise pixels tile fetches the lines it will read, by default
-    (0: none): where one reduction chunk's lines for a tile (one or two per input channel)
-    fill half of L1 or more, so that the channel blocks after the first (INPUT_AHEAD_BLOCKS at
-    least) read them from L2 again, and the channels' planes lie half a page apart or more, a
-    stride the cores' prefetchers do not follow across pages. Zen 3, one thread, in pairs:
-    1x1 256->128 @56, 512->128 @28 (chunks of 256), densenet121's 320-416->128 @28 1.04-1.07x;
-    128->512 @28 (8 KB of lines), 256->1024 @14 (planes of 784 B) and convs of fewer blocks
-    (256->32 @27 0.91-0.99x) unchanged or slower (docs/performance.md, "Pixel tiles fetch their
-    own input ahead")."""
-    if schedule != "pixels" or not isinstance(tiling, PixelTiling) or len(geo.taps) != 1:
-        return 0
-    if l1_bytes <= 0 or geo.channel_stride * itemsize < PAGE_BYTES // 2:
-        return 0
-    per_line = max(1, LINE_BYTES // itemsize)
-    lines = ceil_div(tiling.nv * lanes, per_line)  # per input channel and tile
-    if lines > INPUT_AHEAD_LINES or ceil_div(geo.ocg, tiling.mr) < INPUT_AHEAD_BLOCKS:
-        return 0
-    chunk = geo.icg // max(split, 1)
-    return INPUT_AHEAD_CHANNELS if chunk * lines * LINE_BYTES >= l1_bytes // 2 else 0
 
 
 # multiply-add steps per chunk of a split reduction, at least: each chunk stores and reloads an
@@ -493,7 +492,7 @@ def conv_lowering(
 
     loop_ = TileLoop(p.order, parallel, p.prefetch, p.split, lambda tiles, cells:
                      ctx.temp((tiles * cells,), acc, "partial"), core.threads,
-                     p.input_ahead)  # fmt: skip
+                     p.pack_input)  # fmt: skip
     if isinstance(p.tiling, ChannelTiling):
         main = _channel_loop(geo, p.tiling, ops, loop_)
     else:
@@ -513,7 +512,7 @@ class TileLoop:
     split: int
     partial: Callable[[int, int], Buffer]
     threads: int = 1
-    input_ahead: int = 0  # pixels tiles: input channels ahead each fetches its own input
+    pack_input: bool = False  # pixels_outer one-tap pixels tiles: each pixel tile's input packed
 
 
 TileBody = Callable[[tuple[Expr, ...], Expr, Expr, Ahead | None, Split | None], Stmt]
@@ -583,6 +582,8 @@ def _tile_loop(
 
 
 def _pixel_loop(geo: ConvGeometry, tiling: PixelTiling, ops: Operands, how: TileLoop) -> Stmt:
+    if how.pack_input:
+        return _packed_pixel_loop(geo, tiling, ops, how)
     blocks, _, outer = tiling.cover(geo)
     dims = (geo.batch, outer, blocks, tiling.chunks)
 
@@ -591,11 +592,60 @@ def _pixel_loop(geo: ConvGeometry, tiling: PixelTiling, ops: Operands, how: Tile
     ) -> Stmt:  # fmt: skip
         n, o, rb, ch = p
         lead = unflatten(o, geo.out_shape[:-2]) if len(geo.out_shape) > 2 else ()
-        return pixel_tile(ops, tiling, n, g, ob, lead, rb, ch, ahead, split, how.input_ahead)
+        return pixel_tile(ops, tiling, n, g, ob, lead, rb, ch, ahead, split)
 
     channels = (geo.group, ceil_div(geo.ocg, tiling.mr))
     cells = tiling.mr * tiling.nv * ops.lanes
     return _tile_loop(dims, channels, how, cells, body)
+
+
+def _packed_pixel_loop(
+    geo: ConvGeometry, tiling: PixelTiling, ops: Operands, how: TileLoop
+) -> Stmt:  # fmt: skip
+    """The pixels_outer loop of a one-tap conv whose pixel tiles pack their input: per pixel
+    tile (and group), the first channel block copies the input it reads into local scratch,
+    which the other blocks then read (`PackedInput`); that first block fetches the next pixel
+    tile's input where `fetch_ahead`. One parallel loop over pixel tiles (per chunk where
+    split; `Split`'s tiles are numbered as `_tile_loop`'s, pixel tile major)."""
+    blocks, _, outer = tiling.cover(geo)
+    dims = (geo.batch, outer, blocks, tiling.chunks)
+    pixels, oblocks = math.prod(dims), ceil_div(geo.ocg, tiling.mr)
+    width = tiling.nv * ops.lanes
+    cells = tiling.mr * width
+    partial = how.partial(pixels * geo.group * oblocks, cells) if how.split > 1 else None
+    # positions to the next pixel tile: the next chunk of the row, or the next block of rows
+    span = width if tiling.chunks > 1 else tiling.rows * geo.plane[-1]
+    next_tile = span if how.fetch_ahead and pixels > 1 else 0
+
+    def pixel_tile_of(p: Expr, part: Expr | None) -> Stmt:
+        def at(idx: tuple[Expr, ...]) -> Stmt:
+            n, o, rb, ch = idx
+            lead = unflatten(o, geo.out_shape[:-2]) if len(geo.out_shape) > 2 else ()
+
+            def group(g: Expr) -> Stmt:
+                def tiles(scratch: Buffer) -> Stmt:
+                    def block(ob: Expr, packed: PackedInput) -> Stmt:
+                        t = (p * geo.group + g) * oblocks + ob
+                        split = None if part is None else Split(part, how.split, partial, t)
+                        return pixel_tile(ops, tiling, n, g, ob, lead, rb, ch, None, split,
+                                          packed=packed)  # fmt: skip
+
+                    first = block(const(0), PackedInput(scratch, True, next_tile))
+                    rest = loop("ob", oblocks - 1, lambda k: block(k + 1, PackedInput(scratch)))
+                    return seq(first, rest) if oblocks > 1 else first
+
+                chunk = geo.icg // how.split
+                return allocate("tile_input", (chunk * width,), tiles, ops.weights.dtype)
+
+            return loop("g", geo.group, group) if geo.group > 1 else group(const(0))
+
+        return let_all("c", unflatten(p, dims), at)
+
+    kind = "parallel" if how.parallel and pixels > 1 else "serial"
+    if partial is None:
+        return loop("p", pixels, lambda p: pixel_tile_of(p, None), kind)
+    return loop("part", how.split,
+                lambda part: loop("p", pixels, lambda p: pixel_tile_of(p, part), kind))  # fmt: skip
 
 
 def _channel_loop(geo: ConvGeometry, tiling: ChannelTiling, ops: Operands, how: TileLoop) -> Stmt:

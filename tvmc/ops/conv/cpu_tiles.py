@@ -238,18 +238,6 @@ def _input_ahead(ops: Operands, ahead: Ahead, span: int, width: int, x_step: Exp
     return [ops.fetch(x_step + span + o) for o in offsets]
 
 
-def _own_input_ahead(
-    ops: Operands, channels: int, width: int, aligned: bool, x_step: Expr
-) -> list[Stmt]:  # fmt: skip
-    """Prefetches of the lines a pixel tile will read `channels` input channels after the step
-    reading `width` positions from `x_step` (`aligned`: those start on a line; else the last
-    position may lie on one line more). Clamped to the input, as every fetch."""
-    per_line = max(1, LINE_BYTES // ops.weights.itemsize)  # the input's dtype is the weights'
-    offsets = [*range(0, width, per_line), *(() if aligned else (width - 1,))]
-    ahead = x_step + channels * ops.channel_stride
-    return [ops.fetch(ahead + o) for o in offsets]
-
-
 @dataclass(frozen=True)
 class Operands:
     """What a schedule reads and writes."""
@@ -329,18 +317,40 @@ def pack_pixels(w: np.ndarray, geo: ConvGeometry, mr: int) -> np.ndarray:
     return np.ascontiguousarray(x.transpose(0, 1, 3, 4, 2))
 
 
+@dataclass(frozen=True)
+class PackedInput:
+    """A one-tap pixel tile's input of one reduction chunk in local scratch, [input channel of
+    the chunk][NV * lanes], which every channel block of the tile reads: one contiguous block,
+    as a GEMM's packed panel, not one line from each of planes far apart, which crowd a few L1
+    sets (planes of 12.5 KB fall into 16 of 64) and which no prefetcher follows. The first
+    block `fills` it, storing each step's input vectors as it reads them from the planes (and
+    fetching the lines `next_tile` positions on, the next pixel tile's, where that is not 0)."""
+
+    buffer: Buffer
+    fills: bool = False
+    next_tile: int = 0
+
+
+def _tiles_start_on_lines(ops: Operands, width: int) -> bool:
+    """Whether every pixel tile's input of each channel starts on a cache line (its planes, rows
+    and tiles do; the input's dtype is the weights')."""
+    strides = (width, ops.channel_stride, *ops.geo.plane_strides[:-1])
+    return all(s * ops.weights.itemsize % LINE_BYTES == 0 for s in strides)
+
+
 def pixel_tile(
     ops: Operands, tiling: PixelTiling, n: Expr, g: Expr, ob: Expr,
     outer: tuple[Expr, ...], rb: Expr, ch: Expr, ahead: Ahead | None = None,
-    split: Split | None = None, input_ahead: int = 0,
+    split: Split | None = None, packed: PackedInput | None = None,
 ) -> Stmt:  # fmt: skip
     """One MR x NV tile at row block `rb`, chunk `ch` of the rows with leading indices `outer`
-    (of one chunk of the reduction when `split`); with `input_ahead`, each step also fetches
-    what the tile reads that many input channels on (`default_input_ahead`)."""
+    (of one chunk of the reduction when `split`). `packed`: a one-tap tile reads its input
+    from there (filling it as it goes where it `fills`)."""
     geo, lanes, mr, nv = ops.geo, ops.lanes, tiling.mr, tiling.nv
     width, wq, ow = nv * lanes, geo.plane[-1], geo.out_shape[-1]
     blocks, rl, _ = tiling.cover(geo)
     red, ntaps = ops.reduction, len(geo.taps)
+    assert packed is None or ntaps == 1, "a packed tile input holds one tap's"
     row0 = rb * tiling.rows
     lead = (*outer, row0) if len(geo.out_shape) > 1 else ()
     qbase = geo.out_position(lead) + ch * width
@@ -349,12 +359,17 @@ def pixel_tile(
     def bind(ks: tuple[Expr, ...], wb: Expr, xb: Expr) -> tuple[Expr, ...]:
         ic = red.channel(ks, split)
         w_step = ((wb + ic) * ntaps + red.first_tap(ks)) * mr
-        return w_step, xb + ic * ops.channel_stride + red.row_offset(ks)
+        x_step = xb + ic * ops.channel_stride + red.row_offset(ks)
+        if packed is not None:  # the chunk's channels, one after the other
+            return w_step, red.channel(ks) * width, x_step
+        return w_step, x_step
 
     def scalar(r: int, b: tuple, t: int) -> Expr:
         return ops.weights[b[0] + t * mr + r]
 
     def vector(v: int, b: tuple, t: int) -> Expr:
+        if packed is not None:
+            return packed.buffer[lane_index(b[1] + v * lanes, lanes)]
         return ops.load(b[1] + red.column_offset(t) + v * lanes, lanes)
 
     def row_stores(tile: Buffer, r: int, oc: Expr, j: int, segment: int) -> Stmt:
@@ -390,13 +405,26 @@ def pixel_tile(
     # the next pixel tile: the next chunk of the row, or the next block of rows
     span = width if tiling.chunks > 1 else tiling.rows * wq
 
-    aligned = all(s * ops.weights.itemsize % LINE_BYTES == 0
-                  for s in (width, ops.channel_stride, *geo.plane_strides[:-1]))  # fmt: skip
+    aligned = _tiles_start_on_lines(ops, width)
 
-    fetch_own = input_ahead > 0 and ops.fetch is not None
+    def fill(b: tuple[Expr, ...]) -> list[Stmt]:
+        """The step's input vectors into the packed scratch (read back at once: LLVM forwards
+        the stores), and the next pixel tile's lines fetched."""
+        assert packed is not None
+
+        def store(v: int) -> Stmt:
+            return packed.buffer.store(lane_index(b[1] + v * lanes, lanes),
+                                       ops.load(b[2] + v * lanes, lanes))  # fmt: skip
+
+        stores = [store(v) for v in range(nv)]
+        if not packed.next_tile or ops.fetch is None:
+            return stores
+        per_line = max(1, LINE_BYTES // ops.weights.itemsize)  # the input's dtype is the weights'
+        offsets = [*range(0, width, per_line), *(() if aligned else (width - 1,))]
+        return [*stores, *(ops.fetch(b[2] + packed.next_tile + o) for o in offsets)]
 
     def fetch(bases: tuple[Expr, ...], b: tuple[Expr, ...]) -> Stmt | None:
-        own = _own_input_ahead(ops, input_ahead, width, aligned, b[1]) if fetch_own else []
+        own = fill(b) if packed is not None and packed.fills else []
         if ahead is None:
             return seq(*own) if own else None
         if ahead.operand == "weights":
