@@ -260,10 +260,11 @@ def default_pack_input(
     """Whether a pixels_outer one-tap pixels tile (`plan` checks that) packs its input by
     default (`PackedInput`): where two or more channel blocks read it, the planes lie half a
     page apart or more, a step reads at most PACK_LINES lines of it and one reduction chunk
-    of PACK_MIN_CHANNELS or more fits in L1 packed. Zen 3, one thread, cold weights: resnet50's 1x1 256->64 @56
-    82% of the peak -> 91%, 512->128 @28 89% -> 92%, densenet121's 256-448->128 @28 58-86% ->
-    85-90%, squeezenet's 128->16 @55 57% -> 70%; on planes of 676-784 B (@13, @14) 0.94-1.10x,
-    32->128 @27 0.94x: not taken (docs/performance.md, "Pixel tiles pack their input")."""
+    of PACK_MIN_CHANNELS or more fits in L1 packed. Zen 3, one thread, cold weights:
+    resnet50's 1x1 256->64 @56 82% of the peak -> 91%, 512->128 @28 89% -> 92%, densenet121's
+    256-448->128 @28 58-86% -> 85-90%, squeezenet's 128->16 @55 57% -> 70%; on planes of
+    676-784 B (@13, @14) 0.94-1.10x, 32->128 @27 0.94x: not taken (docs/performance.md,
+    "Pixel tiles pack their input")."""
     if not isinstance(tiling, PixelTiling) or l1_bytes <= 0 or ceil_div(geo.ocg, tiling.mr) < 2:
         return False
     if geo.channel_stride * itemsize < PAGE_BYTES // 2:  # planes near: no gain measured
