@@ -866,9 +866,9 @@ def test_default_pack_input_where_far_planes_feed_many_blocks():
     (11 channel blocks read 256 lines 12.5 KB apart) packs its tiles' input; 512->128 @28 in
     its chunks of 256 (split 2: 16 KB packed). Not with fewer than 64 channels a chunk
     (32->128 @27), planes under half a page apart (256->128 @14: 784 B), a chunk too big for
-    L1 packed (1024 channels unsplit), one channel block, the L1 unknown, a 3x3 conv,
-    channels_outer or channels tiles, or AVX-512's tiles (3 or more lines a step: not
-    measured)."""
+    L1 packed (1024 channels unsplit), one channel block, too few pixel tiles for the
+    threads, the L1 unknown, a 3x3 conv, channels_outer or channels tiles, or AVX-512's tiles
+    (3 or more lines a step: not measured)."""
     tile = {"schedule": "pixels", "tile_vectors": 2, "tile_rows": 6, "order": "pixels_outer"}
     l2, core = (512 << 10) // 4, Core(32 << 10, 32, 2)
 
@@ -885,6 +885,9 @@ def test_default_pack_input_where_far_planes_feed_many_blocks():
     assert not packs((1, 1024, 28, 28), (128, 1024, 1, 1), config={**tile, "split": 1})
     assert not packs((1, 256, 56, 56), (6, 256, 1, 1))
     assert not packs((1, 256, 56, 56), (64, 256, 1, 1), core=Core())
+    # 49 pixel tiles of 28x28: enough for 2 threads, not for 16 (4 tiles a thread at least)
+    assert not packs((1, 512, 28, 28), (128, 512, 1, 1), config={**tile, "split": 2},
+                     core=Core(32 << 10, 32, 16))  # fmt: skip
     assert not packs((1, 256, 56, 56), (64, 256, 3, 3), attrs={"pads": [1, 1, 1, 1]})
     assert not packs((1, 256, 56, 56), (64, 256, 1, 1), config={**tile, "order": "channels_outer"})
     assert not packs((1, 256, 56, 56), (64, 256, 1, 1), config={**tile, "schedule": "channels"})

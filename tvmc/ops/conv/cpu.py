@@ -241,7 +241,7 @@ def plan(
         split = 1
     packable = schedule == "pixels" and order == "pixels_outer" and len(geo.taps) == 1
     pack = packable and bool(cfg.get("pack_input", default_pack_input(
-        geo, tiling, split, lanes, core.l1_bytes, itemsize)))  # fmt: skip
+        geo, tiling, split, lanes, core.l1_bytes, itemsize, core.threads)))  # fmt: skip
     return Plan(
         schedule, tiling, order, str(cfg.get("unroll_taps", default_unroll(geo, tiling))),
         bool(cfg.get("in_place", True)), bool(fetch), split, pack,
@@ -255,12 +255,15 @@ PAGE_BYTES = 4096
 
 def default_pack_input(
     geo: ConvGeometry, tiling: PixelTiling | ChannelTiling, split: int, lanes: int,
-    l1_bytes: int, itemsize: int = 4,
+    l1_bytes: int, itemsize: int = 4, threads: int = 1,
 ) -> bool:  # fmt: skip
     """Whether a pixels_outer one-tap pixels tile (`plan` checks that) packs its input by
     default (`PackedInput`): where two or more channel blocks read it, the planes lie half a
     page apart or more, a step reads at most PACK_LINES lines of it and one reduction chunk
-    of PACK_MIN_CHANNELS or more fits in L1 packed. Zen 3, one thread, cold weights:
+    of PACK_MIN_CHANNELS or more fits in L1 packed; and only where there are pixel tiles
+    enough to share among `threads` (BLOCKS_PER_THREAD each, at least: the packed loop runs
+    in parallel over pixel tiles alone, not over their channel blocks too). Zen 3, one
+    thread, cold weights:
     resnet50's 1x1 256->64 @56 82% of the peak -> 91%, 512->128 @28 89% -> 92%, densenet121's
     256-448->128 @28 58-86% -> 85-90%, squeezenet's 128->16 @55 57% -> 70%; on planes of
     676-784 B (@13, @14) 0.94-1.10x, 32->128 @27 0.94x: not taken (docs/performance.md,
@@ -271,6 +274,9 @@ def default_pack_input(
         return False
     width = tiling.nv * lanes * itemsize
     if ceil_div(width, LINE_BYTES) > PACK_LINES:
+        return False
+    blocks, _, outer = tiling.cover(geo)
+    if geo.batch * outer * blocks * tiling.chunks < BLOCKS_PER_THREAD * max(threads, 1):
         return False
     chunk = geo.icg // max(split, 1)
     return PACK_MIN_CHANNELS <= chunk and chunk * width <= l1_bytes
