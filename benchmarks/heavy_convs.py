@@ -100,7 +100,8 @@ def default_plan(task, target: CPUTarget, direct: bool = False) -> str:
     fetch = " prefetch" if chosen.prefetch else ""
     split = f" split {chosen.split}" if chosen.split > 1 else ""
     packed = " packed" if chosen.pack_input else ""
-    return f"{chosen.schedule} {t.mr}x{t.nv}{cut} {chosen.order}{fetch}{split}{packed}"
+    lines = " planes on lines" if chosen.channel_pad else ""
+    return f"{chosen.schedule} {t.mr}x{t.nv}{cut} {chosen.order}{fetch}{split}{packed}{lines}"
 
 
 def default_conv_plan(task, target: CPUTarget, direct: bool = False):

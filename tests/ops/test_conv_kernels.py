@@ -24,7 +24,7 @@ from tvmc.graph import Node, TensorType
 from tvmc.kernel import Buffer, kernel_str, maximum
 from tvmc.kernel.interpret import interpret
 from tvmc.ops import OPS
-from tvmc.ops.conv.cpu import Core, geometry_of, plan
+from tvmc.ops.conv.cpu import Core, geometry_of, plan, tiled_geometry
 from tvmc.ops.lowering import Epilogue, LowerContext, LoweringTarget, buffer_shape, ref_of_buffer
 from tvmc.passes import IMPORT_PIPELINE, run_passes
 
@@ -939,3 +939,75 @@ def test_packed_input_fills_in_the_first_block_and_fetches_the_next_tile():
     fetching, plain = text(True), text(False)
     assert fetching.count("tile_input[") > 0 and "tile_input" in plain
     assert fetching.count("prefetch(") == 1 and plain.count("prefetch(") == 0
+
+
+def test_default_align_planes_where_every_block_streams_the_input_from_l2():
+    """AVX2 6x2 pixels tiles of a Zen 3 (32 KB L1) over pointwise planes as one row: resnet50's
+    1x1 256->1024 @14 (channels_outer: 171 channel blocks each read the 200 KB input) reads
+    planes padded from 196 to 208 elements, so that each tile reads one line a channel, not
+    two. Not pixels_outer, not an input that fits in L1 (48->192 @13: 32 KB), not planes
+    on lines already (16 x 16), not with the L1 unknown, not 3x3 or channels tiles; asked for
+    (`align_planes`), pixels_outer too."""
+    tile = {"schedule": "pixels", "tile_vectors": 2, "tile_rows": 6, "order": "channels_outer"}
+    l2, core = (512 << 10) // 4, Core(32 << 10, 32, 2)
+
+    def pad(x_shape, w_shape, config=tile, attrs=None, core=core):
+        geo = tiled_geometry(conv_geometry(x_shape, w_shape, attrs or {}), 8, 16)
+        return plan(config, geo, 8, 16, l2, core=core).channel_pad
+
+    assert pad((1, 256, 14, 14), (1024, 256, 1, 1)) == 12
+    assert pad((1, 512, 13, 13), (1000, 512, 1, 1)) == 7  # 169 -> 176
+    assert pad((1, 256, 14, 14), (1024, 256, 1, 1), config={**tile, "order": "pixels_outer"}) == 0
+    assert pad((1, 48, 13, 13), (192, 48, 1, 1)) == 0
+    assert pad((1, 256, 16, 16), (1024, 256, 1, 1)) == 0
+    assert pad((1, 256, 14, 14), (1024, 256, 1, 1), core=Core()) == 0
+    assert pad((1, 256, 14, 14), (1024, 256, 3, 3), attrs={"pads": [1, 1, 1, 1]}) == 0
+    assert pad((1, 256, 14, 14), (1024, 256, 1, 1), config={**tile, "schedule": "channels"}) == 0
+    assert pad((1, 256, 14, 14), (1024, 256, 1, 1), config={**tile, "align_planes": False}) == 0
+    asked = {**tile, "order": "pixels_outer", "align_planes": True}
+    assert pad((1, 256, 14, 14), (1024, 256, 1, 1), config=asked, core=Core()) == 12
+
+
+ALIGNED = {"schedule": "pixels", "align_planes": True, "tile_vectors": 1}
+
+
+@pytest.mark.parametrize(
+    "x_shape, w_shape, attrs, config",
+    [
+        ((1, 8, 17, 17), (13, 8, 1, 1), {}, {"order": "channels_outer"}),  # 289 -> 304
+        ((2, 8, 11, 13), (7, 8, 1, 1), {}, {"order": "pixels_outer", "prefetch": True}),
+        ((1, 16, 17, 17), (12, 16, 1, 1), {}, {"split": 2, "order": "channels_outer"}),
+        ((1, 8, 33, 33), (7, 8, 1, 1), {"strides": [2, 2]}, {}),  # a transform already
+        ((2, 8, 17, 17), (8, 4, 1, 1), {"group": 2}, {"pack_input": True}),
+    ],
+)
+def test_pixel_tiles_on_planes_that_start_on_lines_compute_the_conv(
+    x_shape, w_shape, attrs, config, rng
+):  # fmt: skip
+    """An input copied into planes padded to whole lines (the pad zeroed, never stored from;
+    each case pads on AVX-512 and AVX2): the same results interpreted (every access checked
+    against its buffer), compiled, with an epilogue and as AVX2 code."""
+    knobs = {**ALIGNED, "tile_vectors": 2, **config}
+    for lanes, registers in ((16, 32), (8, 16)):
+        geo = tiled_geometry(conv_geometry(x_shape, w_shape, attrs), lanes, registers)
+        assert plan(knobs, geo, lanes, registers).channel_pad > 0
+    x, w, b = randn(rng, *x_shape), randn(rng, *w_shape), randn(rng, w_shape[0])
+    check_conv("Conv", x, w, attrs, b, config=knobs, interpreted=True)
+    check_conv("Conv", x, w, attrs, b, config=knobs, epilogue=True)
+    if CPUTarget.host().vector_bits >= 256:
+        check_conv("Conv", x, w, attrs, b, target=AVX2, config=knobs)
+
+
+def test_planes_on_lines_pad_each_channel_of_the_transformed_input():
+    """A 1x1 conv over 17 x 17 planes read as one row of 289 (AVX-512's default tile fills its
+    lanes better so): on lines, its transformed input holds 64 channels of 304 elements (the
+    pad zeroed by the transform), not of 289."""
+
+    def input_temp(align):
+        config = {**ALIGNED, "align_planes": align}
+        kernels = pointwise_conv_kernels(64, 80, 17, config, threads=1)
+        return kernels[0].params[0].shape[0], kernel_str(kernels[0])
+
+    (padded, text), (plain, _) = input_temp(True), input_temp(False)
+    assert padded >= 64 * 304 > plain >= 64 * 289
+    assert "nc * 304" in text and "nc * 289" not in text

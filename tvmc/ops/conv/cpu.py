@@ -42,6 +42,9 @@ Knobs (ctx.config; `plan` reads them, with the defaults in DEFAULTS and `_estima
 - pack_input: whether a pixels_outer one-tap pixels tile's first channel block copies the input
   it reads into local scratch that the others read (cpu_tiles.PackedInput); the default is
   `default_pack_input`'s. Not in the knob space yet.
+- align_planes: whether a pointwise pixels tile over planes read as one row reads its input
+  copied into planes padded to whole cache lines (`channel_pad_to_lines`; an input read in
+  place is then copied); the default is `default_align_planes`'s. Not in the knob space yet.
 - flat_rows: whether a channels tile may run on through the output rows (default True: where
   that fills more lanes, `cpu_tiles.channel_tiling`, and the epilogue can store so). In the
   space as a channels plan's "flat".
@@ -71,7 +74,8 @@ computes the same result (up to rounding: Winograd's is larger, cpu_winograd).
   (`cpu_winograd.gemm_tiles`).
 
 `in_place` is not a knob of the space: reading an unpadded 1x1 input in place never loses to a
-copy, so the template's default (True) applies.
+plain copy, so the template's default (True) applies (a copy into planes on lines,
+`align_planes`, is another matter: it halves the lines a tile reads).
 """
 
 from __future__ import annotations
@@ -189,6 +193,7 @@ class Plan:
     prefetch: bool
     split: int = 1  # chunks of input channels the reduction is cut into (a divisor of geo.icg)
     pack_input: bool = False  # each pixel tile's input packed (`_packed_pixel_loop`)
+    channel_pad: int = 0  # elements after each input channel's planes (`channel_pad_to_lines`)
 
 
 def plan(
@@ -230,10 +235,14 @@ def plan(
     if schedule == "depthwise" and geo.icg != 1:
         schedule = "pixels"  # a tile loop builds the planes of one input channel only
     tiling = chn if schedule == "channels" else pix
-    order = str(cfg.get("order", default_order(geo, schedule, lanes)))
-    fetch = cfg.get("prefetch", default_prefetch(geo, schedule, order, cache_elements, registers))
-    core = core or Core()
     itemsize = np.dtype(dtype).itemsize
+    order = str(cfg.get("order", default_order(geo, schedule, lanes)))
+    core = core or Core()
+    pad = channel_pad_to_lines(geo, tiling, lanes, itemsize)
+    if not cfg.get("align_planes", default_align_planes(geo, order, core.l1_bytes, itemsize)):
+        pad = 0
+    geo = geo.with_channel_pad(pad) if pad else geo  # what the defaults below see
+    fetch = cfg.get("prefetch", default_prefetch(geo, schedule, order, cache_elements, registers))
     split = int(cfg.get("split", default_split(
         geo, schedule, tiling, order, lanes, cache_elements, core.l1_bytes // itemsize,
         core.l2_fill_bytes, core.threads, itemsize)))  # fmt: skip
@@ -244,8 +253,37 @@ def plan(
         geo, tiling, split, lanes, core.l1_bytes, itemsize, core.threads)))  # fmt: skip
     return Plan(
         schedule, tiling, order, str(cfg.get("unroll_taps", default_unroll(geo, tiling))),
-        bool(cfg.get("in_place", True)), bool(fetch), split, pack,
+        bool(cfg.get("in_place", True)), bool(fetch), split, pack, pad,
     )  # fmt: skip
+
+
+def channel_pad_to_lines(
+    geo: ConvGeometry, tiling: PixelTiling | ChannelTiling, lanes: int, itemsize: int
+) -> int:  # fmt: skip
+    """Elements after each channel's plane that make every channel start on a cache line, for
+    a pointwise conv over planes as one row whose pixel tiles span whole lines (0 where they
+    start on lines already, or the conv is not one such)."""
+    if not isinstance(tiling, PixelTiling) or len(geo.plane) != 1 or len(geo.taps) != 1:
+        return 0
+    per_line = max(1, LINE_BYTES // itemsize)
+    if tiling.nv * lanes % per_line or geo.n_phases != 1:
+        return 0
+    return -geo.planes_size % per_line
+
+
+def default_align_planes(geo: ConvGeometry, order: str, l1_bytes: int, itemsize: int = 4) -> bool:
+    """Whether a pointwise conv's pixel tiles read an input copied into planes that start on
+    lines (`channel_pad_to_lines`; an input read in place is then copied), by default: where
+    every channel block reads the whole input again (channels_outer) and it does not fit in
+    L1, so that each block streams it from L2: a 16-pixel AVX2 tile's two straddling lines a
+    channel (planes of 676-784 B) ask ~21 bytes a cycle, one line 11, the Zen 3's L2 gives
+    ~17. Zen 3, one thread: resnet50's 1x1 256->1024 @14 83% -> 88% of the peak, inception_v1's
+    480->192 @13 73% -> 83%, squeezenet's 512->1000 @13 76% -> 86%; 48->192 @13 (its input
+    in L1 nearly) 0.97x; pixels_outer tiles, which read their input from L2 once a pixel tile,
+    0.84-1.16x with the copy: not taken (docs/performance.md, "Planes that start on lines")."""
+    if order != "channels_outer" or l1_bytes <= 0:
+        return False
+    return geo.icg * geo.channel_stride * itemsize > l1_bytes
 
 
 PACK_LINES = 2  # lines a step reads, at most, for a default packed input (AVX-512: not measured)
@@ -430,6 +468,7 @@ def conv_lowering(
     core = Core.of(ctx.target)
     flat_rows = epilogue is None or epilogue.flat_planes
     p = plan(ctx.config, geo, lanes, registers, cache, x.dtype, constant, core, flat_rows)
+    geo = geo.with_channel_pad(p.channel_pad) if p.channel_pad else geo
     parallel = 2 * math.prod(out.shape) * geo.icg * len(geo.taps) >= PARALLEL_MIN_FLOPS
     if isinstance(p.tiling, WinogradLayout):
         assert x.buffer is not None and w.value is not None, "plan checked both"
@@ -476,7 +515,7 @@ def conv_lowering(
     readable = past_end <= 0 or ctx.may_read_past_end(x_buf, past_end)
     source = geo.transformed_from or geo  # the conv the input transform reads
     assert source.channel_stride == cs, "a flat conv reads its source's planes as they are"
-    if source.is_identity and p.in_place and readable:
+    if source.is_identity and p.in_place and readable and not p.channel_pad:
         rank = x_buf.ndim
 
         def load(off: Expr, w: int) -> Expr:  # a flat offset through the last axis (row-major)

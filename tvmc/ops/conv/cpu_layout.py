@@ -118,7 +118,7 @@ def fill_row(
 def fill_planes(
     geo: ConvGeometry, x: Buffer, n: Expr, c: Expr, dst: Buffer, base: Expr, lanes: int
 ) -> Stmt:
-    """Writes the transformed planes of input channel (n, c) to dst[base:base+channel_stride]."""
+    """Writes the transformed planes of input channel (n, c) to dst[base:base+planes_size]."""
     if geo.n_phases > MAX_UNROLLED_PHASES and _phase_values_are_indices(geo):
         return _fill_planes_looped(geo, x, n, c, dst, base)
     lead_shape, wq = geo.plane[:-1], geo.plane[-1]
@@ -160,17 +160,25 @@ def _fill_planes_looped(
         value = x[through_last_axis(x, (n, c, *clamped))]
         return dst.store(base + flat, select(inside, value, zero))
 
-    return loop("e", geo.channel_stride, element)
+    return loop("e", geo.planes_size, element)
 
 
 def transform_kernel_body(
     geo: ConvGeometry, x: Buffer, dst: Buffer, lanes: int, parallel: bool
 ) -> Stmt:
-    """The transform of every (n, c) plane into `dst`, one parallel iteration per plane."""
+    """The transform of every (n, c) plane into `dst`, one parallel iteration per plane (its
+    `channel_pad` zeroed: lanes that read it are never stored, but garbage could be a slow
+    denormal)."""
+    zero = const(0, dst.dtype)
 
     def plane(nc: Var) -> Stmt:
         n, c = nc // geo.channels, nc % geo.channels
-        return fill_planes(geo, x, n, c, dst, nc * geo.channel_stride, lanes)
+        base = nc * geo.channel_stride
+        filled = fill_planes(geo, x, n, c, dst, base, lanes)
+        if not geo.channel_pad:
+            return filled
+        pad = loop("p", geo.channel_pad, lambda i: dst.store(base + geo.planes_size + i, zero))
+        return seq(filled, pad)
 
     count = geo.batch * geo.channels
     return loop("nc", count, plane, "parallel" if parallel and count > 1 else "serial")

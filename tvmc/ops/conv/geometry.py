@@ -44,6 +44,9 @@ class ConvGeometry:
     # the conv whose input transform this one's tiles read (a strided pointwise conv's compact
     # planes read as one row: `flattened`); None: its own
     transformed_from: ConvGeometry | None = None
+    # elements after each channel's planes in the transformed input (so that every channel's
+    # planes start on a cache line: `with_channel_pad`)
+    channel_pad: int = 0
 
     @classmethod
     def of_node(
@@ -146,9 +149,21 @@ class ConvGeometry:
         return math.prod(len(p) for p in self.phases)
 
     @property
-    def channel_stride(self) -> int:
-        """Elements per channel of the transformed input."""
+    def planes_size(self) -> int:
+        """Elements of one channel's phase planes."""
         return self.n_phases * self.plane_size
+
+    @property
+    def channel_stride(self) -> int:
+        """Elements per channel of the transformed input: its planes, then `channel_pad`."""
+        return self.planes_size + self.channel_pad
+
+    def with_channel_pad(self, pad: int) -> ConvGeometry:
+        """This conv reading a transformed input of `pad` elements after each channel's planes
+        (and the conv whose transform it reads, the same)."""
+        source = self.transformed_from
+        padded = None if source is None else replace(source, channel_pad=pad)
+        return replace(self, channel_pad=pad, transformed_from=padded)
 
     @property
     def taps(self) -> list[tuple[int, ...]]:
