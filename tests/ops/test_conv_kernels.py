@@ -24,7 +24,7 @@ from tvmc.graph import Node, TensorType
 from tvmc.kernel import Buffer, kernel_str, maximum
 from tvmc.kernel.interpret import interpret
 from tvmc.ops import OPS
-from tvmc.ops.conv.cpu import Core, geometry_of, plan, tiled_geometry
+from tvmc.ops.conv.cpu import Core, default_limits, geometry_of, plan, tiled_geometry
 from tvmc.ops.lowering import Epilogue, LowerContext, LoweringTarget, buffer_shape, ref_of_buffer
 from tvmc.passes import IMPORT_PIPELINE, run_passes
 
@@ -1011,3 +1011,19 @@ def test_planes_on_lines_pad_each_channel_of_the_transformed_input():
     (padded, text), (plain, _) = input_temp(True), input_temp(False)
     assert padded >= 64 * 304 > plain >= 64 * 289
     assert "nc * 304" in text and "nc * 289" not in text
+
+
+def test_avx2_pointwise_channel_tiles_default_to_two_vectors():
+    """On 16 registers a 4x3 channels tile takes all of them; a pointwise conv's default
+    channels tile has two vectors there (resnet50's 1x1 512->2048 @7: 5x2, 4x3 before), while
+    a 3x3 conv's and every AVX-512 default keep the wider limit (4 vectors)."""
+    pointwise = tiled_geometry(conv_geometry((1, 512, 7, 7), (2048, 512, 1, 1), {}), 8, 16)
+    chosen = plan({"schedule": "channels"}, pointwise, 8, 16)
+    assert (chosen.tiling.mr, chosen.tiling.nv) == (5, 2)
+    assert plan({"schedule": "channels", "tile_vectors": 3, "tile_rows": 4}, pointwise, 8, 16
+                ).tiling.nv == 3  # fmt: skip
+    assert default_limits("channels", 16, pointwise) == (2, 14)
+    assert default_limits("channels", 32, pointwise) == (4, 14)
+    three = conv_geometry((1, 512, 7, 7), (512, 512, 3, 3), {"pads": [1, 1, 1, 1]})
+    assert default_limits("channels", 16, three) == (4, 14)
+    assert default_limits("pixels", 16, pointwise) == (8, 6)

@@ -13,13 +13,14 @@ stuffed (`ConvGeometry.stuffed`): a conv with the flipped, transposed weights. I
 to that columns or stuffed conv. A 3x3 stride-1 conv may run as Winograd instead
 (cpu_winograd: input transform, batched GEMM, output transform).
 
-Knobs (ctx.config; `plan` reads them, with the defaults in DEFAULTS and `_estimate`):
+Knobs (ctx.config; `plan` reads them, with the defaults in `default_limits` and `_estimate`):
 - schedule: "pixels", "channels", "depthwise" (direct convs) or "winograd2" / "winograd4"
   (F(2x2,3x3) / F(4x4,3x3): cpu_winograd; 3x3 stride-1 ungrouped float32 convs with constant
   weights, others fall back to the direct default). Default: "winograd4" where
   `cpu_winograd.default_tile` says it pays, else the cheapest direct one by `_estimate`.
 - tile_vectors / tile_rows: the NV and MR limits the chosen schedule picks its register tile
-  under (defaults: 8 / 6 for "pixels" and "depthwise", 4 / 14 for "channels"; for Winograd
+  under (defaults: 8 / 6 for "pixels" and "depthwise", 4 / 14 for "channels", 2 / 14 on
+  16-register targets; for Winograd
   the GEMM's tile, default by cpu_winograd's cycle model).
 - plan: [schedule, tile_vectors, tile_rows, order, unroll_taps] for "pixels" and "channels"
   (a "channels" one with a last entry "flat" where its tile may run on through the output
@@ -225,9 +226,12 @@ def plan(
     def limits(default: tuple[int, int]) -> tuple[int, int]:
         return int(cfg.get("tile_vectors", default[0])), int(cfg.get("tile_rows", default[1]))
 
-    pix, pix_eff = pixel_tiling(geo, lanes, *limits(DEFAULTS["pixels"]), registers)
+    pix, pix_eff = pixel_tiling(
+        geo, lanes, *limits(default_limits("pixels", registers, geo)), registers
+    )
     flat_rows = flat_rows and bool(cfg.get("flat_rows", True))
-    chn, chn_eff = channel_tiling(geo, lanes, *limits(DEFAULTS["channels"]), registers, flat_rows)
+    chn_limits = limits(default_limits("channels", registers, geo))
+    chn, chn_eff = channel_tiling(geo, lanes, *chn_limits, registers, flat_rows)
     depthwise = geo.depthwise and geo.ocg <= 8
     direct = "depthwise" if depthwise else _estimate(geo, lanes, pix, pix_eff, chn, chn_eff)
     # no schedule, or Winograd where it cannot run: the direct default
@@ -753,6 +757,24 @@ MAX_UNROLLED_TAPS = 49  # "all" beyond a 7x7 kernel only grows the code
 KEEP = {"pixels": 16, "channels": 12}  # distinct tilings kept per schedule
 # (tile_vectors, tile_rows) `plan` uses when a config has none ("depthwise": pixels)
 DEFAULTS = {"pixels": (8, 6), "channels": (4, 14)}
+NARROW_CHANNEL_VECTORS = 2  # a 16-register target's channels tiles: vectors, at most, by default
+
+
+def default_limits(schedule: str, registers: int, geo: ConvGeometry) -> tuple[int, int]:
+    """The (tile_vectors, tile_rows) limits a config without them gets: DEFAULTS, but a
+    pointwise conv's channels tiles of NARROW_CHANNEL_VECTORS on 16-register (AVX2) targets,
+    whose 4x3 tile takes every register (12 sums, 3 weight vectors, a broadcast): Zen 3, one
+    thread, every tile of the space timed, 1x1 512->2048 @7 4x3 80% of the peak against 5x2
+    85%, 1024->2048/2 @14 79% against 84%, 512->1024/2 @28 85% against 6x2 88%
+    (docs/performance.md, "AVX2 channels tiles of two vectors"). (Not for larger kernels:
+    the limit also moves their choice between tiles in rows and through the rows, and from
+    there to pixels tiles, not measured.)"""
+    vectors, rows = DEFAULTS[schedule]
+    if schedule == "channels" and registers <= 16 and len(geo.taps) == 1:
+        vectors = min(vectors, NARROW_CHANNEL_VECTORS)
+    return vectors, rows
+
+
 ORDERS = ("pixels_outer", "channels_outer")  # tile loop orders of "pixels" and "channels"
 ORDERED = ("pixels", "channels")  # the schedules with a tile loop order
 FLAT = "flat"  # a channels plan's last entry where its tile may run on through the output rows
@@ -796,8 +818,10 @@ def tiled_geometry(geo: ConvGeometry, lanes: int, registers: int) -> ConvGeometr
 
 def _default_fill(geo: ConvGeometry, lanes: int, registers: int) -> float:
     """The useful share of the lanes of the tile the default plan takes (pixels or channels)."""
-    pix, pix_eff = pixel_tiling(geo, lanes, *DEFAULTS["pixels"], registers)
-    chn, chn_eff = channel_tiling(geo, lanes, *DEFAULTS["channels"], registers)
+    pix, pix_eff = pixel_tiling(geo, lanes, *default_limits("pixels", registers, geo), registers)
+    chn, chn_eff = channel_tiling(
+        geo, lanes, *default_limits("channels", registers, geo), registers
+    )
     return pix_eff if _estimate(geo, lanes, pix, pix_eff, chn, chn_eff) == "pixels" else chn_eff
 
 
@@ -842,7 +866,9 @@ def _space(geo: ConvGeometry, lanes: int, registers: int, winograd: bool) -> Con
         unroll.remove("all")  # one kernel row is the whole kernel
 
     rows = [r for r in ROW_LIMITS if r <= geo.ocg] or [1]
-    pixel_tiles = _tiles(pixels, range(1, MAX_VECTORS + 1), rows, "pixels")
+    pixel_tiles = _tiles(
+        pixels, range(1, MAX_VECTORS + 1), rows, default_limits("pixels", registers, geo), "pixels"
+    )
     plans = [["pixels", nv, mr, order, u] for nv, mr in pixel_tiles for order in ORDERS
              for u in unroll]  # fmt: skip
     if geo.depthwise:
@@ -852,7 +878,8 @@ def _space(geo: ConvGeometry, lanes: int, registers: int, winograd: bool) -> Con
         pixels_ = [r for r in ROW_LIMITS if r <= geo.out_shape[-1]] or [1]
         for flat in (False, True):  # tiles in rows, then those that run through the rows
             tile = _channel_tile(geo, lanes, registers, flat)
-            tiles = [t for t in _tiles(tile, vectors, pixels_, "channels")
+            default = default_limits("channels", registers, geo)
+            tiles = [t for t in _tiles(tile, vectors, pixels_, default, "channels")
                      if tile(*t)[0].flat == flat]  # fmt: skip
             plans += [["channels", nv, mr, order, u, *[FLAT] * flat] for nv, mr in tiles
                       for order in ORDERS for u in unroll]  # fmt: skip
@@ -879,15 +906,15 @@ def _tiles(
     tile: Callable[[int, int], tuple[Hashable, float, tuple[int, int]]],
     vectors: Sequence[int],
     rows: Sequence[int],
+    default: tuple[int, int],
     schedule: str,
 ) -> list[tuple[int, int]]:
     """(NV, MR) limit pairs of a schedule, one per distinct tiling, the best KEEP by the model.
 
     `tile(nv, mr)` is (tiling, modelled throughput, the tiling's own (NV, MR)). A class of
     pairs giving one tiling is named by the tiling's own pair where it is one of them, else by
-    its least pair. The class of the template's default always stays.
+    its least pair. The class of the template's default (the `default` pair) always stays.
     """
-    default = DEFAULTS[schedule]
     pairs = sorted({*((v, r) for v in vectors for r in rows), default})
     table = {p: tile(*p) for p in pairs}
     classes: dict[Hashable, tuple[int, int]] = {}
