@@ -903,6 +903,16 @@ def test_default_pack_input_where_far_planes_feed_many_blocks():
 PACKED = {"schedule": "pixels", "order": "pixels_outer", "pack_input": True}
 
 
+def check_conv_everywhere(x_shape, w_shape, attrs, knobs, rng):
+    """A conv with bias under `knobs` against the reference: interpreted (every access checked
+    against its buffer), compiled, with an epilogue, and as AVX2 code where that runs."""
+    x, w, b = randn(rng, *x_shape), randn(rng, *w_shape), randn(rng, w_shape[0])
+    check_conv("Conv", x, w, attrs, b, config=knobs, interpreted=True)
+    check_conv("Conv", x, w, attrs, b, config=knobs, epilogue=True)
+    if CPUTarget.host().vector_bits >= 256:
+        check_conv("Conv", x, w, attrs, b, target=AVX2, config=knobs)
+
+
 @pytest.mark.parametrize(
     "x_shape, w_shape, attrs, config",
     [
@@ -919,11 +929,7 @@ def test_pixel_tiles_packing_their_input_compute_the_conv(x_shape, w_shape, attr
     the others read it there: the same results interpreted (every access checked against its
     buffer, the next tile's prefetches too), compiled, with an epilogue and as AVX2 code."""
     knobs = {**PACKED, **config}
-    x, w, b = randn(rng, *x_shape), randn(rng, *w_shape), randn(rng, w_shape[0])
-    check_conv("Conv", x, w, attrs, b, config=knobs, interpreted=True)
-    check_conv("Conv", x, w, attrs, b, config=knobs, epilogue=True)
-    if CPUTarget.host().vector_bits >= 256:
-        check_conv("Conv", x, w, attrs, b, target=AVX2, config=knobs)
+    check_conv_everywhere(x_shape, w_shape, attrs, knobs, rng)
 
 
 def test_packed_input_fills_in_the_first_block_and_fetches_the_next_tile():
@@ -991,11 +997,7 @@ def test_pixel_tiles_on_planes_that_start_on_lines_compute_the_conv(
     for lanes, registers in ((16, 32), (8, 16)):
         geo = tiled_geometry(conv_geometry(x_shape, w_shape, attrs), lanes, registers)
         assert plan(knobs, geo, lanes, registers).channel_pad > 0
-    x, w, b = randn(rng, *x_shape), randn(rng, *w_shape), randn(rng, w_shape[0])
-    check_conv("Conv", x, w, attrs, b, config=knobs, interpreted=True)
-    check_conv("Conv", x, w, attrs, b, config=knobs, epilogue=True)
-    if CPUTarget.host().vector_bits >= 256:
-        check_conv("Conv", x, w, attrs, b, target=AVX2, config=knobs)
+    check_conv_everywhere(x_shape, w_shape, attrs, knobs, rng)
 
 
 def test_planes_on_lines_pad_each_channel_of_the_transformed_input():

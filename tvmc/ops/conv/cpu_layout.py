@@ -177,7 +177,8 @@ def transform_kernel_body(
         filled = fill_planes(geo, x, n, c, dst, base, lanes)
         if not geo.channel_pad:
             return filled
-        pad = loop("p", geo.channel_pad, lambda i: dst.store(base + geo.planes_size + i, zero))
+        pad = vector_range(0, geo.channel_pad, lanes,
+                           lambda i: dst.store(base + geo.planes_size + i, zero))  # fmt: skip
         return seq(filled, pad)
 
     count = geo.batch * geo.channels
