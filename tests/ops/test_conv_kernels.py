@@ -25,6 +25,7 @@ from tvmc.kernel import Buffer, kernel_str, maximum
 from tvmc.kernel.interpret import interpret
 from tvmc.ops import OPS
 from tvmc.ops.conv.cpu import Core, default_limits, geometry_of, plan, tiled_geometry
+from tvmc.ops.conv.cpu_tiles import ChannelTiling
 from tvmc.ops.lowering import Epilogue, LowerContext, LoweringTarget, buffer_shape, ref_of_buffer
 from tvmc.passes import IMPORT_PIPELINE, run_passes
 
@@ -768,16 +769,41 @@ def test_default_split_keeps_a_chunk_of_input_in_l1_where_it_can():
     assert plan(tile, wide, 8, 16, l2, core=core).split == 8
 
 
-def test_no_default_prefetch_for_multi_tap_channel_tiles_on_avx2():
-    """On 16 registers a channels tile of a 3x3 conv does not prefetch by default (measured to
-    halve it on Zen 3); a 1x1 one and the AVX-512 tiles keep the rule."""
+def test_default_prefetch_of_multi_tap_channel_tiles():
+    """A channels tile of a 3x3 conv fetches the next block's weights ahead by default where it
+    leaves a register spare (two for a step of more than 9 taps) and an outer step has few
+    tiles a fetched line; never the 4x3 AVX2 tile (all 16 registers), nor the input ahead of
+    a pixels_outer loop on 16 registers. 1x1 tiles and AVX-512 tiles keep the cache rule."""
     three = conv_geometry((1, 512, 7, 7), (512, 512, 3, 3), {"pads": [1, 1, 1, 1]})
+    five = conv_geometry((1, 512, 7, 7), (512, 512, 5, 5), {"pads": [2, 2, 2, 2]})
+    wide = conv_geometry((1, 96, 54, 54), (256, 96, 5, 5), {"pads": [2, 2, 2, 2],
+                                                             "strides": [2, 2]})  # fmt: skip
     one = conv_geometry((1, 512, 7, 7), (2048, 512, 1, 1), {})
     cache = (512 << 10) // 4
     channels = {"schedule": "channels", "order": "channels_outer"}
-    assert not plan(channels, three, 8, 16, cache).prefetch
-    assert plan(channels, three, 16, 32, cache).prefetch
-    assert plan(channels, one, 8, 16, cache).prefetch
+
+    def fetches(cfg, geo, lanes=8, registers=16, cache=cache):
+        return plan({**channels, **cfg}, geo, lanes, registers, cache).prefetch
+
+    spare = plan(channels, three, 8, 16, cache)
+    assert (spare.tiling.mr, spare.tiling.nv, spare.unroll_taps) == (5, 2, "all")
+    assert spare.prefetch  # 5x2: three registers spare
+    assert not fetches({"tile_vectors": 3, "tile_rows": 4}, three)  # 4x3: none spare
+    assert fetches({"tile_vectors": 2, "tile_rows": 6}, three)  # 6x2, a 9-tap step: one
+    flat = ["channels", 2, 5, "channels_outer", "all", "flat"]
+    assert plan({"plan": flat}, five, 8, 16, cache).tiling == ChannelTiling(5, 2, True)
+    assert fetches({"plan": flat}, five)  # 5x2, a 25-tap step
+    six = conv_geometry((1, 96, 26, 26), (256, 96, 5, 5), {"pads": [2, 2, 2, 2]})
+    assert plan({"plan": [*flat[:2], 6, *flat[3:]]}, six, 8, 16, cache).tiling.mr == 6
+    assert not fetches({"plan": [*flat[:2], 6, *flat[3:]]}, six)  # 6x2, a 25-tap step
+    rows = {"plan": ["channels", 2, 5, "channels_outer", "none"]}  # 162 tiles a 1-line step
+    assert plan(rows, wide, 8, 16, cache).tiling.chunks(wide) * 27 == 162
+    assert not fetches(rows, wide)
+    assert fetches({**rows, "plan": [*rows["plan"][:4], "all"]}, wide)  # a 25-line step
+    assert not fetches({"order": "pixels_outer"}, three, cache=1)
+    assert fetches({"order": "pixels_outer"}, three, 16, 32, cache=1)
+    assert fetches({}, three, 16, 32)
+    assert fetches({}, one)
 
 
 AVX2 = CPUTarget.parse("llvm -mcpu=znver3")  # AVX2 and FMA, no AVX-512: 8 lanes, 16 registers

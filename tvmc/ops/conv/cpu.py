@@ -246,7 +246,10 @@ def plan(
     if not cfg.get("align_planes", default_align_planes(geo, order, core.l1_bytes, itemsize)):
         pad = 0
     geo = geo.with_channel_pad(pad) if pad else geo  # what the defaults below see
-    fetch = cfg.get("prefetch", default_prefetch(geo, schedule, order, cache_elements, registers))
+    unroll = str(cfg.get("unroll_taps", default_unroll(geo, tiling)))
+    fetch = cfg.get("prefetch", default_prefetch(
+        geo, schedule, order, cache_elements, registers, tiling, lanes, unroll,
+        itemsize))  # fmt: skip
     split = int(cfg.get("split", default_split(
         geo, schedule, tiling, order, lanes, cache_elements, core.l1_bytes // itemsize,
         core.l2_fill_bytes, core.threads, itemsize)))  # fmt: skip
@@ -256,7 +259,7 @@ def plan(
     pack = packable and bool(cfg.get("pack_input", default_pack_input(
         geo, tiling, split, lanes, core.l1_bytes, itemsize, core.threads)))  # fmt: skip
     return Plan(
-        schedule, tiling, order, str(cfg.get("unroll_taps", default_unroll(geo, tiling))),
+        schedule, tiling, order, unroll,
         bool(cfg.get("in_place", True)), bool(fetch), split, pack, pad,
     )  # fmt: skip
 
@@ -355,19 +358,48 @@ def default_order(geo: ConvGeometry, schedule: str, lanes: int) -> str:
     return "channels_outer" if weights > geo.channels * geo.channel_stride else "pixels_outer"
 
 
+# tiles of one outer step, at most, per line a reduction step reads of the weights, for a
+# multi-tap channels tile to fetch the next block's weights ahead by default: each tile fetches
+# a line a step at least, and where a block's weights outgrow L1 each re-fetch moves the line
+# from L2 again (Zen 3: 10-33 tiles a 9-line step, or 6-24 a 1-line one, gained 0-12 points;
+# 162-338 tiles a 1-2-line step lost 8-19)
+MAX_TILES_PER_AHEAD_LINE = 32
+# taps a step of a tile with a single spare register may unroll and still fetch ahead: LLVM's
+# schedule of a 25-tap step with its prefetch spilled an AVX2 6x2 tile's accumulators (5x5
+# 96->256 @26: 95% -> 44% of the peak), not a 5x2 one's (5x5 512 @7: 86% -> 92%)
+MAX_AHEAD_TAPS_ONE_SPARE = 9
+
+
 def default_prefetch(
-    geo: ConvGeometry, schedule: str, order: str, cache_elements: int, registers: int = 32
+    geo: ConvGeometry, schedule: str, order: str, cache_elements: int, registers: int = 32,
+    tiling: PixelTiling | ChannelTiling | None = None, lanes: int = 16, unroll: str = "none",
+    itemsize: int = 4,
 ) -> bool:  # fmt: skip
     """Whether tiles fetch the next outer step's operand ahead by default: where that operand
     (the weights, channels_outer; the input, pixels_outer) outgrows a core's own cache, so
     that it comes from L3 or memory even in a loop of runs (docs/performance.md, "Prefetch").
-    Never for a channels tile of a multi-tap kernel on a 16-register (AVX2) target: its
-    prefetches' address arithmetic halved 3x3 512->512 @7 there (Zen 3; docs, "Split
-    reductions"), while its AVX-512 tiles of 21-28 FMAs a step hide it."""
+
+    On 16-register targets (AVX2), a channels tile of a multi-tap kernel fetches the weights
+    ahead only where it leaves a register spare (the 4x3 tile takes all 16: its prefetches'
+    address arithmetic halved 3x3 512->512 @7, docs, "Split reductions"; a 5x2 tile gained
+    84% -> 92% of the Zen 3's peak, "Weights ahead of multi-tap channels tiles"), two where a
+    step unrolls more than MAX_AHEAD_TAPS_ONE_SPARE taps, and where an outer step's tiles share
+    the fetches out (at most MAX_TILES_PER_AHEAD_LINE tiles a line a step reads); never the
+    input ahead of a pixels_outer loop (3x3/2 128 @56, 11x11/4 3->96: no gain). AVX-512 tiles
+    of 21-28 FMAs a step keep the cache rule alone."""
     if schedule == "depthwise" or cache_elements <= 0:
         return False
-    if schedule == "channels" and len(geo.taps) > 1 and registers <= 16:
-        return False
+    if isinstance(tiling, ChannelTiling) and len(geo.taps) > 1 and registers <= 16:
+        per_step = {"all": len(geo.taps), "row": geo.kernel[-1]}.get(unroll, 1)
+        spare = registers - (tiling.mr * tiling.nv + tiling.nv + 1)
+        if spare < (1 if per_step <= MAX_AHEAD_TAPS_ONE_SPARE else 2):
+            return False
+        if order != "channels_outer":
+            return False
+        lines = ceil_div(per_step * tiling.nv * lanes * itemsize, LINE_BYTES)
+        rows = 1 if tiling.flat else math.prod(geo.out_shape[:-1])
+        if geo.batch * rows * tiling.chunks(geo) > MAX_TILES_PER_AHEAD_LINE * lines:
+            return False
     if order == "channels_outer":
         return geo.out_channels * geo.icg * len(geo.taps) > cache_elements
     return geo.channels * geo.channel_stride > cache_elements
