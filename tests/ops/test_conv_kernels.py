@@ -738,6 +738,18 @@ def test_default_split_where_the_inner_operand_outgrows_the_cache(
     assert chosen.split == split and geo.icg % split == 0
 
 
+def test_default_split_counts_what_a_channels_tile_reads_of_strided_planes():
+    """A pixels_outer channels tile of a 3x3/2 conv reads MR positions at each of 9 taps of a
+    channel's four phase planes, not the ~2,500 positions between its first and last tap:
+    resnet50's 3x3/2 128 @56 (6x2 through the rows) splits in 4 on a 512 KB cache, not 8."""
+    geo = conv_geometry((1, 128, 56, 56), (128, 128, 3, 3),
+                        {"pads": [1, 1, 1, 1], "strides": [2, 2]})  # fmt: skip
+    cfg = {"plan": ["channels", 2, 6, "pixels_outer", "all", "flat"]}
+    chosen = plan(cfg, geo, 8, 16, (512 << 10) // 4)
+    assert chosen.tiling == ChannelTiling(6, 2, True) and geo.max_tap_offset > 2000
+    assert chosen.split == 4
+
+
 def test_default_split_keeps_a_chunk_of_weights_in_l1_where_l2_feeds_slowly():
     """A 4x3 AVX2 channels tile asks ~27 bytes a cycle of weights and input; a Zen 3 L2 moves
     32 at best (~17 sustained): the chunk's weights of a channel block (24 channels) fit a
