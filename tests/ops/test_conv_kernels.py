@@ -985,6 +985,40 @@ def test_packed_input_fills_in_the_first_block_and_fetches_the_next_tile():
     assert fetching.count("prefetch(") == 1 and plain.count("prefetch(") == 0
 
 
+def test_channel_tiles_unroll_their_transposing_store_over_one_vector_block():
+    """A channels tile in rows of at most 16 output channels stores them channel by channel
+    in straight-line code (constant places in the tile: shuffles, not computed gathers);
+    wider blocks and tiles through the rows keep the loop."""
+
+    def unrolled(plan):
+        kernels = pointwise_conv_kernels(64, 80, 9, {"plan": plan})
+        (line,) = [t for t in "\n".join(kernel_str(k) for k in kernels).splitlines()
+                   if "for (j:" in t]  # fmt: skip
+        return line.strip().endswith("unrolled {")
+
+    rows = ["channels", 1, 5, "channels_outer", "none"]  # 16 lanes: one vector
+    assert unrolled(rows)
+    assert not unrolled([rows[0], 2, *rows[2:]])  # 32 channels: a loop
+    assert not unrolled([*rows, "flat"])
+
+
+@pytest.mark.parametrize(
+    "x_shape, w_shape, attrs, config",
+    [
+        # 13 of 16 channels, 35 pixels in tiles of 4, a split reduction
+        ((1, 16, 5, 7), (13, 16, 1, 1), {}, {"tile_vectors": 1, "tile_rows": 4, "split": 2}),
+        # 3x3 tiles in rows of 9: 3 tiles of 4 (the last one 1), 20 channels
+        ((1, 8, 9, 9), (20, 8, 3, 3), {"pads": [1, 1, 1, 1]},
+         {"plan": ["channels", 1, 4, "channels_outer", "none"]}),
+        ((2, 8, 6, 6), (12, 4, 1, 1), {"group": 2}, {"tile_vectors": 1}),
+    ],
+)  # fmt: skip
+def test_channel_tiles_with_unrolled_stores_compute_the_conv(x_shape, w_shape, attrs, config, rng):
+    """The unrolled transposing store keeps the results: partial channel blocks and pixel
+    tiles, a split reduction, groups; interpreted, compiled, with an epilogue, AVX2."""
+    check_conv_everywhere(x_shape, w_shape, attrs, {"schedule": "channels", **config}, rng)
+
+
 def test_default_align_planes_where_every_block_streams_the_input_from_l2():
     """AVX2 6x2 pixels tiles of a Zen 3 (32 KB L1) over pointwise planes as one row: resnet50's
     1x1 256->1024 @14 (channels_outer: 171 channel blocks each read the 200 KB input) reads
