@@ -59,9 +59,11 @@ PRESETS = {
 }
 
 
-def _paced(work, burst_ms: int) -> None:
-    """Runs `work()` steps forever; with burst_ms, only in every other burst_ms window."""
-    while True:
+def _paced(parent: int, work, burst_ms: int) -> None:
+    """Runs `work()` steps while process `parent` (the load generator) is this one's parent;
+    with burst_ms, only in every other burst_ms window. (A neighbour outliving a killed load
+    generator spun on for good and slowed every later measurement on the machine.)"""
+    while os.getppid() == parent:
         if burst_ms:
             phase = int(time.monotonic() * 1000 / burst_ms)
             if phase % 2:
@@ -70,34 +72,34 @@ def _paced(work, burst_ms: int) -> None:
         work()
 
 
-def _spin(burst_ms: int) -> None:
+def _spin(parent: int, burst_ms: int) -> None:
     def work() -> None:
         for _ in range(20000):
             pass
 
-    _paced(work, burst_ms)
+    _paced(parent, work, burst_ms)
 
 
-def _blas(threads: int, burst_ms: int) -> None:
+def _blas(parent: int, threads: int, burst_ms: int) -> None:
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(threads)
     import numpy as np  # after the thread count is set: OpenBLAS reads it when it loads
 
     a = np.random.default_rng(0).standard_normal((384, 384), dtype=np.float32)
-    _paced(lambda: a @ a, burst_ms)
+    _paced(parent, lambda: a @ a, burst_ms)
 
 
-def _spawn(burst_ms: int) -> None:
+def _spawn(parent: int, burst_ms: int) -> None:
     cmd = [sys.executable, "-c", "pass"]
-    _paced(lambda: subprocess.run(cmd, check=False), burst_ms)
+    _paced(parent, lambda: subprocess.run(cmd, check=False), burst_ms)
 
 
-def _memory(megabytes: int, burst_ms: int) -> None:
+def _memory(parent: int, megabytes: int, burst_ms: int) -> None:
     import numpy as np
 
     src = np.ones(megabytes * (1 << 20) // 8)
     dst = np.empty_like(src)
-    _paced(lambda: np.copyto(dst, src), burst_ms)
+    _paced(parent, lambda: np.copyto(dst, src), burst_ms)
 
 
 class Load:
@@ -117,7 +119,7 @@ class Load:
             + [(_memory, (s.memory_mb, s.burst_ms))] * s.memory
         )
         for fn, args in jobs:
-            p = ctx.Process(target=fn, args=args, daemon=True)
+            p = ctx.Process(target=fn, args=(os.getpid(), *args), daemon=True)
             p.start()
             self.procs.append(p)
         time.sleep(0.5 if jobs else 0)  # let them start and allocate
@@ -152,6 +154,8 @@ def main() -> None:
     args = parser.parse_args()
     spec = parse_spec(args.spec)
     print(f"load: {spec.describe()} for {args.seconds:g} s", flush=True)
+    # `kill` (SIGTERM) ends the sleep as an exception, so that the neighbours are stopped too
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with Load(spec):
         time.sleep(args.seconds)
 
