@@ -126,6 +126,7 @@ from tvmc.ops.conv.cpu_tiles import (
     pixel_reads_end,
     pixel_tile,
     pixel_tiling,
+    tile_registers,
 )
 from tvmc.ops.conv.cpu_transpose import columns_geometry, columns_lowering, uses_columns
 from tvmc.ops.conv.cpu_winograd import (
@@ -390,15 +391,14 @@ def default_prefetch(
     if schedule == "depthwise" or cache_elements <= 0:
         return False
     if isinstance(tiling, ChannelTiling) and len(geo.taps) > 1 and registers <= 16:
-        per_step = {"all": len(geo.taps), "row": geo.kernel[-1]}.get(unroll, 1)
-        spare = registers - (tiling.mr * tiling.nv + tiling.nv + 1)
+        per_step = Reduction.taps_per_step(geo).get(unroll, 1)
+        spare = registers - tile_registers(tiling.mr, tiling.nv)
         if spare < (1 if per_step <= MAX_AHEAD_TAPS_ONE_SPARE else 2):
             return False
         if order != "channels_outer":
             return False
         lines = ceil_div(per_step * tiling.nv * lanes * itemsize, LINE_BYTES)
-        rows = 1 if tiling.flat else math.prod(geo.out_shape[:-1])
-        if geo.batch * rows * tiling.chunks(geo) > MAX_TILES_PER_AHEAD_LINE * lines:
+        if geo.batch * tiling.rows(geo) * tiling.chunks(geo) > MAX_TILES_PER_AHEAD_LINE * lines:
             return False
     if order == "channels_outer":
         return geo.out_channels * geo.icg * len(geo.taps) > cache_elements
@@ -523,7 +523,7 @@ def conv_lowering(
         return pack_pixels(weight_fn(v), geo, p.tiling.mr)
 
     weights, kernels = packed_operand(ctx, w, pack, "w")
-    per_step = {"all": len(geo.taps), "row": geo.kernel[-1], "none": 1}[p.unroll_taps]
+    per_step = Reduction.taps_per_step(geo)[p.unroll_taps]
     steps = Reduction.offsets(geo, per_step)
     table = ctx.param(np.array(steps, np.int32), "taps") if len(steps) > 1 else None
     x_buf = x.buffer
@@ -736,8 +736,7 @@ def _packed_pixel_loop(
 
 
 def _channel_loop(geo: ConvGeometry, tiling: ChannelTiling, ops: Operands, how: TileLoop) -> Stmt:
-    rows = 1 if tiling.flat else math.prod(geo.out_shape[:-1])
-    dims = (geo.batch, rows, tiling.chunks(geo))
+    dims = (geo.batch, tiling.rows(geo), tiling.chunks(geo))
     width = tiling.nv * ops.lanes
 
     def body(

@@ -91,9 +91,14 @@ def fits_core(mr: int, nv: int, lanes: int, useful: float = 1.0) -> bool:
     return fmas * useful >= FMA_LATENCY * per_cycle and mr + nv <= LOADS_PER_CYCLE * cycles
 
 
+def tile_registers(mr: int, nv: int) -> int:
+    """Vector registers an MR x NV tile holds through a step: its accumulators, the NV loaded
+    vectors and a broadcast (LLVM loads a k step's vectors once and reuses them across rows)."""
+    return mr * nv + nv + 1
+
+
 def max_rows(nv: int, registers: int) -> int:
-    """Most tile rows whose MR x NV accumulators, NV loaded vectors and a broadcast fit in
-    `registers` (LLVM loads a k step's vectors once and reuses them across the rows)."""
+    """Most tile rows whose registers (`tile_registers`) fit in `registers`."""
     return max(1, (registers - 1 - nv) // nv)
 
 
@@ -112,6 +117,11 @@ class Reduction:
     per_step: int  # taps unrolled per step: all, one kernel row, or 1
     table: Buffer | None  # offset of each step's first tap; None when there is one step
     channels: int  # input channels summed per run of the tile loop
+
+    @staticmethod
+    def taps_per_step(geo: ConvGeometry) -> dict[str, int]:
+        """Taps a step unrolls, by the `unroll_taps` knob's value."""
+        return {"all": len(geo.taps), "row": geo.kernel[-1], "none": 1}
 
     @staticmethod
     def offsets(geo: ConvGeometry, per_step: int) -> list[int]:
@@ -484,6 +494,10 @@ class ChannelTiling:
     mr: int
     nv: int
     flat: bool = False
+
+    def rows(self, geo: ConvGeometry) -> int:
+        """Output rows of one image whose tiles run row by row (flat: 1, the planes as one)."""
+        return 1 if self.flat else math.prod(geo.out_shape[:-1])
 
     def positions(self, geo: ConvGeometry) -> int:
         """Pixels the tiles of one row (flat: of the whole output planes) cover."""
