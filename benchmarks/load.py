@@ -143,6 +143,8 @@ def parse_spec(text: str) -> LoadSpec:
         key, _, value = item.partition("=")
         if key not in LoadSpec.__dataclass_fields__:
             raise SystemExit(f"unknown load field {key!r}; valid: {', '.join(vars(spec))}")
+        if not value.isdigit():
+            raise SystemExit(f"load field {key!r} takes a whole number, not {value!r}")
         fields[key] = int(value)
     return replace(spec, **fields)
 
