@@ -16,27 +16,27 @@ LOAD = Path(__file__).resolve().parent.parent / "benchmarks" / "load.py"
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 
 
+def stat_fields(pid: int) -> list[str] | None:
+    """/proc/<pid>/stat after "pid (comm)": state, ppid, ...; None once the process is gone."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
 def children(pid: int) -> list[int]:
-    """Processes whose parent is `pid` (from /proc)."""
+    """Processes whose parent is `pid` (from /proc), zombies left out."""
     found = []
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:  # gone meanwhile
-            continue
-        fields = stat.rsplit(")", 1)[1].split()  # after "pid (comm)": state, ppid, ...
-        if int(fields[1]) == pid and fields[0] != "Z":
+        fields = stat_fields(int(entry.name)) if entry.name.isdigit() else None
+        if fields is not None and int(fields[1]) == pid and fields[0] != "Z":
             found.append(int(entry.name))
     return found
 
 
 def alive(pid: int) -> bool:
-    try:
-        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    fields = stat_fields(pid)
+    return fields is not None and fields[0] != "Z"
 
 
 def wait_until(condition, seconds: float = 10.0) -> bool:
