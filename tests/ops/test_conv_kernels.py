@@ -8,6 +8,7 @@ float32 tolerance: rtol 1e-4, atol 1e-5 (the kernels sum in a different order).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.lowering_helpers import check_lowered
+from tests.lowering_helpers import check_lowered, lower_node
 from tests.onnx_helpers import assert_close, run_onnxruntime, single_node_model
 from tvmc.codegen import CPUTarget, emit_cpu, load_shared
 from tvmc.frontend import convert_model
@@ -870,6 +871,8 @@ FLAT_CASES = [
     # grouped; 3-D (planes of 3 x 7 x 7)
     ((1, 8, 7, 7), (32, 4, 3, 3), {**PADDED, "group": 2}, {}),
     ((1, 4, 3, 7, 7), (16, 4, 1, 3, 3), {"pads": [0, 1, 1, 0, 1, 1]}, {}),
+    # 7x7: a kernel row a step by default (49 taps in one spilled), the step table's offsets
+    ((1, 8, 9, 9), (16, 8, 7, 7), {"pads": [3, 3, 3, 3]}, {}),
 ]
 
 
@@ -888,6 +891,31 @@ def test_flat_channel_tiles(x_shape, w_shape, attrs, config, rng):
     x, w, b = randn(rng, *x_shape), randn(rng, *w_shape), randn(rng, w_shape[0])
     check_conv("Conv", x, w, attrs, b, target=AVX2, config=knobs)
     check_conv("Conv", x, w, attrs, b, target=AVX2, epilogue=True, config=knobs)
+
+
+def test_flat_tiles_and_their_unrolled_taps_by_registers():
+    """A flat channels tile unrolls every tap of a step up to 25 on 16-register targets (AVX2),
+    a kernel row a step beyond (7x7: 18 ymm values spilled a step with all 49); 32-register
+    targets (AVX-512) take flat multi-tap tiles only for kernels of up to 9 taps, of up to
+    MAX_FLAT_TAP_ROWS pixels (zfnet512's 5x5/2 as a flat 14x2 tile spilled 403 zmm values a
+    step): tiles within rows otherwise."""
+
+    def conv(c, k, size, out=64, stride=1):
+        return conv_geometry((1, c, size, size), (out, c, k, k),
+                             {"pads": [k // 2] * 4, "strides": [stride] * 2})  # fmt: skip
+
+    avx2_five = plan({"schedule": "channels", "tile_rows": 6, "tile_vectors": 2},
+                     conv(64, 5, 13), 8, 16)  # fmt: skip
+    assert avx2_five.tiling.flat and avx2_five.unroll_taps == "all"
+    avx2_seven = plan({"schedule": "channels", "tile_rows": 6, "tile_vectors": 2},
+                      conv(64, 7, 13), 8, 16)  # fmt: skip
+    assert avx2_seven.tiling.flat and avx2_seven.unroll_taps == "row"
+    zfnet = conv_geometry((1, 96, 54, 54), (256, 96, 5, 5), {"strides": [2, 2]})
+    wide = plan({"schedule": "channels"}, zfnet, 16, 32)
+    assert not wide.tiling.flat and wide.unroll_taps == "none"
+    two_vectors = {"schedule": "channels", "tile_rows": 14, "tile_vectors": 2}
+    three = plan(two_vectors, conv(64, 3, 15, 256), 16, 32)  # 225 pixels: 9 x 25 (was 14 x 17)
+    assert three.tiling == ChannelTiling(9, 2, True) and three.unroll_taps == "all"
 
 
 def test_flat_channel_tiles_interpreted(rng):
@@ -1101,3 +1129,68 @@ def test_avx2_pointwise_channel_tiles_default_to_two_vectors():
     three = conv_geometry((1, 512, 7, 7), (512, 512, 3, 3), {"pads": [1, 1, 1, 1]})
     assert default_limits("channels", 16, three) == (4, 14)
     assert default_limits("pixels", 16, pointwise) == (8, 6)
+
+
+def test_pixel_tiles_share_their_channels_evenly():
+    """A pixels tile holds as many rows of output channels as its blocks need, each block as
+    full as the others: 8 channels as two blocks of 4 rows, not of 6 and 2 (whose 6-row tile
+    multiplied 4 rows of zeros; unet's 3x3 24->8 @64 on the Zen 3 57% -> 76% of the peak),
+    20 as four of 5; the tile's vectors and rows of pixels stay as they were."""
+
+    def tiling(out, k=3, size=64, lanes=8, registers=16):
+        geo = conv_geometry((1, 24, size, size), (out, 24, k, k), {"pads": [k // 2] * 4})
+        return plan({"schedule": "pixels"}, geo, lanes, registers).tiling
+
+    eight, twenty, many = tiling(8), tiling(20), tiling(64)
+    assert (eight.mr, eight.nv) == (4, 2) and (twenty.mr, twenty.nv) == (5, 2)
+    assert (many.mr, many.nv) == (6, 2)  # 11 blocks of 6 for 64: 6 already as even as can be
+
+
+def _fma_loops(assembly: str) -> list[list[str]]:
+    """The innermost loops of x86 assembly that multiply-add: each the lines from a label to
+    the backward jump to it, holding an FMA and no other such loop."""
+    lines, loops = assembly.splitlines(), []
+    for i, line in enumerate(lines):
+        label = re.match(r"^(\.LBB\S+):", line)
+        jump = re.compile(r"\sj\w+\s+" + re.escape(label.group(1)) + "$") if label else None
+        end = next((j for j in range(i + 1, len(lines)) if jump and jump.search(lines[j])), None)
+        if end is not None and any("vfmadd" in x for x in lines[i:end]):
+            loops.append(lines[i : end + 1])
+    return [a for a in loops if not any(b is not a and set(b) < set(a) for b in loops)]
+
+
+STACK_VECTOR = re.compile(r"%[xyz]mm\d+, -?\d*\(%rsp\)|\(%rsp\), %[xyz]mm\d+$")
+
+
+@pytest.mark.parametrize(
+    "mcpu,x_shape,w_shape,attrs,vectors",
+    [
+        # zfnet512's 5x5/2 96->256 @54: as a flat 14x2 tile with 25 taps a step, 403 zmm
+        # values spilled and reloaded a step (now 13x2 within rows)
+        ("znver4", (1, 96, 54, 54), (256, 96, 5, 5), {"strides": [2, 2]}, 4),
+        # inception_v1's 5x5 16->48 @13: as a flat 9x3 tile, 240 (now 7x3 within rows)
+        ("znver4", (1, 16, 13, 13), (48, 16, 5, 5), {"pads": [2, 2, 2, 2]}, 4),
+        # 225 pixels in flat 3x3 tiles of two vectors: 9x2 (at most MAX_FLAT_TAP_ROWS pixels)
+        ("sapphirerapids", (1, 64, 15, 15), (256, 64, 3, 3), PADDED, 2),
+        # AVX2 7x7 flat: a kernel row a step (all 49 taps spilled 18 ymm values)
+        ("znver3", (1, 128, 14, 14), (256, 128, 7, 7), {"pads": [3, 3, 3, 3]}, 2),
+    ],
+)  # fmt: skip
+def test_default_conv_tiles_keep_their_values_in_registers(
+    mcpu, x_shape, w_shape, attrs, vectors
+):  # fmt: skip
+    """The multiply-add loops of default direct conv plans neither spill vectors to the stack
+    nor reload them (docs/performance.md, "Flat tiles that spill"); cross-compiled, so any host
+    checks the AVX-512 code."""
+    target = CPUTarget.parse(f"llvm -mcpu={mcpu}")
+    full = OPS["Conv"].normalize_attrs(conv_attrs(w_shape, attrs), "Conv")
+    node = Node("Conv", ["in0", "in1"], ["out"], full)
+    in_types = [TensorType(x_shape, "float32"), TensorType(w_shape, "float32")]
+    out_types = OPS["Conv"].infer(full, in_types)
+    weights = np.random.default_rng(0).standard_normal(w_shape).astype(np.float32)
+    config = {"schedule": "channels", "tile_vectors": vectors}
+    ctx = LowerContext(LoweringTarget.of_cpu(target, 1), config)
+    kernels, _, _ = lower_node(ctx, node, in_types, out_types, {1: weights})
+    loops = _fma_loops(emit_cpu(kernels, target=target).assembly)
+    assert loops
+    assert [x for loop in loops for x in loop if STACK_VECTOR.search(x)] == []

@@ -120,8 +120,10 @@ from tvmc.ops.conv.cpu_tiles import (
     channel_tiling,
     density,
     fits_core,
+    flat_unrolled_taps,
     pack_channels,
     pack_pixels,
+    per_line,
     pixel_fits,
     pixel_reads_end,
     pixel_tile,
@@ -197,6 +199,10 @@ class Plan:
     pack_input: bool = False  # each pixel tile's input packed (`_packed_pixel_loop`)
     channel_pad: int = 0  # elements after each input channel's planes (`channel_pad_to_lines`)
 
+    def geometry(self, geo: ConvGeometry) -> ConvGeometry:
+        """`geo` as this plan's kernels read it: with its input channels padded to lines."""
+        return geo.with_channel_pad(self.channel_pad) if self.channel_pad else geo
+
 
 def plan(
     cfg: Mapping[str, Any], geo: ConvGeometry, lanes: int, registers: int, cache_elements: int = 0,
@@ -246,8 +252,8 @@ def plan(
     pad = channel_pad_to_lines(geo, tiling, lanes, itemsize)
     if not cfg.get("align_planes", default_align_planes(geo, order, core.l1_bytes, itemsize)):
         pad = 0
-    geo = geo.with_channel_pad(pad) if pad else geo  # what the defaults below see
-    unroll = str(cfg.get("unroll_taps", default_unroll(geo, tiling)))
+    geo = geo.with_channel_pad(pad) if pad else geo  # what the defaults below see (`Plan.geometry`)
+    unroll = str(cfg.get("unroll_taps", default_unroll(geo, tiling, registers)))
     fetch = cfg.get("prefetch", default_prefetch(
         geo, schedule, order, cache_elements, registers, tiling, lanes, unroll,
         itemsize))  # fmt: skip
@@ -273,10 +279,10 @@ def channel_pad_to_lines(
     start on lines already, or the conv is not one such)."""
     if not isinstance(tiling, PixelTiling) or len(geo.plane) != 1 or len(geo.taps) != 1:
         return 0
-    per_line = max(1, LINE_BYTES // itemsize)
-    if tiling.nv * lanes % per_line or geo.n_phases != 1:
+    line = per_line(itemsize)
+    if tiling.nv * lanes % line or geo.n_phases != 1:
         return 0
-    return -geo.planes_size % per_line
+    return -geo.planes_size % line
 
 
 def default_align_planes(geo: ConvGeometry, order: str, l1_bytes: int, itemsize: int = 4) -> bool:
@@ -328,15 +334,18 @@ def default_pack_input(
     return PACK_MIN_CHANNELS <= chunk and chunk * width <= l1_bytes
 
 
-def default_unroll(geo: ConvGeometry, tiling: PixelTiling | ChannelTiling) -> str:
+def default_unroll(
+    geo: ConvGeometry, tiling: PixelTiling | ChannelTiling, registers: int = 32
+) -> str:  # fmt: skip
     """The taps a config without unroll_taps unrolls per step: all of them for a flat channels
-    tile (up to MAX_UNROLLED_TAPS), whose pixels' inputs LLVM cannot tell apart, so it shares
-    no loads across taps (3x3 512->512 @7, AVX2 5x2: 93% of the peak against 74% with a step
-    per tap, whose tap table LLVM unrolled and spilled); none otherwise: unrolled taps of a row
-    read overlapping inputs, which LLVM shares across taps until it runs out of registers (4x3
-    tiles in rows: 67% against 82%)."""
-    flat = isinstance(tiling, ChannelTiling) and tiling.flat
-    return "all" if flat and len(geo.taps) <= MAX_UNROLLED_TAPS else "none"
+    tile (up to `flat_unrolled_taps` for its registers, else a kernel row), whose pixels'
+    inputs LLVM cannot tell apart, so it shares no loads across taps (3x3 512->512 @7, AVX2
+    5x2: 93% of the peak against 74% with a step per tap, whose tap table LLVM unrolled and
+    spilled); none otherwise: unrolled taps of a row read overlapping inputs, which LLVM shares
+    across taps until it runs out of registers (4x3 tiles in rows: 67% against 82%)."""
+    if not (isinstance(tiling, ChannelTiling) and tiling.flat):
+        return "none"
+    return "all" if len(geo.taps) <= flat_unrolled_taps(registers) else "row"
 
 
 def default_order(geo: ConvGeometry, schedule: str, lanes: int) -> str:
@@ -445,9 +454,8 @@ def default_split(
     if isinstance(tiling, ChannelTiling):
         # a channel's input the tile reads: MR positions (two runs where flat) at each tap,
         # not the whole range between its first and last tap (a 3x3/2's four phase planes)
-        per_line = max(1, LINE_BYTES // itemsize)
         block = tiling.nv * lanes
-        span = min(tiling.mr + geo.max_tap_offset, taps * (tiling.mr + 2 * per_line))
+        span = min(tiling.mr + geo.max_tap_offset, taps * (tiling.mr + 2 * per_line(itemsize)))
     else:
         width = tiling.nv * lanes  # a chunk of a row (or of the planes read as one row)
         block, span = tiling.mr, (width + geo.max_tap_offset if tiling.chunks > 1
@@ -510,7 +518,7 @@ def conv_lowering(
     core = Core.of(ctx.target)
     flat_rows = epilogue is None or epilogue.flat_planes
     p = plan(ctx.config, geo, lanes, registers, cache, x.dtype, constant, core, flat_rows)
-    geo = geo.with_channel_pad(p.channel_pad) if p.channel_pad else geo
+    geo = p.geometry(geo)
     parallel = 2 * math.prod(out.shape) * geo.icg * len(geo.taps) >= PARALLEL_MIN_FLOPS
     if isinstance(p.tiling, WinogradLayout):
         assert x.buffer is not None and w.value is not None, "plan checked both"

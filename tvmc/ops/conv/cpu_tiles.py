@@ -61,6 +61,11 @@ Fetch = Callable[[Expr], Stmt]  # flat offset into the transformed input -> its 
 LINE_BYTES = 64  # the cache line of x86-64 and of the usual AArch64 cores
 
 
+def per_line(itemsize: int) -> int:
+    """Elements of `itemsize` bytes a cache line holds (1 for elements wider than a line)."""
+    return max(1, LINE_BYTES // itemsize)
+
+
 def density(mr: int, nv: int) -> float:
     """How well a tile hides its loads and loop overhead behind its MR x NV fmas (a model)."""
     return mr * nv / (mr * nv + 4)
@@ -217,10 +222,10 @@ class Ahead:
 def _ahead_lines(ahead: Ahead, chunk: int, itemsize: int, aligned: bool) -> list[Expr]:
     """Element offsets within a step's chunk of `chunk` elements of the lines this tile fetches
     (`aligned`: the chunk starts on a line; else it may straddle one more)."""
-    per_line = max(1, LINE_BYTES // itemsize)
-    lines = ceil_div(chunk, per_line) if aligned else (chunk + per_line - 2) // per_line + 1
+    line = per_line(itemsize)
+    lines = ceil_div(chunk, line) if aligned else (chunk + line - 2) // line + 1
     n = ceil_div(lines, ahead.tiles)
-    return [((ahead.inner * n + i) % lines) * per_line if lines > 1 else const(0)
+    return [((ahead.inner * n + i) % lines) * line if lines > 1 else const(0)
             for i in range(min(n, lines))]  # fmt: skip
 
 
@@ -309,8 +314,15 @@ def pixel_tiling(
         best = max(best, (fits, round(score, 3), nv, rows, -chunks))
     _, _, nv, rows, chunks = best
     chunks = -chunks
-    mr = max(1, min(mr_max, max_rows(nv, registers), geo.ocg))
+    mr = balanced_rows(min(mr_max, max_rows(nv, registers)), geo.ocg)
     return PixelTiling(rows, chunks, nv, mr), rl * ow / (ceil_div(rl, rows) * chunks * nv * lanes)
+
+
+def balanced_rows(most: int, channels: int) -> int:
+    """Rows of channels a pixels tile holds: as few blocks of `channels` as tiles of `most`
+    rows need, each as full as the others (8 channels: two tiles of 4 rows, not of 6 and 2
+    with 4 rows of zeros)."""
+    return ceil_div(channels, ceil_div(channels, max(1, most)))
 
 
 def pixel_fits(geo: ConvGeometry, mr: int, nv: int, eff: float, lanes: int) -> bool:
@@ -429,8 +441,8 @@ def pixel_tile(
         stores = [store(v) for v in range(nv)]
         if not packed.next_tile or ops.fetch is None:
             return stores
-        per_line = max(1, LINE_BYTES // ops.weights.itemsize)  # the input's dtype is the weights'
-        offsets = [*range(0, width, per_line), *(() if aligned else (width - 1,))]
+        line = per_line(ops.weights.itemsize)  # the input's dtype is the weights'
+        offsets = [*range(0, width, line), *(() if aligned else (width - 1,))]
         return [*stores, *(ops.fetch(b[2] + packed.next_tile + o) for o in offsets)]
 
     def fetch(bases: tuple[Expr, ...], b: tuple[Expr, ...]) -> Stmt | None:
@@ -448,13 +460,13 @@ def pixel_tile(
         code). Issued before the reduction, which hides their latency."""
         fetches = []
         for buf in ops.epilogue.reads if ops.epilogue is not None else ():
-            per_line = max(1, LINE_BYTES // buf.itemsize)
+            line = per_line(buf.itemsize)
             seg = ow if tiling.chunks == 1 else width
             for r in range(mr):
                 oc = minimum(g * geo.ocg + ob * mr + r, geo.out_channels - 1)
                 for j in range(tiling.rows):
                     row = (*outer, minimum(row0 + j, rl - 1)) if lead else ()
-                    for o in sorted({*range(0, seg, per_line), seg - 1}):
+                    for o in sorted({*range(0, seg, line), seg - 1}):
                         col = minimum(ch * width + o, ow - 1)
                         fetches.append(prefetch(buf, through_last_axis(buf, (n, oc, *row, col))))
         return fetches
@@ -513,6 +525,23 @@ class ChannelTiling:
 # against 7x3 on rows of 7 filled 98% against 97% of the lanes, and ran 95% of peak against
 # 99%), and a flat channel tile computes each pixel's input position once and holds MR of them
 MIN_FLAT_GAIN = 1.02
+# Taps a tile over the planes as one row unrolls in a step by default, at most, by its target's
+# vector registers (`default_unroll`): beyond, LLVM's schedule of the step spilled (AVX2: 7x7
+# as 5x2, 18 ymm values a step, 89% of the Zen 3's peak against 95% with a kernel row a step;
+# AVX-512: 5x5 as 5x2..14x2 and 6x4 11-403 zmm values a step, zfnet512's 5x5/2 96->256 @54 as
+# 14x2 403, and with a kernel row a step still up to 30 in half the shapes tried). On AVX-512
+# the multi-tap flat tiles stop there: larger kernels take tiles within rows (no spills in the
+# suite), as before flat tiles came (docs/performance.md, "Flat tiles that spill").
+MAX_FLAT_UNROLLED_TAPS = {16: 25, 32: 9}
+# Most pixels a multi-tap flat tile holds: AVX-512 tiles of 11-14 spilled 12-52 zmm values a 3x3
+# step on planes of 11-14 pixel rows, and 21-28 a 5x5 kernel row on zfnet512's 25x25 (14x2 on
+# 15x15 planes none); 8x2-10x2 none in every shape tried
+MAX_FLAT_TAP_ROWS = 10
+
+
+def flat_unrolled_taps(registers: int) -> int:
+    """MAX_FLAT_UNROLLED_TAPS for a target of `registers` vector registers."""
+    return MAX_FLAT_UNROLLED_TAPS[16 if registers <= 16 else 32]
 
 
 def channel_tiling(
@@ -522,11 +551,17 @@ def channel_tiling(
     """The (MR, NV) with the best useful-lane fraction times tile density, among those that fit
     the core where any does (`fits_core`), and that fraction. With `flat_rows` (the output's
     planes may be stored as one row: `Epilogue.flat_planes`), the best tiling over the planes
-    as one row instead where it fits the core as well and fills more lanes by MIN_FLAT_GAIN."""
+    as one row instead where it fits the core as well and fills more lanes by MIN_FLAT_GAIN.
+    A flat tile of a kernel of more than one tap holds MAX_FLAT_TAP_ROWS pixels at most, and
+    on 32-register targets takes a kernel of `flat_unrolled_taps` taps at most."""
     rows_fit, rows, rows_useful = _channel_tiling(geo, lanes, nv_max, mr_max, registers, False)
+    taps = len(geo.taps)
     if not flat_rows or len(geo.out_shape) < 2:
         return rows, rows_useful
-    flat_fits, flat, flat_useful = _channel_tiling(geo, lanes, nv_max, mr_max, registers, True)
+    if registers > 16 and taps > flat_unrolled_taps(registers):
+        return rows, rows_useful
+    flat_max = mr_max if taps == 1 else min(mr_max, MAX_FLAT_TAP_ROWS)
+    flat_fits, flat, flat_useful = _channel_tiling(geo, lanes, nv_max, flat_max, registers, True)
     if flat_fits >= rows_fit and flat_useful > rows_useful * MIN_FLAT_GAIN:
         return flat, flat_useful
     return rows, rows_useful
