@@ -29,7 +29,11 @@ periods come and go within a second, so a short measurement's ratio depends on w
 blocks met them. Compare ratios, not lone times. "slow %": the share of tvmc's blocks, and of
 the faster baseline's, whose median was over 1.3x that runtime's lower quartile (met a slow
 period); a ratio from a run where tvmc's share is far above the baseline's says more about
-the machine than about the code.
+the machine than about the code. "x-core ns": the round trip of a cache line between the two
+first CPUs (benchmarks/core_latency.py) just before and just after the model's timing; a VM's
+host may run its vCPUs on cores that share no cache for seconds at a time, which slows every
+2-thread runtime (tvmc's memory-bound kernels most), and the summary names the models timed
+while a sample took over twice the run's fastest.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from collections.abc import Callable
 
 import numpy as np
 from baselines import onnxruntime_session, openvino_session, openvino_version
+from core_latency import describe, far_apart, round_trip_ns
 from peak import paired_speedups, shared_core_share
 from suite import SUITES, BenchModel, by_names, suite
 
@@ -285,7 +290,9 @@ def bench_model(model: BenchModel, tmp: str, repeat: int, threads: int, tuned: s
     error = max(relative_error(o, b()) for o in outputs for b in baselines)
 
     rounds, block_runs = timing_plan([*runs, *baselines], repeat, seconds)
+    cores_before = quiet_round_trip_ns() if threads > 1 else None
     times = blocked_times(*runs, *baselines, rounds=rounds, block_runs=block_runs)
+    cores_ns = [cores_before, quiet_round_trip_ns()] if threads > 1 else []
     medians = [statistics.median(t for block in f for t in block) * 1e3 for f in times]
     tvmc_ms, base_ms = medians[: len(runs)], medians[len(runs) :]
     fixed_ms = tvmc_ms.pop() if fixed else None
@@ -301,7 +308,7 @@ def bench_model(model: BenchModel, tmp: str, repeat: int, threads: int, tuned: s
         "naive_mb": p.naive_bytes / 1e6, "error": error, "tuned_ms": None, "fixed_ms": fixed_ms,
         "one_thread_runs": executor.thread_runs.get(1, 0), "rounds": rounds,
         "slow_tvmc": slow_share(times[0]),
-        "slow_base": slow_share(times[len(runs) + base_ms.index(best)]),
+        "slow_base": slow_share(times[len(runs) + base_ms.index(best)]), "cores_ns": cores_ns,
     }  # fmt: skip
     if len(tvmc_ms) > 1:
         groups = len(balanced_orders(len(times)))  # as many as the rounds of a short run
@@ -352,6 +359,29 @@ def shared_cores(threads: int, seconds: float = 3.0) -> str:
     )
 
 
+def quiet_round_trip_ns(samples: int = 3) -> float | None:
+    """The cores' round trip once the runtimes' pool threads have gone quiet, the fastest of a
+    few samples (a spinning thread or an interrupt only lengthens one)."""
+    wait_for_quiet_threads()
+    taken = [ns for ns in (round_trip_ns() for _ in range(samples)) if ns is not None]
+    return min(taken, default=None)
+
+
+def cores_apart(samples: int = 20) -> str:
+    """The round trip of a cache line between the first two CPUs, sampled over ~1 s
+    (core_latency.py): tens of ns where they share a cache, hundreds where the host runs the
+    vCPUs apart."""
+    found = []
+    for _ in range(samples):
+        found.append(round_trip_ns())
+        time.sleep(0.05)
+    taken = sorted(ns for ns in found if ns is not None)
+    if not taken:
+        return "cores' round trip not measured (one CPU, no C compiler or no pinning)"
+    middle = statistics.median(taken)
+    return f"cores' round trip {taken[0]:.0f}-{taken[-1]:.0f} ns (median {middle:.0f})"
+
+
 def geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
@@ -397,6 +427,13 @@ def summary(rows: list[dict], left_out: list[tuple[str, str]]) -> list[str]:
             "tuned slower than both untuned executors in every round (beyond the noise): "
             + (", ".join(slower) if slower else "none")
         )
+    sampled = [ns for r in rows for ns in r["cores_ns"] if ns is not None]
+    if sampled:
+        fastest = min(sampled)
+        apart = [r["model"] for r in rows if far_apart(r["cores_ns"], fastest)]
+        lines.append(f"timed with the cores apart (a cache line's round trip over twice the run's "
+                     f"fastest, {fastest:.0f} ns): {len(apart)} of {len(rows)} models"
+                     + (f": {', '.join(apart)}" if apart else ""))  # fmt: skip
     ours, theirs = (statistics.mean(r[k] for r in rows) for k in ("slow_tvmc", "slow_base"))
     lines.append(f"blocks that met a slow period (median above {SLOW_BLOCK}x the runtime's lower "
                  f"quartile), mean over models: tvmc {ours:.0%}, the faster baseline {theirs:.0%}")  # fmt: skip
@@ -444,11 +481,11 @@ def main() -> None:
           f"load average {os.getloadavg()[0]:.1f}; "
           "ratio: tvmc / the faster of onnxruntime and OpenVINO")  # fmt: skip
     if threads > 1:
-        print(f"shared cores before: {shared_cores(threads)}")
+        print(f"shared cores before: {shared_cores(threads)}; {cores_apart()}")
     header = (
         f"{'model':20} {'family':18} {'load s':>6} {'comp s':>6} {'tvmc ms':>8} {'ort ms':>8} "
         f"{'ov ms':>8} {'ratio':>6} {'GFLOP/s':>8} {'peak':>5} {'ws MB':>6} {'naive MB':>8} "
-        f"{'max err':>8} {'slow %':>7}"
+        f"{'max err':>8} {'slow %':>7} {'x-core ns':>9}"
     )
     if args.tuned:
         header += f" {'tuned ms':>8} {'t.ratio':>7} {'speedup':>7} {'noise':>5}"
@@ -470,7 +507,8 @@ def main() -> None:
                     f"{r['compile_s']:6.2f} {r['tvmc_ms']:8.3f} {ms_or_dash(r['ort_ms'])} "
                     f"{ms_or_dash(r['ov_ms'])} {r['ratio']:6.2f} {r['gflops']:8.1f} "
                     f"{r['gflops'] / peak:5.0%} {r['workspace_mb']:6.1f} {r['naive_mb']:8.1f} "
-                    f"{r['error']:8.1e} {r['slow_tvmc']:3.0%}/{r['slow_base']:<3.0%}")  # fmt: skip
+                    f"{r['error']:8.1e} {r['slow_tvmc']:3.0%}/{r['slow_base']:<3.0%} "
+                    f"{describe(r['cores_ns']) or '-':>9}")  # fmt: skip
             if args.tuned:
                 if r["tuned_ms"] is None:
                     line += "  (no records)"
@@ -487,7 +525,7 @@ def main() -> None:
         print("\n".join(summary(rows, left_out)))
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
     if threads > 1:
-        print(f"shared cores after: {shared_cores(threads)}")
+        print(f"shared cores after: {shared_cores(threads)}; {cores_apart()}")
 
 
 if __name__ == "__main__":

@@ -115,7 +115,8 @@ def test_a_model_one_baseline_cannot_run_is_compared_with_the_other(monkeypatch)
         "OpenVINO cannot run it: RuntimeError: Conversion is failed for: AveragePool-20"
     ]
     row = {"model": "efficientnet", "family": "cnn", "ratio": 0.8, "tuned_ms": None,
-           "slow_tvmc": 0.0, "slow_base": 0.0, "fixed_ms": None, "gaps": gaps}  # fmt: skip
+           "slow_tvmc": 0.0, "slow_base": 0.0, "fixed_ms": None, "gaps": gaps,
+           "cores_ns": []}  # fmt: skip
     lines = models.summary([row], [])
     assert "efficientnet compared with one baseline: OpenVINO cannot run it" in lines[-1]
 
@@ -125,3 +126,31 @@ def test_a_model_no_baseline_can_run_is_left_out(monkeypatch):
     monkeypatch.setattr(models, "openvino_session", lambda *a: None)  # not installed
     with pytest.raises(models.LeftOut, match="onnxruntime cannot run it"):
         models.baseline_sessions("m.onnx", {}, 2)
+
+
+def _row(model: str, cores_ns: list) -> dict:
+    return {"model": model, "family": "cnn", "ratio": 0.8, "tuned_ms": None, "slow_tvmc": 0.0,
+            "slow_base": 0.0, "fixed_ms": None, "gaps": [], "cores_ns": cores_ns}  # fmt: skip
+
+
+def test_the_summary_names_models_timed_while_the_cores_were_apart():
+    """A round trip over twice the run's fastest sample, before or after a model's timing,
+    marks it; a sample that could not be taken (None) marks nothing."""
+    rows = [_row("near", [80.0, 95.0]), _row("went_apart", [82.0, 340.0]),
+            _row("unknown", [None, None])]  # fmt: skip
+    line = next(x for x in models.summary(rows, []) if x.startswith("timed with the cores"))
+    assert line.endswith("80 ns): 1 of 3 models: went_apart")
+    assert not any(x.startswith("timed with the cores") for x in
+                   models.summary([_row("one_cpu", [])], []))  # fmt: skip
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_the_cores_round_trip_is_measured():
+    import core_latency
+
+    if core_latency._library() is None:
+        pytest.skip("no C compiler")
+    ns = core_latency.round_trip_ns(200)  # a busy partner CPU makes a trip a time slice
+    assert ns is not None and 0 < ns < 1e8  # ns: tens to hundreds on a quiet machine
+    assert core_latency.describe([81.4, None]) == "81/-"
+    assert core_latency.far_apart([81.0, 170.0], 80.0) and not core_latency.far_apart([159.0], 80.0)

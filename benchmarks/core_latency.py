@@ -1,0 +1,114 @@
+"""Benchmark (not a test): how far apart this process's cores are, as the round trip of a cache
+line between two of them (benchmarks/core_latency.c, built with the system C compiler).
+
+    .venv/bin/python benchmarks/core_latency.py [--watch SECONDS]
+
+Two threads, one pinned to each CPU, take turns writing one counter; the nanoseconds per round
+trip say whether the cores share a cache (tens of ns) or not (hundreds: another CCX or socket).
+A VM's host may move its vCPUs between such placements every few seconds; while they are apart,
+every parallel loop that reads what the other core wrote (a conv's input written by the layer
+before, half on each core) waits on these trips, and a 2-thread model runs up to ~1.9x slower
+with nothing on the FMA units to show it (`peak.py --watch` sees another slow mode: vCPUs
+sharing one core). docs/performance.md, "Cores far apart". `--watch`: sample for that long.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import functools
+import hashlib
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "core_latency.c")
+ITERATIONS = 20_000  # 1-8 ms a sample at 50-400 ns a round trip
+
+
+@functools.cache
+def _library() -> ctypes.CDLL | None:
+    """The built probe (in a temporary directory, keyed by the source), or None without a C
+    compiler."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        return None
+    with open(SOURCE, "rb") as f:
+        key = hashlib.sha256(f.read()).hexdigest()[:16]
+    path = os.path.join(tempfile.gettempdir(), f"tvmc-core-latency-{key}.so")
+    if not os.path.exists(path):
+        fd, tmp = tempfile.mkstemp(suffix=".so")
+        os.close(fd)
+        built = subprocess.run([cc, "-O2", "-fPIC", "-shared", "-pthread", "-o", tmp, SOURCE],
+                               capture_output=True, text=True)  # fmt: skip
+        if built.returncode != 0:
+            os.unlink(tmp)
+            return None
+        os.replace(tmp, path)
+    lib = ctypes.CDLL(path)
+    lib.tvmc_core_round_trip_ns.restype = ctypes.c_double
+    lib.tvmc_core_round_trip_ns.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    return lib
+
+
+def round_trip_ns(iterations: int = ITERATIONS) -> float | None:
+    """Nanoseconds per cache-line round trip between the first two CPUs this process may use;
+    None on one CPU, without a C compiler, or where threads cannot be pinned."""
+    cpus = sorted(os.sched_getaffinity(0))
+    lib = _library()
+    if len(cpus) < 2 or lib is None:
+        return None
+    ns = lib.tvmc_core_round_trip_ns(cpus[0], cpus[1], iterations)
+    return ns if ns > 0 else None
+
+
+def describe(samples: list[float | None]) -> str:
+    """Samples as the bench prints them ("62/351" ns), a dash for one that could not be taken."""
+    return "/".join(f"{s:.0f}" if s is not None else "-" for s in samples)
+
+
+def far_apart(samples: list[float | None], fastest: float) -> bool:
+    """Whether any sample took over twice the fastest round trip seen: cores apart then."""
+    return any(s is not None and s > 2 * fastest for s in samples)
+
+
+def watch(seconds: float) -> None:
+    """Samples for `seconds` (every ~50 ms): deciles, and the share over twice the fastest."""
+    samples = []
+    end = time.perf_counter() + seconds
+    while not samples or time.perf_counter() < end:
+        ns = round_trip_ns()
+        if ns is None:
+            sys.exit("core_latency: needs two CPUs, a C compiler and thread pinning")
+        samples.append(ns)
+        time.sleep(0.05)
+    ordered = sorted(samples)
+    tenths = " ".join(f"{ordered[len(ordered) * k // 10]:.0f}" for k in range(10))
+    apart = sum(s > 2 * ordered[0] for s in samples) / len(samples)
+    print(f"{len(samples)} samples of the cores' round trip, ns: min, deciles, max {tenths} "
+          f"{ordered[-1]:.0f}; median {statistics.median(samples):.0f}; {apart:.0%} over twice "
+          "the fastest (cores apart)")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--watch", type=float, metavar="SECONDS", default=0.0,
+                        help="sample for this long")  # fmt: skip
+    args = parser.parse_args()
+    if args.watch < 0:
+        parser.error(f"--watch takes a positive number of seconds, not {args.watch:g}")
+    if args.watch:
+        watch(args.watch)
+        return
+    ns = round_trip_ns()
+    if ns is None:
+        sys.exit("core_latency: needs two CPUs, a C compiler and thread pinning")
+    print(f"{ns:.0f} ns a round trip between CPUs {sorted(os.sched_getaffinity(0))[:2]}")
+
+
+if __name__ == "__main__":
+    main()
