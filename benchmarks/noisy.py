@@ -9,7 +9,10 @@ untimed beside the neighbour for a while (`settle`: the thread count it learns).
 median milliseconds (each runtime for at least --seconds, in blocks of at most 0.1 s, as
 `make bench` times them) and the slowdown against the same runtime alone. A summary checks what
 the thread pool promises: tvmc slows down no more than onnxruntime, and 2 threads never take longer
-than 1. `TVMC_THREAD_POOL=gomp` measures libgomp instead of tvmc's pool.
+than 1. `TVMC_THREAD_POOL=gomp` measures libgomp instead of tvmc's pool. The alone row also
+gives the round trip of a cache line between the first two CPUs before and after its timing
+(benchmarks/core_latency.py): where the host ran the vCPUs apart then (hundreds of ns, not
+tens), every runtime's alone time is slow and its slowdowns read low.
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ import time
 
 import onnx
 from baselines import onnxruntime_session, openvino_session
+from core_latency import describe
 from load import PRESETS, Load
-from models import blocked_median_ms, compiled_executor, geomean
+from models import blocked_median_ms, compiled_executor, geomean, quiet_round_trip_ns
 
 import tvmc
 from tvmc.codegen import set_num_threads
@@ -109,8 +113,10 @@ def main() -> None:
                 with Load(PRESETS[n]):
                     settled = settle(fns[keys[0]])
                     before = executor.thread_runs
+                    cores = [quiet_round_trip_ns()] if n == "alone" else []
                     times = blocked_median_ms(*fns.values(), repeat=args.repeat,
                                               seconds=args.seconds)  # fmt: skip
+                    cores += [quiet_round_trip_ns()] if n == "alone" else []
                     load_average = os.getloadavg()[0]
                 set_num_threads(args.threads)
                 runs = {k: v - before.get(k, 0) for k, v in executor.thread_runs.items()}
@@ -122,8 +128,9 @@ def main() -> None:
                     factor = ms[k] / alone[k]
                     slowdowns[n].setdefault(k, []).append(factor)
                     cells.append(f"{ms[k]:9.2f} (x{factor:5.2f})")
+                apart = f"; cores' round trip {describe(cores)} ns" if cores else ""
                 one = (f"  ({keys[0]} on 1 thread: {runs.get(1, 0)} of {sum(runs.values())} runs,"
-                       f" after {settled} untimed)")  # fmt: skip
+                       f" after {settled} untimed{apart})")  # fmt: skip
                 print(f"{n:10} {load_average:8.1f} " + " ".join(f"{c:>18}" for c in cells) + one)
                 sys.stdout.flush()
                 ours, theirs = slowdowns[n][keys[0]][-1], slowdowns[n]["onnxruntime"][-1]
