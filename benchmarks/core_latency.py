@@ -17,38 +17,25 @@ from __future__ import annotations
 import argparse
 import ctypes
 import functools
-import hashlib
 import os
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
+
+from tvmc.codegen.pool import build_shared
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "core_latency.c")
 ITERATIONS = 20_000  # 1-8 ms a sample at 50-400 ns a round trip
+APART = 2.0  # a round trip this many times the fastest seen: the cores were apart
 
 
 @functools.cache
 def _library() -> ctypes.CDLL | None:
-    """The built probe (in a temporary directory, keyed by the source), or None without a C
-    compiler."""
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
+    """The built probe (cached as the thread pool is: tvmc.codegen.pool.build_shared), or None
+    without a C compiler or where it does not build."""
+    path, _ = build_shared(SOURCE, "core-latency", ["-O2", "-fPIC", "-shared", "-pthread"])
+    if path is None:
         return None
-    with open(SOURCE, "rb") as f:
-        key = hashlib.sha256(f.read()).hexdigest()[:16]
-    path = os.path.join(tempfile.gettempdir(), f"tvmc-core-latency-{key}.so")
-    if not os.path.exists(path):
-        fd, tmp = tempfile.mkstemp(suffix=".so")
-        os.close(fd)
-        built = subprocess.run([cc, "-O2", "-fPIC", "-shared", "-pthread", "-o", tmp, SOURCE],
-                               capture_output=True, text=True)  # fmt: skip
-        if built.returncode != 0:
-            os.unlink(tmp)
-            return None
-        os.replace(tmp, path)
     lib = ctypes.CDLL(path)
     lib.tvmc_core_round_trip_ns.restype = ctypes.c_double
     lib.tvmc_core_round_trip_ns.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long]
@@ -72,23 +59,31 @@ def describe(samples: list[float | None]) -> str:
 
 
 def far_apart(samples: list[float | None], fastest: float) -> bool:
-    """Whether any sample took over twice the fastest round trip seen: cores apart then."""
-    return any(s is not None and s > 2 * fastest for s in samples)
+    """Whether any sample took over APART times the fastest round trip seen: cores apart then."""
+    return any(s is not None and s > APART * fastest for s in samples)
 
 
-def watch(seconds: float) -> None:
-    """Samples for `seconds` (every ~50 ms): deciles, and the share over twice the fastest."""
+def sampled_ns(seconds: float) -> list[float]:
+    """Round trips taken every ~50 ms for `seconds` (one at least); empty where none can be."""
     samples = []
     end = time.perf_counter() + seconds
     while not samples or time.perf_counter() < end:
         ns = round_trip_ns()
         if ns is None:
-            sys.exit("core_latency: needs two CPUs, a C compiler and thread pinning")
+            return []
         samples.append(ns)
         time.sleep(0.05)
+    return samples
+
+
+def watch(seconds: float) -> None:
+    """Samples for `seconds`: deciles, and the share over APART times the fastest."""
+    samples = sampled_ns(seconds)
+    if not samples:
+        sys.exit("core_latency: needs two CPUs, a C compiler and thread pinning")
     ordered = sorted(samples)
     tenths = " ".join(f"{ordered[len(ordered) * k // 10]:.0f}" for k in range(10))
-    apart = sum(s > 2 * ordered[0] for s in samples) / len(samples)
+    apart = sum(far_apart([s], ordered[0]) for s in samples) / len(samples)
     print(f"{len(samples)} samples of the cores' round trip, ns: min, deciles, max {tenths} "
           f"{ordered[-1]:.0f}; median {statistics.median(samples):.0f}; {apart:.0%} over twice "
           "the fastest (cores apart)")  # fmt: skip

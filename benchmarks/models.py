@@ -50,7 +50,7 @@ from collections.abc import Callable
 
 import numpy as np
 from baselines import onnxruntime_session, openvino_session, openvino_version
-from core_latency import describe, far_apart, round_trip_ns
+from core_latency import describe, far_apart, round_trip_ns, sampled_ns
 from peak import paired_speedups, shared_core_share
 from suite import SUITES, BenchModel, by_names, suite
 
@@ -367,15 +367,11 @@ def quiet_round_trip_ns(samples: int = 3) -> float | None:
     return min(taken, default=None)
 
 
-def cores_apart(samples: int = 20) -> str:
-    """The round trip of a cache line between the first two CPUs, sampled over ~1 s
+def cores_apart(seconds: float = 1.0) -> str:
+    """The round trip of a cache line between the first two CPUs, sampled for `seconds`
     (core_latency.py): tens of ns where they share a cache, hundreds where the host runs the
     vCPUs apart."""
-    found = []
-    for _ in range(samples):
-        found.append(round_trip_ns())
-        time.sleep(0.05)
-    taken = sorted(ns for ns in found if ns is not None)
+    taken = sorted(sampled_ns(seconds))
     if not taken:
         return "cores' round trip not measured (one CPU, no C compiler or no pinning)"
     middle = statistics.median(taken)

@@ -113,10 +113,11 @@ def main() -> None:
                 with Load(PRESETS[n]):
                     settled = settle(fns[keys[0]])
                     before = executor.thread_runs
-                    cores = [quiet_round_trip_ns()] if n == "alone" else []
+                    sample = n == "alone"  # under a neighbour the probe times its share
+                    cores = [quiet_round_trip_ns()] if sample else []
                     times = blocked_median_ms(*fns.values(), repeat=args.repeat,
                                               seconds=args.seconds)  # fmt: skip
-                    cores += [quiet_round_trip_ns()] if n == "alone" else []
+                    cores += [quiet_round_trip_ns()] if sample else []
                     load_average = os.getloadavg()[0]
                 set_num_threads(args.threads)
                 runs = {k: v - before.get(k, 0) for k, v in executor.thread_runs.items()}

@@ -53,47 +53,52 @@ def _compiler() -> str | None:
     return shutil.which("cc") or shutil.which("gcc")
 
 
-def _compile(cc: str, out: str) -> str | None:
-    """Builds pool.c into `out` (with OpenMP for the libgomp switch when the compiler has it);
-    returns the compiler's complaint on failure."""
-    errors = ""
-    for extra in (["-fopenmp"], []):
-        done = subprocess.run([cc, *FLAGS, *extra, "-o", out, SOURCE], capture_output=True,
-                              text=True)  # fmt: skip
-        if done.returncode == 0:
-            return None
-        errors = done.stderr
-    return errors
+def build_shared(
+    source: str, prefix: str, flags: list[str], extras: tuple[list[str], ...] = ([],)
+) -> tuple[str | None, str]:  # fmt: skip
+    """C file `source` built into a shared library on first use and cached as
+    `<cache_dir>/<prefix>-<hash>.so` (the temporary directory where the cache is unwritable),
+    keyed by the source, the compiler and `flags`, written atomically so that concurrent first
+    uses are safe; each of `extras` is tried after `flags` in turn until one builds. (path, "")
+    once built, (None, "") without a C compiler, (None, the compiler's complaint) on failure."""
+    cc = _compiler()
+    if cc is None:
+        return None, ""
+    with open(source, "rb") as f:
+        text = f.read()
+    version = subprocess.run([cc, "--version"], capture_output=True).stdout
+    key = hashlib.sha256(text + version + " ".join(flags).encode()).hexdigest()[:16]
+    for root in (cache_dir(), tempfile.gettempdir()):
+        path = os.path.join(root, f"{prefix}-{key}.so")
+        if os.path.exists(path):
+            return path, ""
+        try:
+            os.makedirs(root, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{prefix}-", suffix=".so", dir=root)
+        except OSError:
+            continue  # unwritable cache: try the temporary directory
+        os.close(fd)
+        errors = ""
+        for extra in extras:
+            done = subprocess.run([cc, *flags, *extra, "-o", tmp, source], capture_output=True,
+                                  text=True)  # fmt: skip
+            if done.returncode == 0:
+                os.replace(tmp, path)  # atomic: a concurrent first use sees all or nothing
+                return path, ""
+            errors = done.stderr
+        os.unlink(tmp)
+        return None, errors
+    return None, ""
 
 
 @functools.cache
 def library_path() -> str | None:
-    """The built pool library (building it on first use), or None without a C compiler."""
-    cc = _compiler()
-    if cc is None:
-        return None
-    with open(SOURCE, "rb") as f:
-        source = f.read()
-    version = subprocess.run([cc, "--version"], capture_output=True).stdout
-    key = hashlib.sha256(source + version + " ".join(FLAGS).encode()).hexdigest()[:16]
-    for root in (cache_dir(), tempfile.gettempdir()):
-        path = os.path.join(root, f"pool-{key}.so")
-        if os.path.exists(path):
-            return path
-        try:
-            os.makedirs(root, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".pool-", suffix=".so", dir=root)
-        except OSError:
-            continue  # unwritable cache: try the temporary directory
-        os.close(fd)
-        error = _compile(cc, tmp)
-        if error is not None:
-            os.unlink(tmp)
-            warnings.warn(f"the thread pool failed to build: {error}", stacklevel=2)
-            return None
-        os.replace(tmp, path)  # atomic: a concurrent first use sees all of it or nothing
-        return path
-    return None
+    """The built pool library (building it on first use, with OpenMP for the libgomp switch
+    when the compiler has it), or None without a C compiler."""
+    path, error = build_shared(SOURCE, "pool", FLAGS, (["-fopenmp"], []))
+    if error:
+        warnings.warn(f"the thread pool failed to build: {error}", stacklevel=2)
+    return path
 
 
 @functools.cache
