@@ -3,6 +3,7 @@ control, so that two copies of the same code differing on a shared VM flag nothi
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -133,15 +134,37 @@ def _row(model: str, cores_ns: list) -> dict:
             "slow_base": 0.0, "fixed_ms": None, "gaps": [], "cores_ns": cores_ns}  # fmt: skip
 
 
-def test_the_summary_names_models_timed_while_the_cores_were_apart():
-    """A round trip over twice the run's fastest sample, before or after a model's timing,
-    marks it; a sample that could not be taken (None) marks nothing."""
+def test_the_summary_names_models_timed_while_the_cores_were_apart(tmp_path, monkeypatch):
+    """A round trip over twice the fastest seen on this CPU, before or after a model's timing,
+    marks it; a sample that could not be taken (None) marks nothing. The fastest is remembered
+    across runs, so a run spent wholly apart reads as apart."""
+    monkeypatch.setenv("TVMC_CACHE_DIR", str(tmp_path))
     rows = [_row("near", [80.0, 95.0]), _row("went_apart", [82.0, 340.0]),
             _row("unknown", [None, None])]  # fmt: skip
     line = next(x for x in models.summary(rows, []) if x.startswith("timed with the cores"))
     assert line.endswith("80 ns): 1 of 3 models: went_apart")
     assert not any(x.startswith("timed with the cores") for x in
                    models.summary([_row("one_cpu", [])], []))  # fmt: skip
+    all_apart = [_row("a", [330.0, 350.0]), _row("b", [340.0, 345.0])]
+    line = next(x for x in models.summary(all_apart, []) if x.startswith("timed with the cores"))
+    assert line.endswith("80 ns): 2 of 2 models: a, b")
+
+
+def test_the_fastest_round_trip_is_remembered_per_cpu(tmp_path, monkeypatch):
+    """The cache keeps the fastest round trip ever seen on this CPU; unreadable or implausible
+    entries are ignored, not trusted."""
+    import core_latency
+
+    monkeypatch.setenv("TVMC_CACHE_DIR", str(tmp_path))
+    assert core_latency.fastest_seen([]) is None
+    assert core_latency.fastest_seen([None, 120.0, 95.5]) == 95.5
+    assert core_latency.fastest_seen([400.0]) == 95.5  # a window apart: the remembered stands
+    assert core_latency.fastest_seen([61.0]) == 61.0
+    cache = tmp_path / core_latency.CACHE
+    cache.write_text("not json")
+    assert core_latency.fastest_seen([300.0]) == 300.0
+    cache.write_text(json.dumps({core_latency.cpu_key(): -3}))
+    assert core_latency.fastest_seen([250.0]) == 250.0
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")

@@ -124,10 +124,10 @@ def cpu_key() -> str:
     return f"{llvm.get_host_cpu_name()}/{digest}"
 
 
-def cache_path() -> str:
-    """The JSON file holding measured peaks by CPU key."""
+def cache_path(name: str = "peak.json") -> str:
+    """A JSON file of figures measured per CPU key (the peaks by default) in tvmc's cache."""
     root = os.environ.get(CACHE_DIR_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "tvmc")
-    return os.path.join(root, "peak.json")
+    return os.path.join(root, name)
 
 
 def peak_gflops(threads: int | None = None) -> tuple[float, str]:
@@ -155,7 +155,7 @@ def _core_peak() -> tuple[float, str]:
     """One core's peak and its source: the cached best, measured again (best kept) while fewer
     than MEASUREMENTS processes have measured it."""
     key, path = cpu_key(), cache_path()
-    cached = _read_cache(path)
+    cached = read_cache(path)
     best, count = _entry(cached.get(key))
     if count >= MEASUREMENTS or (best and key in _measured_here):
         return best, "cached"
@@ -166,11 +166,11 @@ def _core_peak() -> tuple[float, str]:
         if best:
             return best, "cached"  # this process met a busy machine: the cached best stands
         return core, "measured on a busy machine, not cached"
-    cached = _read_cache(path)  # another process may have measured meanwhile
+    cached = read_cache(path)  # another process may have measured meanwhile
     best, count = _entry(cached.get(key))
     best = max(best, core)
     entry = {"gflops": round(best, 1), "measurements": count + 1, "kernel": KERNEL_VERSION}
-    _write_cache(path, {**cached, key: entry})
+    write_cache(path, {**cached, key: entry})
     return best, "measured"
 
 
@@ -186,7 +186,8 @@ def _entry(value: object) -> tuple[float, int]:
     return float(gflops), max(count, 1)
 
 
-def _read_cache(path: str) -> dict:
+def read_cache(path: str) -> dict:
+    """A cache file's mapping; empty where there is none yet or it is unreadable."""
     try:
         with open(path) as f:
             data = json.load(f)
@@ -195,7 +196,7 @@ def _read_cache(path: str) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def _write_cache(path: str, data: dict) -> None:
+def write_cache(path: str, data: dict) -> None:
     """Best effort: a read-only home only costs a measurement per process."""
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
