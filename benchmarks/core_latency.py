@@ -66,7 +66,8 @@ def fastest_seen(samples: list[float | None]) -> float | None:
     path, key = cache_path(CACHE), cpu_key()
     cached = read_cache(path)
     before = cached.get(key)
-    known = before if isinstance(before, int | float) and 0 < before < float("inf") else None
+    number = isinstance(before, int | float) and not isinstance(before, bool)  # true is not 1 ns
+    known = before if number and 0 < before < float("inf") else None
     best = min([*taken, *([known] if known else [])], default=None)
     if best is not None and best != known:
         write_cache(path, {**cached, key: round(best, 1)})

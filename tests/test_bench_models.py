@@ -165,6 +165,8 @@ def test_the_fastest_round_trip_is_remembered_per_cpu(tmp_path, monkeypatch):
     assert core_latency.fastest_seen([300.0]) == 300.0
     cache.write_text(json.dumps({core_latency.cpu_key(): -3}))
     assert core_latency.fastest_seen([250.0]) == 250.0
+    cache.write_text(json.dumps({core_latency.cpu_key(): True}))
+    assert core_latency.fastest_seen([240.0]) == 240.0
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")

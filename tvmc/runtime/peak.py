@@ -197,7 +197,7 @@ def read_cache(path: str) -> dict:
 
 
 def write_cache(path: str, data: dict) -> None:
-    """Best effort: a read-only home only costs a measurement per process."""
+    """Best effort: with a read-only home, each process measures again what it would have read."""
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = f"{path}.{os.getpid()}.tmp"
