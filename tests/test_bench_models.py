@@ -179,3 +179,33 @@ def test_the_cores_round_trip_is_measured():
     assert ns is not None and 0 < ns < 1e8  # ns: tens to hundreds on a quiet machine
     assert core_latency.describe([81.4, None]) == "81/-"
     assert core_latency.far_apart([81.0, 170.0], 80.0) and not core_latency.far_apart([159.0], 80.0)
+
+
+KEYS = ["tvmc 2t", "tvmc 2t fixed", "tvmc 1t", "onnxruntime"]
+
+
+def test_a_noisy_cell_that_slows_more_than_onnxruntime_names_both_times():
+    import noisy
+
+    alone = dict(zip(KEYS, [4.0, 4.0, 6.0, 6.0]))
+    loaded = dict(zip(KEYS, [20.0, 19.0, 24.0, 24.0]))  # x5.0 and x4.75 against ort's x4.0
+    failures = noisy.cell_failures("m mixed", KEYS, loaded, alone, apart=True)
+    assert failures == [
+        "m mixed: tvmc slowed x5.00, ort x4.00 (20.0 against 24.0 ms; alone timed with the "
+        "cores apart)",
+        "m mixed: tvmc 2t fixed slowed x4.75, ort x4.00 (19.0 against 24.0 ms; alone timed "
+        "with the cores apart)",
+    ]
+
+
+def test_a_noisy_cell_within_its_promises_passes_and_two_threads_over_one_fail_it():
+    import noisy
+
+    alone = dict(zip(KEYS, [4.0, 4.0, 6.0, 6.0]))
+    over = dict(zip(KEYS, [18.0, 8.0, 16.0, 16.0]))  # x4.5 against ort's x2.67
+    assert noisy.cell_failures("m c", KEYS, over, alone, apart=False) == [
+        "m c: tvmc slowed x4.50, ort x2.67 (18.0 against 16.0 ms)",
+        "m c: tvmc 2t 18.0 ms > 1 thread 16.0 ms",
+    ]
+    fine = dict(zip(KEYS, [8.0, 8.0, 12.0, 12.0]))  # x2.0 each, two threads faster than one
+    assert noisy.cell_failures("m c", KEYS, fine, alone, apart=False) == []
