@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from tvmc.graph import Graph
 from tvmc.ops import infer_node
+from tvmc.passes.channel_shuffle import fold_channel_shuffle
 from tvmc.passes.fold_batch_norm import fold_batch_norm
 from tvmc.passes.norm_patterns import match_decomposed_norms
 from tvmc.passes.pool_before_conv import pool_before_conv
@@ -46,6 +47,11 @@ OPTIMIZE_PIPELINE: list[Pass] = [
         pool_before_conv,
         "an AveragePool after a 1x1 conv runs first: the conv works on the smaller image",
     ),
+    Pass(
+        "fold-channel-shuffle",
+        fold_channel_shuffle,
+        "a depthwise conv reads through the channel shuffle before it: the shuffle's copy goes",
+    ),
     Pass("eliminate-dead-nodes", eliminate_dead_nodes, "drop the params folding replaced"),
 ]
 
@@ -80,6 +86,7 @@ __all__ = [
     "OPTIMIZE_PIPELINE",
     "eliminate_dead_nodes",
     "fold_batch_norm",
+    "fold_channel_shuffle",
     "fold_constants",
     "match_decomposed_norms",
     "pool_before_conv",

@@ -140,9 +140,22 @@ from tvmc.ops.conv.cpu_winograd import (
     layout,
     winograd_lowering,
 )
-from tvmc.ops.conv.definition import conv_rule, conv_transpose_rule
+from tvmc.ops.conv.definition import (
+    CHANNEL_SHUFFLE,
+    conv_rule,
+    conv_transpose_rule,
+    shuffled_channel,
+)
 from tvmc.ops.conv.geometry import ConvGeometry
-from tvmc.ops.lowering import Attrs, Epilogue, LowerContext, LoweringTarget, Template, TensorRef
+from tvmc.ops.lowering import (
+    Attrs,
+    Epilogue,
+    LowerContext,
+    LoweringTarget,
+    Template,
+    TensorRef,
+    ref_of_buffer,
+)
 from tvmc.ops.schedule.injective import make_kernel
 from tvmc.ops.schedule.microkernel import (
     accumulator_dtype,
@@ -518,8 +531,11 @@ def conv_lowering(
     bias: TensorRef | None,
     out: Buffer,
     epilogue: Epilogue | None,
+    shuffle: int = 1,
 ) -> list[Kernel]:
-    """Kernels computing `out` = conv(x, weight_fn(w)) + bias, then the epilogue."""
+    """Kernels computing `out` = conv(x, weight_fn(w)) + bias, then the epilogue; `shuffle` > 1:
+    x's channels read through a channel shuffle of that many groups (`CHANNEL_SHUFFLE`), where
+    the depthwise schedule builds each channel's planes, else from a shuffled copy."""
     acc = accumulator_dtype(out.dtype)
     lanes = ctx.target.lanes(acc)
     cache = ctx.target.cache_bytes // np.dtype(x.type.dtype).itemsize
@@ -529,10 +545,15 @@ def conv_lowering(
     p = plan(ctx.config, geo, lanes, registers, cache, x.dtype, constant, core, flat_rows)
     geo = p.geometry(geo)
     parallel = 2 * math.prod(out.shape) * geo.icg * len(geo.taps) >= PARALLEL_MIN_FLOPS
+    copies: list[Kernel] = []
+    if shuffle > 1 and p.schedule != "depthwise":
+        x, copy = _shuffled_copy(ctx, x, shuffle, lanes)
+        copies, shuffle = [copy], 1
     if isinstance(p.tiling, WinogradLayout):
         assert x.buffer is not None and w.value is not None, "plan checked both"
         weights = weight_fn(np.asarray(w.value, np.float32))
-        return winograd_lowering(ctx, p.tiling, x.buffer, weights, bias, out, epilogue, parallel)
+        return copies + winograd_lowering(ctx, p.tiling, x.buffer, weights, bias, out, epilogue,
+                                          parallel)  # fmt: skip
 
     def pack(v: np.ndarray) -> np.ndarray:
         if isinstance(p.tiling, ChannelTiling):
@@ -540,6 +561,7 @@ def conv_lowering(
         return pack_pixels(weight_fn(v), geo, p.tiling.mr)
 
     weights, kernels = packed_operand(ctx, w, pack, "w")
+    kernels = copies + kernels
     per_step = Reduction.taps_per_step(geo)[p.unroll_taps]
     steps = Reduction.offsets(geo, per_step)
     table = ctx.param(np.array(steps, np.int32), "taps") if len(steps) > 1 else None
@@ -557,7 +579,7 @@ def conv_lowering(
 
     if p.schedule == "depthwise":
         assert isinstance(p.tiling, PixelTiling)
-        body = _depthwise(geo, p.tiling, x_buf, operands, lanes, parallel)
+        body = _depthwise(geo, p.tiling, x_buf, operands, lanes, parallel, shuffle)
         return [*kernels, make_kernel(ctx.name("conv_dw"), body)]
 
     if isinstance(p.tiling, ChannelTiling):
@@ -769,9 +791,10 @@ def _channel_loop(geo: ConvGeometry, tiling: ChannelTiling, ops: Operands, how: 
 
 def _depthwise(
     geo: ConvGeometry, tiling: PixelTiling, x: Buffer,
-    operands: Callable[..., Operands], lanes: int, parallel: bool,
+    operands: Callable[..., Operands], lanes: int, parallel: bool, shuffle: int = 1,
 ) -> Stmt:  # fmt: skip
-    """Per (n, group): build the channel's planes in local scratch, then every pixel tile."""
+    """Per (n, group): build the channel's planes in local scratch, then every pixel tile; the
+    planes of the channel a shuffle of `shuffle` groups would have put there (1: none)."""
     size = max(geo.channel_stride, pixel_reads_end(geo, tiling, lanes))
     blocks, _, outer = tiling.cover(geo)
     oblocks = ceil_div(geo.ocg, tiling.mr)
@@ -790,10 +813,13 @@ def _depthwise(
 
         zero = const(0, s.dtype)
         return seq(
-            fill_planes(geo, x, n, g, s, const(0), lanes),
+            fill_planes(geo, x, n, source(g), s, const(0), lanes),
             vector_range(geo.channel_stride, size, lanes, lambda i: s.store(i, zero)),
             loop("t", outer * blocks * tiling.chunks * oblocks, tile),
         )
+
+    def source(g: Expr) -> Expr:  # one input channel a group
+        return shuffled_channel(g, shuffle, geo.channels) if shuffle > 1 else g
 
     def channel(ng: Expr) -> Stmt:
         def scratch(ids: tuple[Expr, ...]) -> Stmt:
@@ -803,6 +829,34 @@ def _depthwise(
 
     count = geo.batch * geo.group
     return loop("ng", count, channel, "parallel" if parallel and count > 1 else "serial")
+
+
+def _shuffled_copy(
+    ctx: LowerContext, x: TensorRef, groups: int, lanes: int
+) -> tuple[TensorRef, Kernel]:  # fmt: skip
+    """x with its channels shuffled (`CHANNEL_SHUFFLE`) in scratch, for schedules that read the
+    input in place or through their own transform: the tensor and the kernel that copies it."""
+    assert x.buffer is not None, "a conv input is a buffer"
+    src = x.buffer
+    batch, channels, *spatial = x.shape
+    plane = math.prod(spatial)
+    dst = ctx.temp(x.shape, src.dtype, "shuffled")
+    rank = src.ndim
+
+    def flat(i: Expr) -> tuple[Expr, ...]:  # a flat offset through the last axis (row-major)
+        return (*(const(0),) * (rank - 1), i)
+
+    def channel(nc: Expr) -> Stmt:
+        n, c = nc // channels, nc % channels
+        start = (n * channels + shuffled_channel(c, groups, channels)) * plane
+        return vector_range(
+            0, plane, lanes, lambda i: dst.store(flat(nc * plane + i), src[flat(start + i)])
+        )
+
+    count = batch * channels
+    parallel = count > 1 and count * plane >= PARALLEL_MIN_ELEMENTS
+    body = loop("nc", count, channel, "parallel" if parallel else "serial")
+    return ref_of_buffer(x.name, x.type, dst), make_kernel(ctx.name("shuffle"), body)
 
 
 MAX_VECTORS = 15  # NV with MR = 1 still fits: 1 * 15 + 15 + 1 <= 32
@@ -994,7 +1048,8 @@ def conv_template(
     bias = inputs[2] if len(inputs) > 2 else None
     geo = ConvGeometry.of_node("Conv", attrs, x.shape, w.shape, outputs[0].shape)
     geo = _tiled_for(ctx, geo, x.dtype, epilogue)
-    return conv_lowering(ctx, geo, x, w, lambda v: v, bias, outputs[0], epilogue)
+    shuffle = attrs.get(CHANNEL_SHUFFLE, 1)
+    return conv_lowering(ctx, geo, x, w, lambda v: v, bias, outputs[0], epilogue, shuffle)
 
 
 def _tiled_for(

@@ -99,8 +99,25 @@ def conv_rule(attrs: Attrs, types: list[TensorType]) -> list[TensorType]:
     return [TensorType((x.shape[0], w.shape[0], *out), x.dtype)]
 
 
+# A Conv attribute only the fold-channel-shuffle pass sets (models cannot: the frontend refuses
+# attributes an op does not declare): the input's channels are read through a channel shuffle
+# of this many groups, as ShuffleNet's Reshape -> Transpose -> Reshape would have moved them.
+CHANNEL_SHUFFLE = "channel_shuffle"
+
+
+def shuffled_channel(c, groups: int, channels: int):
+    """The channel of the unshuffled tensor that channel `c` of the shuffled one holds (an int or
+    a kernel IR expression): a shuffle of `groups` moves channel i * (C/g) + j to j * g + i."""
+    return (c % groups) * (channels // groups) + c // groups
+
+
 def conv(attrs, x, w, bias=None):
-    """N-d grouped convolution with an optional per-output-channel bias."""
+    """N-d grouped convolution with an optional per-output-channel bias (the input read through
+    a channel shuffle where the fold-channel-shuffle pass set `channel_shuffle`)."""
+    groups = attrs.get(CHANNEL_SHUFFLE, 1)
+    if groups > 1:
+        n, c, *spatial = x.shape
+        x = x.reshape(n, groups, c // groups, *spatial).swapaxes(1, 2).reshape(x.shape)
     out = conv_nd(x, w, attrs["pads"], attrs["strides"], attrs["dilations"], attrs["group"])
     return _bias(out, bias)
 

@@ -23,7 +23,7 @@ import math
 
 from tvmc.graph import TensorType
 from tvmc.kernel import Buffer, Expr, Kernel, Stmt, allocate, const, if_then_else, loop, seq
-from tvmc.ops.conv.definition import conv_rule
+from tvmc.ops.conv.definition import CHANNEL_SHUFFLE, conv_rule, shuffled_channel
 from tvmc.ops.conv.geometry import ConvGeometry
 from tvmc.ops.conv.gpu_operands import output_store, weight_read
 from tvmc.ops.conv.gpu_tiled import conv_tiled
@@ -208,6 +208,11 @@ def conv_gpu(
     x, w = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
     geo = ConvGeometry.of_node("Conv", attrs, x.shape, w.shape, outputs[0].shape)
+    groups = attrs.get(CHANNEL_SHUFFLE, 1)
+    if groups > 1:  # every schedule reads the input by index: read through the shuffle
+        read, channels = x.read, x.shape[1]
+        x = TensorRef(x.name, x.type, lambda idx: read(
+            (idx[0], shuffled_channel(idx[1], groups, channels), *idx[2:])))  # fmt: skip
     build = SCHEDULES[_schedule(ctx, geo)]
     return build(ctx, geo, x, w, bias, outputs[0], epilogue)
 
