@@ -54,9 +54,9 @@ def test_keeps_the_full_count_when_it_is_faster_and_probes_ever_less():
 def test_takes_one_thread_when_that_is_faster():
     used = simulate(ThreadChoice(2), noisy({2: 1.5, 1: 1.0}), 500)
     # a trial down, switched; four runs on, a trial up: a block on one thread, the run that
-    # wakes the workers, then one timed run that loses clearly and ends it
-    assert used[4:26] == TRIAL_DOWN + [1, 1, 1, 1] + [1, 1, 1, 2, 2]
-    assert used[100:].count(2) / len(used[100:]) < 0.03  # the full count still probed, rarely
+    # wakes the workers, then a block whose fastest run loses clearly, which ends it
+    assert used[4:29] == TRIAL_DOWN + [1, 1, 1, 1] + [1, 1, 1, 2, 2, 2, 2] + [1]
+    assert used[100:].count(2) / len(used[100:]) < 0.04  # the full count still probed, rarely
 
 
 def test_follows_a_neighbour_that_comes_and_goes():
@@ -271,7 +271,7 @@ def test_a_change_right_after_a_trial_is_noticed():
     assert changed_at is not None
     after = used[changed_at:]
     assert after.index(1) <= 2 * thread_choice.WINDOW + 3  # a trial down, at once
-    assert after[40:].count(1) / len(after[40:]) > 0.95  # and it switched
+    assert after[40:].count(1) / len(after[40:]) > 0.9  # and it switched (trials up aside)
 
 
 def slow_periods(runs: int, seed: int) -> list[bool]:
@@ -308,3 +308,19 @@ def test_a_neighbour_that_stays_is_followed_after_periods_that_started_trials_in
     after = simulate(choice, lambda threads, i: {2: 2.0, 1: 1.3}[threads], 500)
     limit = (thread_choice.MOST_DRIFT_WINDOWS + 2) * thread_choice.WINDOW
     assert 1 in after[:limit] and after[limit + 20 :].count(1) / len(after[limit + 20 :]) > 0.95
+
+
+def test_a_slow_wake_up_does_not_keep_one_thread_where_two_are_faster():
+    # beside every core busy the woken worker waits for a core: the first runs on two threads
+    # after runs on one take up to 2.5x (the first is untimed), two threads are 20% faster once
+    # settled. Judged at its first timed run, each trial up lost clearly and it stayed on one.
+    choice, used, settled = ThreadChoice(2), [], 0
+    choice.current = 1
+    for _ in range(400):
+        threads = choice.next_threads()
+        settled = settled + 1 if threads == 2 else 0
+        seconds = 1.0 if threads == 1 else 0.8 * (1 + 1.5 * 0.5 ** (settled - 1))
+        choice.observe(threads, seconds)
+        used.append(threads)
+    assert used[4:17] == TRIAL_UP  # switched at the first trial
+    assert used[100:].count(2) / len(used[100:]) > 0.9

@@ -24,12 +24,17 @@ threads, and waking them is a cost that runs back to back on one count do not pa
 runs after that are still slower while the woken core settles; in this order exactly one block
 on more threads follows runs on fewer, whichever way the trial goes, so that cost weighs on one
 pair of blocks in a trial up as in a trial down (the candidate first and last put both blocks
-of a trial up behind runs on one thread, and beside busy cores it stayed on one), and the
-medians that must differ by 5% leave that block out: with it, fewer threads had to win by 10%,
-and beside one busy core light_resnet50 stayed on two threads 10% slower than one. A
-disturbance of a few runs (another runtime's threads spinning for milliseconds after its own
-work) neither moves the median watched in two windows in a row nor wins both blocks. A switch
-needs the candidate to win both pairs of blocks, so a trial ends as soon as it lost the first.
+of a trial up behind runs on one thread, and beside busy cores it stayed on one), and neither
+the medians that must differ by 5% nor the pair of blocks that must be won count that block:
+with it in the medians, fewer threads had to win by 10%, and beside one busy core
+light_resnet50 stayed on two threads 10% slower than one; with it in the pairs (and a clear loss
+judged at a trial up's first timed run), beside every core busy, where the woken worker waits
+for a core, light_shufflenet stayed on one thread 10% slower than two. A disturbance of a few
+runs (another runtime's threads spinning for milliseconds after its own work) neither moves
+the median watched in two windows in a row nor wins a block. A switch needs the candidate to
+win the other pair of blocks, so a trial down ends as soon as it lost the first; a clear loss
+ends a trial at the candidate's first timed run, a trial up at its first block's end (by that
+block's fastest run).
 
 Policy constants below are ratios and run counts, not timings: nothing here depends on the
 machine. $TVMC_ADAPTIVE_THREADS=0 turns it off (every run on the count set).
@@ -145,12 +150,17 @@ class ThreadChoice:
         if timed:
             self._timed[threads].append(seconds)
         candidate = self._timed[self._candidate]
-        if len(candidate) == 1 and threads == self._candidate:
-            if seconds > _median(self._timed[self.current]) * CLEAR_LOSS:
-                self._plan = []  # lost clearly against the runs just before: not worth more
+        up = self._candidate > self.current
+        # A clear loss against the runs just before ends the trial: at the candidate's first
+        # run, or in a trial up (whose first candidate block follows the wake-up, its first
+        # runs slow while the woken core settles) at that block's end, by its fastest run.
+        judged = BLOCK_RUNS if up else 1
+        if timed and threads == self._candidate and len(candidate) == judged:
+            if min(candidate) > _median(self._timed[self.current]) * CLEAR_LOSS:
+                self._plan = []  # not worth more
                 self._end_trial(switch=False, clear_loss=True)
                 return
-        if timed and threads == self._candidate and len(candidate) == BLOCK_RUNS:
+        if not up and timed and threads == self._candidate and len(candidate) == BLOCK_RUNS:
             if _median(candidate) >= _median(self._timed[self.current]):
                 self._plan = []  # lost the first pair of blocks: it cannot switch, end it here
         if not self._plan:
@@ -159,6 +169,7 @@ class ThreadChoice:
                 (candidate[:BLOCK_RUNS], current[:BLOCK_RUNS]),
                 (candidate[BLOCK_RUNS:], current[BLOCK_RUNS:]),
             ]  # blocks side by side (one pair where the first ended the trial)
+            del pairs[0 if up else 1]  # the pair whose block on more threads followed fewer
             each = all(_median(c) < _median(k) for c, k in pairs if c and k)
             settled = self._settled_runs()
             ratio = _median(settled[self._candidate]) / _median(settled[self.current])
