@@ -222,19 +222,27 @@ def test_either_way_a_count_7_percent_faster_is_taken():
     assert used[-100:].count(4) > 90
 
 
+def run_waking(two: float, wake: float, runs: int) -> list[int]:
+    """The counts used over `runs` runs from one thread, one thread's runs taking 1 and two
+    threads' `two`, except that after runs on one thread the runs on two take longer while the
+    woken core settles: (1 + wake), (1 + wake / 2), ... times `two` (the first is untimed)."""
+    choice, used, settled = ThreadChoice(2), [], 0
+    choice.current = 1
+    for _ in range(runs):
+        threads = choice.next_threads()
+        settled = settled + 1 if threads == 2 else 0
+        seconds = 1.0 if threads == 1 else two * (1 + wake * 0.5 ** (settled - 1))
+        choice.observe(threads, seconds)
+        used.append(threads)
+    return used
+
+
 def test_a_woken_core_settling_weighs_on_trials_up_as_on_trials_down():
     # two threads 20% faster back to back, but after runs on one thread the first runs on two
     # are slower while the woken core settles (+80%, +40%, +20%, ...: the first is untimed).
     # With the candidate's blocks first and last, both blocks of a trial up paid for it and
     # the chooser stayed on one thread; now one block of each trial does, up or down.
-    choice, used, settled = ThreadChoice(2), [], 0
-    choice.current = 1
-    for _ in range(400):
-        threads = choice.next_threads()
-        settled = settled + 1 if threads == 2 else 0
-        seconds = 1.0 if threads == 1 else 0.8 * (1 + 0.8 * 0.5 ** (settled - 1))
-        choice.observe(threads, seconds)
-        used.append(threads)
+    used = run_waking(two=0.8, wake=0.8, runs=400)
     assert used[:4] == [1, 1, 1, 1] and used[4:17] == TRIAL_UP  # switched at the first trial
     assert used[100:].count(2) / len(used[100:]) > 0.9
 
@@ -314,13 +322,6 @@ def test_a_slow_wake_up_does_not_keep_one_thread_where_two_are_faster():
     # beside every core busy the woken worker waits for a core: the first runs on two threads
     # after runs on one take up to 2.5x (the first is untimed), two threads are 20% faster once
     # settled. Judged at its first timed run, each trial up lost clearly and it stayed on one.
-    choice, used, settled = ThreadChoice(2), [], 0
-    choice.current = 1
-    for _ in range(400):
-        threads = choice.next_threads()
-        settled = settled + 1 if threads == 2 else 0
-        seconds = 1.0 if threads == 1 else 0.8 * (1 + 1.5 * 0.5 ** (settled - 1))
-        choice.observe(threads, seconds)
-        used.append(threads)
+    used = run_waking(two=0.8, wake=1.5, runs=400)
     assert used[4:17] == TRIAL_UP  # switched at the first trial
     assert used[100:].count(2) / len(used[100:]) > 0.9
