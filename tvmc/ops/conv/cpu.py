@@ -548,7 +548,7 @@ def conv_lowering(
     copies: list[Kernel] = []
     if shuffle > 1 and p.schedule != "depthwise":
         x, copy = _shuffled_copy(ctx, x, shuffle, lanes)
-        copies, shuffle = [copy], 1
+        copies = [copy]
     if isinstance(p.tiling, WinogradLayout):
         assert x.buffer is not None and w.value is not None, "plan checked both"
         weights = weight_fn(np.asarray(w.value, np.float32))
@@ -597,13 +597,12 @@ def conv_lowering(
     source = geo.transformed_from or geo  # the conv the input transform reads
     assert source.channel_stride == cs, "a flat conv reads its source's planes as they are"
     if source.is_identity and p.in_place and readable and not p.channel_pad:
-        rank = x_buf.ndim
 
-        def load(off: Expr, w: int) -> Expr:  # a flat offset through the last axis (row-major)
-            return x_buf[(*(const(0),) * (rank - 1), lane_index(off, w))]
+        def load(off: Expr, w: int) -> Expr:
+            return x_buf[_flat(x_buf, lane_index(off, w))]
 
         def fetch(off: Expr) -> Stmt:
-            return prefetch(x_buf, (*(const(0),) * (rank - 1), minimum(off, x_buf.size - 1)))
+            return prefetch(x_buf, _flat(x_buf, minimum(off, x_buf.size - 1)))
 
         ops = operands(load, fetch, base, cs)
     else:
@@ -831,6 +830,11 @@ def _depthwise(
     return loop("ng", count, channel, "parallel" if parallel and count > 1 else "serial")
 
 
+def _flat(buf: Buffer, offset: Expr) -> tuple[Expr, ...]:
+    """The index of `buf` that reaches `offset` elements in (row-major) through its last axis."""
+    return (*(const(0),) * (buf.ndim - 1), offset)
+
+
 def _shuffled_copy(
     ctx: LowerContext, x: TensorRef, groups: int, lanes: int
 ) -> tuple[TensorRef, Kernel]:  # fmt: skip
@@ -841,16 +845,15 @@ def _shuffled_copy(
     batch, channels, *spatial = x.shape
     plane = math.prod(spatial)
     dst = ctx.temp(x.shape, src.dtype, "shuffled")
-    rank = src.ndim
-
-    def flat(i: Expr) -> tuple[Expr, ...]:  # a flat offset through the last axis (row-major)
-        return (*(const(0),) * (rank - 1), i)
 
     def channel(nc: Expr) -> Stmt:
         n, c = nc // channels, nc % channels
         start = (n * channels + shuffled_channel(c, groups, channels)) * plane
         return vector_range(
-            0, plane, lanes, lambda i: dst.store(flat(nc * plane + i), src[flat(start + i)])
+            0,
+            plane,
+            lanes,
+            lambda i: dst.store(_flat(dst, nc * plane + i), src[_flat(src, start + i)]),
         )
 
     count = batch * channels
