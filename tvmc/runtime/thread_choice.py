@@ -30,9 +30,9 @@ with it in the medians, fewer threads had to win by 10%, and beside one busy cor
 light_resnet50 stayed on two threads 10% slower than one; with it in the pairs (and a clear loss
 judged at a trial up's first timed run), beside every core busy, where the woken worker waits
 for a core, light_shufflenet stayed on one thread 10% slower than two. A disturbance of a few
-runs (another runtime's threads spinning for milliseconds after its own work) neither moves
-the median watched in two windows in a row nor wins a block. A switch needs the candidate to
-win the other pair of blocks, so a trial down ends as soon as it lost the first; a clear loss
+runs (another runtime's threads spinning for milliseconds after its own work) does not move the
+median watched in two windows in a row. A switch needs the candidate to win the other pair of
+blocks, so a trial down ends as soon as it lost the first; a clear loss
 ends a trial at the candidate's first timed run, a trial up at its first block's end (by that
 block's fastest run).
 
