@@ -7,12 +7,14 @@ on 2 threads always ("fixed", TVMC_ADAPTIVE_THREADS=0) and on 1 thread (the same
 onnxruntime and OpenVINO on 2 threads (benchmarks/baselines.py), after tvmc's default has run
 untimed beside the neighbour for a while (`settle`: the thread count it learns). Printed:
 median milliseconds (each runtime for at least --seconds, in blocks of at most 0.1 s, as
-`make bench` times them) and the slowdown against the same runtime alone. A summary checks what
-the thread pool promises: tvmc slows down no more than onnxruntime, and 2 threads never take longer
-than 1. `TVMC_THREAD_POOL=gomp` measures libgomp instead of tvmc's pool. The alone row also
-gives the round trip of a cache line between the first two CPUs before and after its timing
+`make bench` times them) and the slowdown against the same runtime alone, timed before and
+after the neighbours ("alone again"), the faster of the two. A summary checks what the thread
+pool promises: tvmc slows down no more than onnxruntime, and 2 threads never take longer than 1.
+`TVMC_THREAD_POOL=gomp` measures libgomp instead of tvmc's pool. The alone rows also give the
+round trip of a cache line between the first two CPUs before and after their timing
 (benchmarks/core_latency.py): where the host ran the vCPUs apart then (hundreds of ns, not
-tens), every runtime's alone time is slow and its slowdowns read low.
+tens), every runtime's alone time is slow, most for those a second core speeds most, and their
+slowdowns read low; timing alone twice keeps one such stretch from setting the baseline.
 """
 
 from __future__ import annotations
@@ -95,6 +97,21 @@ def cell_failures(
     return failures
 
 
+def alone_baseline(
+    cells: list[tuple[str, dict[str, float], float, str, bool]],
+) -> tuple[dict[str, float], bool]:  # fmt: skip
+    """Each runtime's alone time, the faster of its alone cells (timed before and after the
+    neighbours: a host that runs the cores apart for a while slows one of them, the runtimes
+    that gain most from a second core most), or the first cell's without one; and whether every
+    alone cell was timed with the cores apart. cells: (neighbour, ms per runtime, load average,
+    note, apart)."""
+    alone = [(ms, apart) for n, ms, _, _, apart in cells if n == "alone"]
+    if not alone:
+        return cells[0][1], False
+    best = {k: min(ms[k] for ms, _ in alone) for k in alone[0][0]}
+    return best, all(apart for _, apart in alone)
+
+
 def settle(run) -> int:
     """`run` untimed SETTLE_RUNS times, or for SETTLE_SECONDS where that comes first: how many."""
     start, runs = time.perf_counter(), 0
@@ -130,9 +147,12 @@ def main() -> None:
             keys = list(fns)
             print(f"\n{name}: median ms (slowdown against alone)")
             print(f"{'neighbours':10} {'load avg':>8} " + " ".join(f"{k:>18}" for k in keys))
-            alone: dict[str, float] = {}
-            apart = False  # the alone cell timed with the cores apart
-            for n in neighbours:
+            # alone again after the neighbours: slowdowns are against each runtime's faster alone
+            order = neighbours + (
+                ["alone"] if "alone" in neighbours and len(neighbours) > 1 else []
+            )
+            cells: list[tuple[str, dict[str, float], float, str, bool]] = []
+            for n in order:
                 set_num_threads(args.threads)
                 with Load(PRESETS[n]):
                     settled = settle(fns[keys[0]])
@@ -145,23 +165,30 @@ def main() -> None:
                     load_average = os.getloadavg()[0]
                 set_num_threads(args.threads)
                 runs = {k: v - before.get(k, 0) for k, v in executor.thread_runs.items()}
-                ms = dict(zip(keys, times))
-                if not alone:
-                    alone = ms
-                cells = []
-                for k in keys:
-                    factor = ms[k] / alone[k]
-                    slowdowns[n].setdefault(k, []).append(factor)
-                    cells.append(f"{ms[k]:9.2f} (x{factor:5.2f})")
                 trip = f"; cores' round trip {describe(cores)} ns" if cores else ""
                 one = (f"  ({keys[0]} on 1 thread: {runs.get(1, 0)} of {sum(runs.values())} runs,"
                        f" after {settled} untimed{trip})")  # fmt: skip
-                print(f"{n:10} {load_average:8.1f} " + " ".join(f"{c:>18}" for c in cells) + one)
-                sys.stdout.flush()
-                if sample:
-                    apart = bool(cores) and far_apart(cores, fastest_seen(cores) or math.inf)
-                    apart_alone += [name] if apart else []
-                failures += cell_failures(f"{name} {n}", keys, ms, alone, apart)
+                apart = bool(cores) and far_apart(cores, fastest_seen(cores) or math.inf)
+                cells.append((n, dict(zip(keys, times)), load_average, one, apart))
+                print(f"  {name} {n}: timed", file=sys.stderr, flush=True)
+            alone, apart = alone_baseline(cells)
+            alone_cells = 0
+            for n, ms, load_average, one, _ in cells:
+                row = []
+                for k in keys:
+                    factor = ms[k] / alone[k]
+                    if n != "alone":
+                        slowdowns[n].setdefault(k, []).append(factor)
+                    row.append(f"{ms[k]:9.2f} (x{factor:5.2f})")
+                label = "alone again" if n == "alone" and alone_cells else n
+                alone_cells += n == "alone"
+                print(f"{label:10} {load_average:8.1f} " + " ".join(f"{c:>18}" for c in row) + one)
+                if n != "alone":
+                    failures += cell_failures(f"{name} {n}", keys, ms, alone, apart)
+            if "alone" in neighbours:
+                slowdowns["alone"] = {k: [1.0] for k in keys}
+            apart_alone += [name] if apart else []
+            sys.stdout.flush()
             set_num_threads(None)
             fns = None  # free the baselines' thread pools
     print("\ngeometric-mean slowdown against alone, per neighbour")
