@@ -25,6 +25,7 @@ import os
 import sys
 import tempfile
 import time
+from typing import NamedTuple
 
 import onnx
 from baselines import onnxruntime_session, openvino_session
@@ -97,19 +98,26 @@ def cell_failures(
     return failures
 
 
-def alone_baseline(
-    cells: list[tuple[str, dict[str, float], float, str, bool]],
-) -> tuple[dict[str, float], bool]:  # fmt: skip
+class Cell(NamedTuple):
+    """One model beside one neighbour, as timed."""
+
+    neighbour: str
+    ms: dict[str, float]  # median per runtime
+    load_average: float
+    note: str  # how tvmc's default ran (and the cores' round trip, alone)
+    apart: bool  # timed alone with the cores apart
+
+
+def alone_baseline(cells: list[Cell]) -> tuple[dict[str, float], bool]:
     """Each runtime's alone time, the faster of its alone cells (timed before and after the
     neighbours: a host that runs the cores apart for a while slows one of them, the runtimes
     that gain most from a second core most), or the first cell's without one; and whether every
-    alone cell was timed with the cores apart. cells: (neighbour, ms per runtime, load average,
-    note, apart)."""
-    alone = [(ms, apart) for n, ms, _, _, apart in cells if n == "alone"]
+    alone cell was timed with the cores apart."""
+    alone = [c for c in cells if c.neighbour == "alone"]
     if not alone:
-        return cells[0][1], False
-    best = {k: min(ms[k] for ms, _ in alone) for k in alone[0][0]}
-    return best, all(apart for _, apart in alone)
+        return cells[0].ms, False
+    best = {k: min(c.ms[k] for c in alone) for k in alone[0].ms}
+    return best, all(c.apart for c in alone)
 
 
 def settle(run) -> int:
@@ -151,7 +159,7 @@ def main() -> None:
             order = neighbours + (
                 ["alone"] if "alone" in neighbours and len(neighbours) > 1 else []
             )
-            cells: list[tuple[str, dict[str, float], float, str, bool]] = []
+            cells: list[Cell] = []
             for n in order:
                 set_num_threads(args.threads)
                 with Load(PRESETS[n]):
@@ -169,7 +177,7 @@ def main() -> None:
                 one = (f"  ({keys[0]} on 1 thread: {runs.get(1, 0)} of {sum(runs.values())} runs,"
                        f" after {settled} untimed{trip})")  # fmt: skip
                 apart = bool(cores) and far_apart(cores, fastest_seen(cores) or math.inf)
-                cells.append((n, dict(zip(keys, times)), load_average, one, apart))
+                cells.append(Cell(n, dict(zip(keys, times)), load_average, one, apart))
                 print(f"  {name} {n}: timed", file=sys.stderr, flush=True)
             alone, apart = alone_baseline(cells)
             alone_cells = 0
@@ -177,16 +185,14 @@ def main() -> None:
                 row = []
                 for k in keys:
                     factor = ms[k] / alone[k]
-                    if n != "alone":
-                        slowdowns[n].setdefault(k, []).append(factor)
+                    slowdowns[n].setdefault(k, []).append(1.0 if n == "alone" else factor)
                     row.append(f"{ms[k]:9.2f} (x{factor:5.2f})")
                 label = "alone again" if n == "alone" and alone_cells else n
                 alone_cells += n == "alone"
                 print(f"{label:10} {load_average:8.1f} " + " ".join(f"{c:>18}" for c in row) + one)
-                if n != "alone":
-                    failures += cell_failures(f"{name} {n}", keys, ms, alone, apart)
-            if "alone" in neighbours:
-                slowdowns["alone"] = {k: [1.0] for k in keys}
+                # an alone cell checks two threads against one only (against itself, no slowdown)
+                baseline = ms if n == "alone" else alone
+                failures += cell_failures(f"{name} {label}", keys, ms, baseline, apart)
             apart_alone += [name] if apart else []
             sys.stdout.flush()
             set_num_threads(None)

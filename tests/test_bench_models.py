@@ -217,9 +217,10 @@ def test_the_noisy_baseline_is_each_runtimes_faster_alone_cell():
     before = dict(zip(KEYS, [4.0, 4.0, 6.0, 9.0]))  # onnxruntime slow: the cores apart
     loaded = dict(zip(KEYS, [1.0, 1.0, 1.0, 1.0]))
     after = dict(zip(KEYS, [4.2, 3.9, 6.1, 6.0]))
-    cells = [("alone", before, 0.1, "", True), ("mixed", loaded, 7.0, "", False),
-             ("alone", after, 0.1, "", False)]  # fmt: skip
+    cell = noisy.Cell
+    cells = [cell("alone", before, 0.1, "", True), cell("mixed", loaded, 7.0, "", False),
+             cell("alone", after, 0.1, "", False)]  # fmt: skip
     assert noisy.alone_baseline(cells) == (dict(zip(KEYS, [4.0, 3.9, 6.0, 6.0])), False)
-    cells[2] = ("alone", after, 0.1, "", True)
+    cells[2] = cell("alone", after, 0.1, "", True)
     assert noisy.alone_baseline(cells)[1]  # apart only when every alone cell was
     assert noisy.alone_baseline(cells[1:2]) == (loaded, False)  # no alone cell: the first cell
