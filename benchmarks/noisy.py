@@ -141,6 +141,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     neighbours = args.neighbours.split(",")
+    unknown = [n for n in neighbours if n not in PRESETS] + [
+        m for m in args.models if m not in LIGHT_MODELS
+    ]
+    if unknown:
+        parser.error(f"unknown neighbour or model: {', '.join(unknown)}")
     pool = os.environ.get("TVMC_THREAD_POOL") or "tvmc pool"
     print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} before; tvmc on {pool}")
     for n in neighbours:
