@@ -49,7 +49,7 @@ bench-tuned: $(STAMP)  ## tune TUNE_MODELS briefly into TUNED, then tuned vs unt
 	$(BIN)/python benchmarks/tune_models.py $(TUNED) $(TUNE_MODELS) --trials-per-task $(TUNE_TRIALS)
 	$(BIN)/python benchmarks/models.py --tuned $(TUNED) $(TUNE_MODELS)
 
-bench-noisy: $(STAMP)  ## slowdowns beside busy neighbours (one core, all cores, mixed load); ~10 min
+bench-noisy: $(STAMP)  ## slowdowns beside busy neighbours (one core, all cores, mixed load); ~12 min
 	$(BIN)/python benchmarks/noisy.py $(NOISY_ARGS)
 
 bench-tune: $(STAMP)  ## best GFLOP/s after 64/128/256 trials on resnet50's heaviest convs
