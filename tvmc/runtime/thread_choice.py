@@ -33,11 +33,15 @@ for a core, light_shufflenet stayed on one thread 10% slower than two. A disturb
 runs (another runtime's threads spinning for milliseconds after its own work) does not move the
 median watched in two windows in a row. A switch needs the candidate to win the other pair of
 blocks, so a trial down ends as soon as it lost the first; a clear loss
-ends a trial at the candidate's first timed run, a trial up at its first block's end (by that
-block's fastest run).
+ends a trial at the candidate's first run, a trial up at the end of its first BLOCK_RUNS timed
+runs (by the fastest). Where runs are short, blocks last SETTLE_SECONDS and the runs on fewer
+threads in the first SETTLE_SECONDS after a drop are not timed: the kernel takes that long to
+re-place a busy machine's threads, and runs before then judged the transient (beside every core
+busy, light_inception_v1 on one thread ran fast for 3-4 runs after two, then slow).
 
-Policy constants below are ratios and run counts, not timings: nothing here depends on the
-machine. $TVMC_ADAPTIVE_THREADS=0 turns it off (every run on the count set).
+Policy constants below are ratios, run counts and one time of the kernel's (SETTLE_SECONDS), no
+speed: nothing here depends on the machine. $TVMC_ADAPTIVE_THREADS=0 turns it off (every run on
+the count set).
 """
 
 from __future__ import annotations
@@ -48,7 +52,15 @@ WINDOW = 5  # recent runs of the rung in use whose median is watched for a chang
 DRIFT = 1.3  # that median moved by this factor from the last trial's last block of the rung ...
 DRIFT_WINDOWS = 2  # ... in this many windows in a row: the machine changed, hold a trial now
 MOST_DRIFT_WINDOWS = 8  # the most that DRIFT_WINDOWS doubles to after trials it started in vain
-BLOCK_RUNS = 3  # timed runs per block of a trial
+BLOCK_RUNS = 3  # timed runs per block of a trial (more where runs are short: SETTLE_SECONDS)
+# After an inference's thread count drops, the kernel re-places the machine's busy threads over
+# tens of milliseconds (beside every core busy, one thread after two ran 19 ms for 60-80 ms,
+# then 30-39 until ~160 ms, then 19 or 35 in streaks of 5-8 runs): a trial's runs on fewer
+# threads within this long of the drop are not timed, and its blocks last at least this long,
+# so that neither the transient nor one streak decides. A time of the kernel's, not a speed of
+# the machine; a trial of long blocks is as costly as more runs between trials, so the
+# intervals grow by the candidate's runs in the last trial.
+SETTLE_SECONDS = 0.25
 FIRST_INTERVAL = 4  # runs before the first trial, and after a switch or a change of the machine
 CLOSE_INTERVAL = 64  # most runs between trials while the rungs tried are about as fast
 MAX_INTERVAL = 256  # most runs between trials while they lose clearly
@@ -86,6 +98,9 @@ class ThreadChoice:
         self._drift_windows = DRIFT_WINDOWS  # moved windows in a row that start a trial now
         self._drift_trial = False  # the trial under way was started by a change of the machine
         self._interval = FIRST_INTERVAL
+        self._block = BLOCK_RUNS  # timed runs per block of the trial under way
+        self._candidate_runs = 0  # the trial's runs on the candidate, timed or not
+        self._scale = 1.0  # the last trial's runs on the candidate over those of 3-run blocks
         self._since_trial = 0
         self._plan: list[tuple[int, bool]] = []  # the trial's runs to come: (count, timed)
         self._candidate = full
@@ -113,7 +128,7 @@ class ThreadChoice:
             if self._moved_windows >= self._drift_windows:  # what the other rungs did is stale
                 self._interval = FIRST_INTERVAL
                 self._drift_trial = True
-        if self._since_trial >= self._interval:
+        if self._since_trial >= self._interval * self._scale:
             self._start_trial()
 
     def _moved(self) -> bool:
@@ -135,39 +150,54 @@ class ThreadChoice:
         assert candidate is not None  # a ladder has two rungs or more here
         self._next_fewer = not self._next_fewer
         self._candidate = candidate
+        # a run of the rung in use as it runs now: the window, else the last trial's last block
+        run = _median(self._window) if self._window else self._baseline or SETTLE_SECONDS
+        settle = int(SETTLE_SECONDS / run)  # untimed runs after a change to fewer threads
+        self._block = max(BLOCK_RUNS, settle)
         self._plan, before = [], self.current
         for n in (self.current, candidate, candidate, self.current):
-            if n > before:
-                self._plan.append((n, False))  # wakes the workers: not timed
-            self._plan += [(n, True)] * BLOCK_RUNS
+            if n != before:  # on more threads, the first run wakes the workers: never timed
+                self._plan += [(n, False)] * (1 if n > before else settle)
+            self._plan += [(n, True)] * self._block
             before = n
         self._timed = {candidate: [], self.current: []}
+        self._candidate_runs = 0  # timed or not
         self._since_trial = 0
         self._moved_windows = 0
 
     def _trial_run(self, threads: int, seconds: float) -> None:
         _, timed = self._plan.pop(0)
+        self._candidate_runs += threads == self._candidate
         if timed:
             self._timed[threads].append(seconds)
         candidate = self._timed[self._candidate]
         up = self._candidate > self.current
-        # A clear loss against the runs just before ends the trial: at the candidate's first
-        # run, or in a trial up (whose first candidate block follows the wake-up, its first
-        # runs slow while the woken core settles) at that block's end, by its fastest run.
-        judged = BLOCK_RUNS if up else 1
-        if timed and threads == self._candidate and len(candidate) == judged:
-            if min(candidate) > _median(self._timed[self.current]) * CLEAR_LOSS:
-                self._plan = []  # not worth more
-                self._end_trial(switch=False, clear_loss=True)
-                return
-        if not up and timed and threads == self._candidate and len(candidate) == BLOCK_RUNS:
+        # A clear loss against the runs just before ends the trial. Going down, at the
+        # candidate's first run, settling or not (a trial that loses clearly, as fewer threads
+        # do on a quiet machine, costs one run), against the slowest of the block before: beside
+        # busy cores single runs vary by half, and the first after a drop can land in the slow
+        # half. Going up (the first runs slow while the woken core settles), at its BLOCK_RUNS-th
+        # timed run, the fastest of them against the block's median.
+        before = self._timed[self.current]
+        if threads != self._candidate:
+            lost = False
+        elif up:
+            first = timed and len(candidate) == BLOCK_RUNS
+            lost = first and min(candidate) > _median(before) * CLEAR_LOSS
+        else:
+            lost = self._candidate_runs == 1 and seconds > max(before) * CLEAR_LOSS
+        if lost:
+            self._plan = []  # not worth more
+            self._end_trial(switch=False, clear_loss=True)
+            return
+        if not up and timed and threads == self._candidate and len(candidate) == self._block:
             if _median(candidate) >= _median(self._timed[self.current]):
                 self._plan = []  # lost the first pair of blocks: it cannot switch, end it here
         if not self._plan:
             current = self._timed[self.current]
             pairs = [
-                (candidate[:BLOCK_RUNS], current[:BLOCK_RUNS]),
-                (candidate[BLOCK_RUNS:], current[BLOCK_RUNS:]),
+                (candidate[:self._block], current[:self._block]),
+                (candidate[self._block:], current[self._block:]),
             ]  # blocks side by side (one pair where the first ended the trial)
             del pairs[0 if up else 1]  # the pair whose block on more threads followed fewer
             each = all(_median(c) < _median(k) for c, k in pairs if c and k)
@@ -181,10 +211,16 @@ class ThreadChoice:
         going up), where the count's other block ran."""
         more = max(self.current, self._candidate)
         times = self._timed[more]
-        settled = times[BLOCK_RUNS:] if more == self._candidate else times[:BLOCK_RUNS]
+        settled = times[self._block:] if more == self._candidate else times[:self._block]
         return {**self._timed, more: settled or times}
 
     def _end_trial(self, switch: bool, clear_loss: bool) -> None:
+        # A trial's cost is its runs on the candidate. Where it ran longer ones than with blocks
+        # of BLOCK_RUNS and no settling (runs shorter than SETTLE_SECONDS), the runs between
+        # trials grow in proportion, so that trials take the same share of the runs.
+        timed = len(self._timed[self._candidate])
+        short = max(1, round(timed * BLOCK_RUNS / self._block)) + (self._candidate > self.current)
+        self._scale = max(1.0, self._candidate_runs / short)
         if switch:
             self.current = self._candidate
             self._interval = FIRST_INTERVAL
@@ -198,7 +234,7 @@ class ThreadChoice:
         # the rung now in use as the trial last saw it: a machine that changes right after the
         # trial moves the next windows away from it (a baseline taken from the first window
         # after the trial would already be the changed machine, and hide the change)
-        last_block = self._timed[self.current][-BLOCK_RUNS:]
+        last_block = self._timed[self.current][-self._block:]
         self._baseline = _median(last_block) if last_block else None
         self._window.clear()
         self._since_trial = 0
