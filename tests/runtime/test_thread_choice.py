@@ -365,3 +365,17 @@ def test_trials_of_short_runs_take_the_same_share_of_the_runs():
     assert 0 < share_on_one(0.002, 30000) < 1.5 * long_runs
     blocks = simulate(ThreadChoice(2), noisy({2: 0.002, 1: 0.0021}), 1000)
     assert longest_run_of(1, blocks) >= thread_choice.SETTLE_SECONDS / 0.0021  # long blocks
+
+
+def test_a_hiccup_in_a_long_block_does_not_cost_whole_trials_on_a_quiet_machine():
+    # runs of 2 ms, one in 50 three times as long; one thread 1.6x slower: each trial ends at
+    # its first run on one thread (against the slowest of the whole block before, a hiccup,
+    # each trial ran 0.5 s on one thread and a third of the runs were on it)
+    rng = np.random.default_rng(5)
+
+    def times(threads: int, i: int) -> float:
+        hiccup = 3.0 if rng.random() < 0.02 else 1.0
+        return 0.002 * (1.6 if threads == 1 else 1.0) * hiccup * rng.uniform(0.97, 1.03)
+
+    used = simulate(ThreadChoice(2), times, 5000)  # 10 s
+    assert used.count(1) / len(used) < 0.01

@@ -99,6 +99,8 @@ class ThreadChoice:
         self._drift_trial = False  # the trial under way was started by a change of the machine
         self._interval = FIRST_INTERVAL
         self._block = BLOCK_RUNS  # timed runs per block of the trial under way
+        self._settle = 0  # untimed runs after a drop to fewer threads in it
+        self._fastest = float("inf")
         self._candidate_runs = 0  # the trial's runs on the candidate, timed or not
         self._scale = 1.0  # the last trial's runs on the candidate over those of 3-run blocks
         self._since_trial = 0
@@ -152,7 +154,7 @@ class ThreadChoice:
         self._candidate = candidate
         # a run of the rung in use as it runs now: the window, else the last trial's last block
         run = _median(self._window) if self._window else self._baseline or SETTLE_SECONDS
-        settle = int(SETTLE_SECONDS / run)  # untimed runs after a change to fewer threads
+        settle = self._settle = int(SETTLE_SECONDS / run)  # untimed runs after a drop
         self._block = max(BLOCK_RUNS, settle)
         self._plan, before = [], self.current
         for n in (self.current, candidate, candidate, self.current):
@@ -162,6 +164,7 @@ class ThreadChoice:
             before = n
         self._timed = {candidate: [], self.current: []}
         self._candidate_runs = 0  # timed or not
+        self._fastest = float("inf")  # of the candidate's first runs, going down
         self._since_trial = 0
         self._moved_windows = 0
 
@@ -172,20 +175,23 @@ class ThreadChoice:
             self._timed[threads].append(seconds)
         candidate = self._timed[self._candidate]
         up = self._candidate > self.current
-        # A clear loss against the runs just before ends the trial. Going down, at the
-        # candidate's first run, settling or not (a trial that loses clearly, as fewer threads
-        # do on a quiet machine, costs one run), against the slowest of the block before: beside
-        # busy cores single runs vary by half, and the first after a drop can land in the slow
-        # half. Going up (the first runs slow while the woken core settles), at its BLOCK_RUNS-th
-        # timed run, the fastest of them against the block's median.
-        before = self._timed[self.current]
+        # A clear loss against the runs just before ends the trial, judged by the candidate's
+        # fastest run against the median of the block before. Going down, of its first run
+        # (timed or not: a trial that loses clearly, as fewer threads do on a quiet machine,
+        # costs one run), or of its first BLOCK_RUNS where runs after a drop settle (beside busy
+        # cores single runs vary by half, and those right after a drop can land in the slow
+        # half). Going up (the first runs slow while the woken core settles), of its first
+        # BLOCK_RUNS timed runs.
+        if threads == self._candidate and not up and self._candidate_runs <= BLOCK_RUNS:
+            self._fastest = min(self._fastest, seconds)
         if threads != self._candidate:
             lost = False
         elif up:
             first = timed and len(candidate) == BLOCK_RUNS
-            lost = first and min(candidate) > _median(before) * CLEAR_LOSS
+            lost = first and min(candidate) > _median(self._timed[self.current]) * CLEAR_LOSS
         else:
-            lost = self._candidate_runs == 1 and seconds > max(before) * CLEAR_LOSS
+            first = self._candidate_runs == min(BLOCK_RUNS, self._settle + 1)
+            lost = first and self._fastest > _median(self._timed[self.current]) * CLEAR_LOSS
         if lost:
             self._plan = []  # not worth more
             self._end_trial(switch=False, clear_loss=True)
