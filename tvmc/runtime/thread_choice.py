@@ -33,11 +33,12 @@ for a core, light_shufflenet stayed on one thread 10% slower than two. A disturb
 runs (another runtime's threads spinning for milliseconds after its own work) does not move the
 median watched in two windows in a row. A switch needs the candidate to win the other pair of
 blocks, so a trial down ends as soon as it lost the first; a clear loss
-ends a trial at the candidate's first run, a trial up at the end of its first BLOCK_RUNS timed
-runs (by the fastest). Where runs are short, blocks last SETTLE_SECONDS and the runs on fewer
-threads in the first SETTLE_SECONDS after a drop are not timed: the kernel takes that long to
-re-place a busy machine's threads, and runs before then judged the transient (beside every core
-busy, light_inception_v1 on one thread ran fast for 3-4 runs after two, then slow).
+ends a trial at the candidate's first run (the fastest of its first BLOCK_RUNS where runs after
+a drop settle), a trial up at the end of its first BLOCK_RUNS timed runs (by the fastest).
+Where runs are short, blocks last SETTLE_SECONDS and the runs on fewer threads in the first
+SETTLE_SECONDS after a drop are not timed: the kernel takes that long to re-place a busy
+machine's threads, and runs before then judged the transient (beside every core busy,
+light_inception_v1 on one thread ran fast for 3-4 runs after two, then slow).
 
 Policy constants below are ratios, run counts and one time of the kernel's (SETTLE_SECONDS), no
 speed: nothing here depends on the machine. $TVMC_ADAPTIVE_THREADS=0 turns it off (every run on
