@@ -352,7 +352,6 @@ def test_one_thread_fast_until_the_kernel_re_places_the_neighbours_does_not_win(
     assert run_replacing(3000, (19, 30), transient=0.08)[200:].count(2) > 0.9 * 2800
 
 
-
 def test_trials_of_short_runs_take_the_same_share_of_the_runs():
     # runs of 2 ms: blocks and the settling after a drop last SETTLE_SECONDS (125 runs, not 3),
     # and the runs between trials grow alike; one thread 5% slower, so no trial ends early
@@ -379,3 +378,14 @@ def test_a_hiccup_in_a_long_block_does_not_cost_whole_trials_on_a_quiet_machine(
 
     used = simulate(ThreadChoice(2), times, 5000)  # 10 s
     assert used.count(1) / len(used) < 0.01
+
+
+def test_a_long_trial_plans_its_blocks_not_each_run():
+    # a model of 20 us: a trial's blocks are 12,500 runs long; a plan of one entry per run,
+    # taken off the front of a list, cost more per run than the run itself
+    choice = ThreadChoice(2)
+    simulate(choice, noisy({2: 20e-6, 1: 21e-6}), 20)
+    assert choice._plan and len(choice._plan) <= 6  # a trial under way, in blocks
+    used = simulate(choice, noisy({2: 20e-6, 1: 21e-6}), 100_000)
+    assert longest_run_of(1, used) >= 12_500
+    assert set(simulate(ThreadChoice(2), lambda threads, i: 0.0, 50)) <= {1, 2}  # no division

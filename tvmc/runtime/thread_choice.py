@@ -101,11 +101,13 @@ class ThreadChoice:
         self._interval = FIRST_INTERVAL
         self._block = BLOCK_RUNS  # timed runs per block of the trial under way
         self._settle = 0  # untimed runs after a drop to fewer threads in it
-        self._fastest = float("inf")
+        self._fastest = float("inf")  # of the candidate's first runs in a trial down
         self._candidate_runs = 0  # the trial's runs on the candidate, timed or not
         self._scale = 1.0  # the last trial's runs on the candidate over those of 3-run blocks
         self._since_trial = 0
-        self._plan: list[tuple[int, bool]] = []  # the trial's runs to come: (count, timed)
+        # the trial's runs to come, as [count, timed, runs]: blocks of 20-us runs are thousands
+        # of runs long, and one entry per run, taken off a list's front, cost more than the run
+        self._plan: deque[list] = deque()
         self._candidate = full
         self._timed: dict[int, list[float]] = {}  # the trial's timed runs per count
         self._next_fewer = True  # the next trial goes down the ladder (else up), where both exist
@@ -155,13 +157,14 @@ class ThreadChoice:
         self._candidate = candidate
         # a run of the rung in use as it runs now: the window, else the last trial's last block
         run = _median(self._window) if self._window else self._baseline or SETTLE_SECONDS
-        settle = self._settle = int(SETTLE_SECONDS / run)  # untimed runs after a drop
+        settle = self._settle = int(SETTLE_SECONDS / max(run, 1e-6))  # untimed runs after a drop
         self._block = max(BLOCK_RUNS, settle)
-        self._plan, before = [], self.current
+        self._plan, before = deque(), self.current
         for n in (self.current, candidate, candidate, self.current):
-            if n != before:  # on more threads, the first run wakes the workers: never timed
-                self._plan += [(n, False)] * (1 if n > before else settle)
-            self._plan += [(n, True)] * self._block
+            untimed = 0 if n == before else 1 if n > before else settle
+            if untimed:  # on more threads, the first run wakes the workers: never timed
+                self._plan.append([n, False, untimed])
+            self._plan.append([n, True, self._block])
             before = n
         self._timed = {candidate: [], self.current: []}
         self._candidate_runs = 0  # timed or not
@@ -170,7 +173,11 @@ class ThreadChoice:
         self._moved_windows = 0
 
     def _trial_run(self, threads: int, seconds: float) -> None:
-        _, timed = self._plan.pop(0)
+        step = self._plan[0]
+        timed = step[1]
+        step[2] -= 1
+        if not step[2]:
+            self._plan.popleft()
         self._candidate_runs += threads == self._candidate
         if timed:
             self._timed[threads].append(seconds)
@@ -194,17 +201,17 @@ class ThreadChoice:
             first = self._candidate_runs == min(BLOCK_RUNS, self._settle + 1)
             lost = first and self._fastest > _median(self._timed[self.current]) * CLEAR_LOSS
         if lost:
-            self._plan = []  # not worth more
+            self._plan.clear()  # not worth more
             self._end_trial(switch=False, clear_loss=True)
             return
         if not up and timed and threads == self._candidate and len(candidate) == self._block:
             if _median(candidate) >= _median(self._timed[self.current]):
-                self._plan = []  # lost the first pair of blocks: it cannot switch, end it here
+                self._plan.clear()  # lost the first pair of blocks: it cannot switch, end it here
         if not self._plan:
             current = self._timed[self.current]
             pairs = [
-                (candidate[:self._block], current[:self._block]),
-                (candidate[self._block:], current[self._block:]),
+                (candidate[: self._block], current[: self._block]),
+                (candidate[self._block :], current[self._block :]),
             ]  # blocks side by side (one pair where the first ended the trial)
             del pairs[0 if up else 1]  # the pair whose block on more threads followed fewer
             each = all(_median(c) < _median(k) for c, k in pairs if c and k)
@@ -218,7 +225,7 @@ class ThreadChoice:
         going up), where the count's other block ran."""
         more = max(self.current, self._candidate)
         times = self._timed[more]
-        settled = times[self._block:] if more == self._candidate else times[:self._block]
+        settled = times[self._block :] if more == self._candidate else times[: self._block]
         return {**self._timed, more: settled or times}
 
     def _end_trial(self, switch: bool, clear_loss: bool) -> None:
@@ -241,7 +248,7 @@ class ThreadChoice:
         # the rung now in use as the trial last saw it: a machine that changes right after the
         # trial moves the next windows away from it (a baseline taken from the first window
         # after the trial would already be the changed machine, and hide the change)
-        last_block = self._timed[self.current][-self._block:]
+        last_block = self._timed[self.current][-self._block :]
         self._baseline = _median(last_block) if last_block else None
         self._window.clear()
         self._since_trial = 0
