@@ -331,18 +331,19 @@ def run_replacing(runs: int, one: tuple[float, float], transient: float) -> list
     """Runs of a model beside every core busy, as measured: two threads 23 ms; one thread
     `one[0]` ms for `transient` seconds after runs on two threads (the busy processes not yet
     re-placed by the kernel), then `one[1]`. The clock is the runs' own times."""
-    choice, used, clock, since_two = ThreadChoice(2), [], 0.0, None
-    for _ in range(runs):
-        threads = choice.next_threads()
+    clock, since_two = 0.0, None
+
+    def seconds_of(threads: int, i: int) -> float:
+        nonlocal clock, since_two
         if threads == 2:
             seconds, since_two = 0.023, clock + 0.023
         else:
             moving = since_two is not None and clock - since_two < transient
             seconds = (one[0] if moving else one[1]) / 1e3
         clock += seconds
-        choice.observe(threads, seconds)
-        used.append(threads)
-    return used
+        return seconds
+
+    return simulate(ThreadChoice(2), seconds_of, runs)
 
 
 def test_one_thread_fast_until_the_kernel_re_places_the_neighbours_does_not_win():

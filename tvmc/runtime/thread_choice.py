@@ -100,7 +100,7 @@ class ThreadChoice:
         self._drift_trial = False  # the trial under way was started by a change of the machine
         self._interval = FIRST_INTERVAL
         self._block = BLOCK_RUNS  # timed runs per block of the trial under way
-        self._settle = 0  # untimed runs after a drop to fewer threads in it
+        self._judged_at = 1  # the candidate's run that judges a clear loss, going down
         self._fastest = float("inf")  # of the candidate's first runs in a trial down
         self._candidate_runs = 0  # the trial's runs on the candidate, timed or not
         self._scale = 1.0  # the last trial's runs on the candidate over those of 3-run blocks
@@ -157,7 +157,8 @@ class ThreadChoice:
         self._candidate = candidate
         # a run of the rung in use as it runs now: the window, else the last trial's last block
         run = _median(self._window) if self._window else self._baseline or SETTLE_SECONDS
-        settle = self._settle = int(SETTLE_SECONDS / max(run, 1e-6))  # untimed runs after a drop
+        settle = int(SETTLE_SECONDS / max(run, 1e-6))  # untimed runs after a drop
+        self._judged_at = min(BLOCK_RUNS, settle + 1)
         self._block = max(BLOCK_RUNS, settle)
         self._plan, before = deque(), self.current
         for n in (self.current, candidate, candidate, self.current):
@@ -190,20 +191,18 @@ class ThreadChoice:
         # cores single runs vary by half, and those right after a drop can land in the slow
         # half). Going up (the first runs slow while the woken core settles), of its first
         # BLOCK_RUNS timed runs.
-        if threads == self._candidate and not up and self._candidate_runs <= BLOCK_RUNS:
-            self._fastest = min(self._fastest, seconds)
-        if threads != self._candidate:
-            lost = False
-        elif up:
-            first = timed and len(candidate) == BLOCK_RUNS
-            lost = first and min(candidate) > _median(self._timed[self.current]) * CLEAR_LOSS
-        else:
-            first = self._candidate_runs == min(BLOCK_RUNS, self._settle + 1)
-            lost = first and self._fastest > _median(self._timed[self.current]) * CLEAR_LOSS
-        if lost:
-            self._plan.clear()  # not worth more
-            self._end_trial(switch=False, clear_loss=True)
-            return
+        if threads == self._candidate:
+            if up:
+                judged = timed and len(candidate) == BLOCK_RUNS
+                fastest = min(candidate[:BLOCK_RUNS], default=0.0)  # blocks can be 12,500 runs
+            else:
+                if self._candidate_runs <= self._judged_at:
+                    self._fastest = min(self._fastest, seconds)
+                judged, fastest = self._candidate_runs == self._judged_at, self._fastest
+            if judged and fastest > _median(self._timed[self.current]) * CLEAR_LOSS:
+                self._plan.clear()  # not worth more
+                self._end_trial(switch=False, clear_loss=True)
+                return
         if not up and timed and threads == self._candidate and len(candidate) == self._block:
             if _median(candidate) >= _median(self._timed[self.current]):
                 self._plan.clear()  # lost the first pair of blocks: it cannot switch, end it here
