@@ -29,8 +29,9 @@ def simulate(choice: ThreadChoice, seconds_of, runs: int) -> list[int]:
 # candidate, current); a block on two threads after runs on one starts with an untimed run
 TRIAL_DOWN = [2, 2, 2] + [1] * 6 + [2] * 4
 TRIAL_UP = [1, 1, 1] + [2] * 7 + [1, 1, 1]
-# a trial down whose candidate lost the first pair of blocks: it cannot switch, so it ends there
-TRIAL_DOWN_LOST = TRIAL_DOWN[:6]
+# a trial down whose candidate lost the first pair of blocks: it cannot switch, so it ends as
+# soon as that is known, here at two of its three runs slower than the block before's median
+TRIAL_DOWN_LOST = TRIAL_DOWN[:5]
 
 
 def noisy(times: dict[int, float], seed: int = 0):
@@ -157,7 +158,8 @@ def test_one_lucky_run_does_not_switch():
         return {2: 1.0, 1: 1.9}[threads] * rng.uniform(0.95, 1.05)
 
     used = simulate(ThreadChoice(2), times, 40)
-    assert used[4:10] == TRIAL_DOWN_LOST  # the lucky run did not move its block's median
+    # the lucky run did not move its block's median: the block lost at its third run
+    assert used[4:10] == TRIAL_DOWN[:6]
     assert used[10:18] == [2] * 8  # kept two threads; the next trial, after 8 runs,
     assert used[10:].count(1) == 1  # ends at its first run, a clear loss
 
@@ -165,7 +167,7 @@ def test_one_lucky_run_does_not_switch():
 def test_a_trial_ends_when_the_candidate_loses_its_first_pair_of_blocks():
     # one thread 5% slower: no clear loss at its first run, but its block lost to the one before
     used = simulate(ThreadChoice(2), noisy({2: 1.0, 1: 1.05}), 12)
-    assert used[4:12] == TRIAL_DOWN_LOST + [2, 2]
+    assert used[4:12] == TRIAL_DOWN_LOST + [2, 2, 2]
 
 
 def test_a_clear_loss_ends_the_trial_after_its_first_timed_run():
@@ -189,8 +191,8 @@ def test_a_machine_slowing_steadily_during_a_trial_favours_neither_count():
     # (here the candidate loses the first, which ends each trial)
     choice = ThreadChoice(2)
     used = simulate(choice, lambda threads, i: 1.03**i, 80)
-    assert used[4:10] == TRIAL_DOWN_LOST
-    assert longest_run_of(1, used) == 3 and choice.current == 2  # trials only, never a switch
+    assert used[4:9] == TRIAL_DOWN_LOST
+    assert longest_run_of(1, used) == 2 and choice.current == 2  # trials only, never a switch
 
 
 def test_waking_the_workers_is_not_charged_to_more_threads():
@@ -203,7 +205,7 @@ def test_waking_the_workers_is_not_charged_to_more_threads():
         choice.observe(threads, seconds)
         used.append(threads)
         last = threads
-    assert longest_run_of(1, used) == 3 and choice.current == 2  # trials only, never a switch
+    assert longest_run_of(1, used) == 2 and choice.current == 2  # trials only, never a switch
     assert used[200:].count(2) / len(used[200:]) > 0.9  # trials every 64 runs: about as fast
 
 
@@ -365,6 +367,31 @@ def test_trials_of_short_runs_take_the_same_share_of_the_runs():
     assert 0 < share_on_one(0.002, 30000) < 1.5 * long_runs
     blocks = simulate(ThreadChoice(2), noisy({2: 0.002, 1: 0.0021}), 1000)
     assert longest_run_of(1, blocks) >= thread_choice.SETTLE_SECONDS / 0.0021  # long blocks
+
+
+def test_a_long_block_ends_at_the_run_that_loses_it():
+    # runs of 20 ms: 12 untimed runs on one thread after the drop, then a block of 12 whose
+    # median must beat the block before's; one thread 10% slower (no clear loss), so the block
+    # has lost at its sixth run (six of twelve at or over that median), not its twelfth
+    used = simulate(ThreadChoice(2), noisy({2: 0.020, 1: 0.022}), 60)
+    assert used[4:38] == [2] * 12 + [1] * 18 + [2] * 4
+
+
+def test_a_long_block_slow_at_first_but_won_runs_to_its_end():
+    # the same block's first five runs slow, the other seven fast: its median wins, so the
+    # trial goes on, and one thread, 10% faster once settled, is taken
+    ones = itertools.count()
+
+    def times(threads: int, i: int) -> float:
+        if threads == 2:
+            return 0.020
+        n = next(ones)  # 12 untimed, then the block
+        return 0.024 if 12 <= n < 17 else 0.018
+
+    choice = ThreadChoice(2)
+    used = simulate(choice, times, 65)
+    assert used[4:] == [2] * 12 + [1] * (12 + 12 + 12) + [2] * (1 + 12)  # the whole trial
+    assert choice.current == 1
 
 
 def test_a_hiccup_in_a_long_block_does_not_cost_whole_trials_on_a_quiet_machine():

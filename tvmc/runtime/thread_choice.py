@@ -32,7 +32,8 @@ judged at a trial up's first timed run), beside every core busy, where the woken
 for a core, light_shufflenet stayed on one thread 10% slower than two. A disturbance of a few
 runs (another runtime's threads spinning for milliseconds after its own work) does not move the
 median watched in two windows in a row. A switch needs the candidate to win the other pair of
-blocks, so a trial down ends as soon as it lost the first; a clear loss
+blocks, so a trial down ends as soon as it lost the first: at the run that puts half its block
+at or over the median of the block before (a long block need not run to its end); a clear loss
 ends a trial at the candidate's first run (the fastest of its first BLOCK_RUNS where runs after
 a drop settle), a trial up at the end of its first BLOCK_RUNS timed runs (by the fastest).
 Where runs are short, blocks last SETTLE_SECONDS and the runs on fewer threads in the first
@@ -102,6 +103,8 @@ class ThreadChoice:
         self._block = BLOCK_RUNS  # timed runs per block of the trial under way
         self._judged_at = 1  # the candidate's run that judges a clear loss, going down
         self._fastest = float("inf")  # of the candidate's first runs in a trial down
+        self._bar = float("inf")  # the median its first block must beat, in a trial down
+        self._slow_runs = 0  # of that block, at or over the bar
         self._candidate_runs = 0  # the trial's runs on the candidate, timed or not
         self._scale = 1.0  # the last trial's runs on the candidate over those of 3-run blocks
         self._since_trial = 0
@@ -170,6 +173,7 @@ class ThreadChoice:
         self._timed = {candidate: [], self.current: []}
         self._candidate_runs = 0  # timed or not
         self._fastest = float("inf")  # of the candidate's first runs, going down
+        self._slow_runs = 0
         self._since_trial = 0
         self._moved_windows = 0
 
@@ -203,9 +207,15 @@ class ThreadChoice:
                 self._plan.clear()  # not worth more
                 self._end_trial(switch=False, clear_loss=True)
                 return
-        if not up and timed and threads == self._candidate and len(candidate) == self._block:
-            if _median(candidate) >= _median(self._timed[self.current]):
-                self._plan.clear()  # lost the first pair of blocks: it cannot switch, end it here
+        if not up and timed and threads == self._candidate and len(candidate) <= self._block:
+            # The first pair of blocks is lost (it cannot switch) once the candidate's block
+            # holds as many runs at or over the median of the block before as make its median
+            # so, whatever its other runs: end the trial there, not at the block's end.
+            if len(candidate) == 1:
+                self._bar = _median(self._timed[self.current])
+            self._slow_runs += seconds >= self._bar
+            if self._slow_runs >= self._block - self._block // 2:
+                self._plan.clear()
         if not self._plan:
             current = self._timed[self.current]
             pairs = [
