@@ -394,6 +394,22 @@ def test_a_long_block_slow_at_first_but_won_runs_to_its_end():
     assert choice.current == 1
 
 
+def test_a_trial_up_of_long_blocks_ends_when_its_first_block_loses_clearly():
+    # runs of 3.3 ms beside every core busy: two threads vary by half (every third run as fast
+    # as one thread's, the others twice as slow), so the fastest of their first three runs does
+    # not lose clearly, but the median of their first 75-run block does: the trial ends there,
+    # not after a second block on two threads and one more on one
+    twos = itertools.count()
+
+    def times(threads: int, i: int) -> float:
+        return 0.0033 if threads == 1 else 0.0033 * (0.9 if next(twos) % 3 == 0 else 2.0)
+
+    choice = ThreadChoice(2)
+    choice.current = 1
+    used = simulate(choice, times, 4 + 75 + 76 + 10)
+    assert used[4:] == [1] * 75 + [2] * (1 + 75) + [1] * 10
+
+
 def test_a_hiccup_in_a_long_block_does_not_cost_whole_trials_on_a_quiet_machine():
     # runs of 2 ms, one in 50 three times as long; one thread 1.6x slower: each trial ends at
     # its first run on one thread (against the slowest of the whole block before, a hiccup,

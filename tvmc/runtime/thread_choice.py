@@ -35,7 +35,8 @@ median watched in two windows in a row. A switch needs the candidate to win the 
 blocks, so a trial down ends as soon as it lost the first: at the run that puts half its block
 at or over the median of the block before (a long block need not run to its end); a clear loss
 ends a trial at the candidate's first run (the fastest of its first BLOCK_RUNS where runs after
-a drop settle), a trial up at the end of its first BLOCK_RUNS timed runs (by the fastest).
+a drop settle), a trial up at the end of its first BLOCK_RUNS timed runs (by the fastest) or,
+where blocks are long, of its first block (by the median).
 Where runs are short, blocks last SETTLE_SECONDS and the runs on fewer threads in the first
 SETTLE_SECONDS after a drop are not timed: the kernel takes that long to re-place a busy
 machine's threads, and runs before then judged the transient (beside every core busy,
@@ -199,6 +200,11 @@ class ThreadChoice:
             if up:
                 judged = timed and len(candidate) == BLOCK_RUNS
                 fastest = min(candidate[:BLOCK_RUNS], default=0.0)  # blocks can be 12,500 runs
+                if timed and len(candidate) == self._block > BLOCK_RUNS:
+                    # a long first block: the woken core's settling is a small part of it, so
+                    # its median losing clearly ends the trial too (beside every core busy two
+                    # threads vary by half and the fastest of three runs rarely loses clearly)
+                    judged, fastest = True, _median(candidate)
             else:
                 if self._candidate_runs <= self._judged_at:
                     self._fastest = min(self._fastest, seconds)
