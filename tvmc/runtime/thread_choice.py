@@ -104,8 +104,8 @@ class ThreadChoice:
         self._block = BLOCK_RUNS  # timed runs per block of the trial under way
         self._judged_at = 1  # the candidate's run that judges a clear loss, going down
         self._fastest = float("inf")  # of the candidate's first runs in a trial down
-        self._bar = float("inf")  # the median its first block must beat, in a trial down
-        self._slow_runs = 0  # of that block, at or over the bar
+        self._bar = float("inf")  # the median of the trial's block before the candidate's
+        self._slow_runs = 0  # of the candidate's first block going down, at or over the bar
         self._candidate_runs = 0  # the trial's runs on the candidate, timed or not
         self._scale = 1.0  # the last trial's runs on the candidate over those of 3-run blocks
         self._since_trial = 0
@@ -197,9 +197,11 @@ class ThreadChoice:
         # half). Going up (the first runs slow while the woken core settles), of its first
         # BLOCK_RUNS timed runs.
         if threads == self._candidate:
+            if self._candidate_runs == 1:  # the block before is whole now, and stays as it is
+                self._bar = _median(self._timed[self.current])
             if up:
                 judged = timed and len(candidate) == BLOCK_RUNS
-                fastest = min(candidate[:BLOCK_RUNS], default=0.0)  # blocks can be 12,500 runs
+                fastest = min(candidate[:BLOCK_RUNS], default=0.0) if judged else 0.0
                 if timed and len(candidate) == self._block > BLOCK_RUNS:
                     # a long first block: the woken core's settling is a small part of it, so
                     # its median losing clearly ends the trial too (beside every core busy two
@@ -209,19 +211,17 @@ class ThreadChoice:
                 if self._candidate_runs <= self._judged_at:
                     self._fastest = min(self._fastest, seconds)
                 judged, fastest = self._candidate_runs == self._judged_at, self._fastest
-            if judged and fastest > _median(self._timed[self.current]) * CLEAR_LOSS:
+            if judged and fastest > self._bar * CLEAR_LOSS:
                 self._plan.clear()  # not worth more
                 self._end_trial(switch=False, clear_loss=True)
                 return
-        if not up and timed and threads == self._candidate and len(candidate) <= self._block:
-            # The first pair of blocks is lost (it cannot switch) once the candidate's block
-            # holds as many runs at or over the median of the block before as make its median
-            # so, whatever its other runs: end the trial there, not at the block's end.
-            if len(candidate) == 1:
-                self._bar = _median(self._timed[self.current])
-            self._slow_runs += seconds >= self._bar
-            if self._slow_runs >= self._block - self._block // 2:
-                self._plan.clear()
+            if not up and timed and len(candidate) <= self._block:
+                # The first pair of blocks is lost (it cannot switch) once the candidate's
+                # block holds as many runs at or over the bar as make its median so, whatever
+                # its other runs: end the trial there, not at the block's end.
+                self._slow_runs += seconds >= self._bar
+                if self._slow_runs >= self._block - self._block // 2:
+                    self._plan.clear()
         if not self._plan:
             current = self._timed[self.current]
             pairs = [
