@@ -112,6 +112,32 @@ def test_a_forked_child_runs_parallel_loops():
     assert run_script(_FORK).strip() == "0"
 
 
+_ONE_CPU = """
+import os, time, numpy as np
+from tests.kernel.examples import parallel_rows
+from tvmc.codegen import emit_cpu, load_shared, pool, set_num_threads
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # the workers inherit it: one CPU
+pool.set_spin_beside_awaited(sys.argv[1] == "spin")
+ex = parallel_rows(rows=256)
+mod = load_shared(emit_cpu([ex.kernel]))
+set_num_threads(2)
+for seed in range(200):
+    arrays = ex.inputs(np.random.default_rng(seed))
+    mod.run(ex.kernel.name, *arrays)
+    assert np.allclose(arrays[-1], ex.reference(*arrays)[0])
+    time.sleep(0.0005)
+print(pool.stats().unspun_waits)
+"""
+
+
+@needs_pool
+def test_threads_on_one_cpu_sleep_instead_of_spinning():
+    # Caller and worker on one CPU: whichever waits for the other sleeps at once, since the
+    # other cannot run there while it spins; with the rule off they spin out the 100 us first.
+    assert int(run_script(_ONE_CPU.replace("sys.argv[1]", "'sleep'"))) > 0
+    assert int(run_script(_ONE_CPU.replace("sys.argv[1]", "'spin'"))) == 0
+
+
 _GOMP = """
 import numpy as np
 from tests.kernel.examples import parallel_rows

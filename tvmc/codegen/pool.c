@@ -14,7 +14,8 @@
  *   MIN_CHUNK_NS: a thread that ends first waits at most about one chunk for the other, so
  *   long loops end closer together, while a loop of a few microseconds keeps its few claims;
  * - idle workers spin for a short, bounded time (back-to-back loops of one inference reuse
- *   them hot), then sleep on a futex;
+ *   them hot), then sleep on a futex; at once where the thread they wait for was last seen on
+ *   their own CPU, since it cannot run there while they spin;
  * - one loop at a time uses the workers: a second caller (another executor on another Python
  *   thread, or a nested loop) runs its loop on its own thread instead of queueing.
  * A job's fields are written while every range is empty and read by workers seqlock-style: a
@@ -76,8 +77,20 @@ static _Atomic int64_t min_chunk_ns = MIN_CHUNK_NS;  /* tvmc_pool_set_min_chunk_
 
 /* statistics and test hooks (tvmc_pool_stats, tvmc_pool_set_worker_delay) */
 static _Atomic int64_t stat_loops, stat_caller_chunks, stat_worker_chunks, stat_join_ns,
-    stat_serial_loops;
+    stat_serial_loops, stat_unspun_waits;
 static _Atomic int64_t worker_delay_us;
+static _Atomic int spin_beside_awaited;  /* test hook: spin even where the awaited thread waits */
+
+/* The CPU each participant (the caller 0, workers 1..) last claimed a chunk or joined on. A
+ * thread waiting for one that last showed itself on the waiter's own CPU sleeps at once: that
+ * one cannot run there while the waiter spins (two threads of a process placed on one core
+ * beside a busy neighbour on the other: docs/performance.md, "Waiting on a shared core"). */
+static _Atomic int32_t part_cpu[MAX_WORKERS + 1];
+
+static inline int waits_on_my_cpu(int p, int me) {
+  return me >= 0 && atomic_load_explicit(&part_cpu[p], memory_order_relaxed) == me &&
+         !atomic_load_explicit(&spin_beside_awaited, memory_order_relaxed);
+}
 
 static void futex_wait(_Atomic uint32_t *word, uint32_t expected) {
   syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
@@ -139,6 +152,7 @@ static int64_t run_chunks(int p) {
     uint32_t count = (uint32_t)((extent + chunk - 1) / chunk);
     atomic_thread_fence(memory_order_acquire);  /* the field reads happen before the claim */
     if (p >= parts) return ran;
+    atomic_store_explicit(&part_cpu[p], sched_getcpu(), memory_order_relaxed);
     int64_t index;
     int got = claim(p, gen, 1, &index);
     for (int i = 1; !got && i < parts; i++) got = claim((p + i) % parts, gen, 0, &index);
@@ -156,12 +170,15 @@ static void *worker_main(void *arg) {
   uint32_t seen = atomic_load(&wake_word);
   for (;;) {
     int64_t until = now_ns() + spin_ns;
+    int me = sched_getcpu();
     uint32_t w;
     while ((w = atomic_load(&wake_word)) == seen) {
-      if (now_ns() < until) {
+      int spinning = now_ns() < until, here = waits_on_my_cpu(0, me);  /* the next job's poster */
+      if (spinning && !here) {
         for (int i = 0; i < 64; i++) cpu_relax();
         continue;
       }
+      if (spinning) atomic_fetch_add_explicit(&stat_unspun_waits, 1, memory_order_relaxed);
       atomic_fetch_add(&sleepers, 1);
       futex_wait(&wake_word, seen);
       atomic_fetch_sub(&sleepers, 1);
@@ -197,6 +214,7 @@ static int ensure_workers(int wanted) {
 }
 
 static void after_fork_in_child(void) {
+  for (int p = 0; p <= MAX_WORKERS; p++) atomic_store(&part_cpu[p], -1);
   started = 0;  /* the workers did not survive the fork */
   atomic_store(&sleepers, 0);
   atomic_store(&busy, 0);
@@ -212,6 +230,7 @@ __attribute__((constructor)) static void pool_init(void) {
 #else
   (void)kind;
 #endif
+  for (int p = 0; p <= MAX_WORKERS; p++) atomic_store(&part_cpu[p], -1);
   pthread_atfork(NULL, NULL, after_fork_in_child);
 }
 
@@ -277,11 +296,16 @@ void tvmc_parallel_for(tvmc_body body, void *closure, int64_t extent, int32_t nt
   history_body[slot] = body;
   history_ns[slot] = start - began;
   uint32_t done;
+  int me = sched_getcpu();
+  atomic_store_explicit(&part_cpu[0], me, memory_order_relaxed);
   while ((done = atomic_load(&job_done)) < (uint32_t)chunks) {
-    if (now_ns() < until) {
+    int spinning = now_ns() < until, here = 0;  /* a worker running a chunk waits on this CPU */
+    for (int q = 1; spinning && q < parts && !here; q++) here = waits_on_my_cpu(q, me);
+    if (spinning && !here) {
       cpu_relax();
       continue;
     }
+    if (spinning) atomic_fetch_add_explicit(&stat_unspun_waits, 1, memory_order_relaxed);
     atomic_store(&caller_asleep, 1);
     if ((done = atomic_load(&job_done)) < (uint32_t)chunks) futex_wait(&job_done, done);
     atomic_store(&caller_asleep, 0);
@@ -293,8 +317,9 @@ void tvmc_parallel_for(tvmc_body body, void *closure, int64_t extent, int32_t nt
 }
 
 /* out: parallel loops, chunks run by callers, chunks run by workers, ns callers waited at the
- * join, loops run serially (one thread or workers busy), workers started */
-void tvmc_pool_stats(int64_t out[6]) {
+ * join, loops run serially (one thread or workers busy), workers started, waits that slept
+ * without spinning (the awaited thread was on the waiter's CPU) */
+void tvmc_pool_stats(int64_t out[7]) {
   out[0] = atomic_load(&stat_loops);
   out[1] = atomic_load(&stat_caller_chunks);
   out[2] = atomic_load(&stat_worker_chunks);
@@ -303,6 +328,7 @@ void tvmc_pool_stats(int64_t out[6]) {
   pthread_mutex_lock(&grow_lock);
   out[5] = started;
   pthread_mutex_unlock(&grow_lock);
+  out[6] = atomic_load(&stat_unspun_waits);
 }
 
 /* Test hook: the time a chunk should last at least (us > 0), else MIN_CHUNK_NS again. */
@@ -312,6 +338,9 @@ void tvmc_pool_set_min_chunk_us(int64_t us) {
 
 /* Test hook: every worker sleeps `us` microseconds before claiming chunks (a late worker). */
 void tvmc_pool_set_worker_delay(int64_t us) { atomic_store(&worker_delay_us, us); }
+
+/* Test hook: 1 makes threads spin even while the thread they wait for waits on their CPU. */
+void tvmc_pool_set_spin_beside_awaited(int32_t on) { atomic_store(&spin_beside_awaited, on); }
 
 /* 1 when loops run on libgomp ($TVMC_THREAD_POOL=gomp and built with OpenMP). */
 int tvmc_pool_uses_gomp(void) { return use_gomp; }

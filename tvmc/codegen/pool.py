@@ -42,6 +42,7 @@ class PoolStats:
     join_ns: int  # time callers waited at the joins for chunks workers had claimed
     serial_loops: int  # loops run on the calling thread alone (one thread, or pool in use)
     workers: int  # worker threads started
+    unspun_waits: int  # waits that slept at once: the awaited thread was on the waiter's CPU
 
 
 def cache_dir() -> str:
@@ -110,6 +111,7 @@ def _library() -> ctypes.CDLL | None:
     lib.tvmc_pool_stats.argtypes = [ctypes.POINTER(ctypes.c_int64)]
     lib.tvmc_pool_set_worker_delay.argtypes = [ctypes.c_int64]
     lib.tvmc_pool_set_min_chunk_us.argtypes = [ctypes.c_int64]
+    lib.tvmc_pool_set_spin_beside_awaited.argtypes = [ctypes.c_int32]
     return lib
 
 
@@ -140,7 +142,7 @@ def load_pool_for_jit() -> None:
 def stats() -> PoolStats:
     """The pool's counters (all zero when the pool is not loaded)."""
     lib = _library()
-    out = (ctypes.c_int64 * 6)()
+    out = (ctypes.c_int64 * 7)()
     if lib is not None:
         lib.tvmc_pool_stats(out)
     return PoolStats(*out)
@@ -160,6 +162,14 @@ def set_min_chunk_us(microseconds: int = 0) -> None:
     lib = _library()
     if lib is not None:
         lib.tvmc_pool_set_min_chunk_us(microseconds)
+
+
+def set_spin_beside_awaited(on: bool) -> None:
+    """Test hook: True makes a waiting thread spin even where the thread it waits for was last
+    seen on its own CPU; False (the default) makes it sleep at once there."""
+    lib = _library()
+    if lib is not None:
+        lib.tvmc_pool_set_spin_beside_awaited(int(on))
 
 
 def uses_gomp() -> bool:
