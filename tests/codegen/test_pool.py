@@ -117,7 +117,7 @@ import os, time, numpy as np
 from tests.kernel.examples import parallel_rows
 from tvmc.codegen import emit_cpu, load_shared, pool, set_num_threads
 os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # the workers inherit it: one CPU
-pool.set_spin_beside_awaited(sys.argv[1] == "spin")
+pool.set_spin_beside_awaited(os.environ["WAITERS"] == "spin")
 ex = parallel_rows(rows=256)
 mod = load_shared(emit_cpu([ex.kernel]))
 set_num_threads(2)
@@ -134,8 +134,8 @@ print(pool.stats().unspun_waits)
 def test_threads_on_one_cpu_sleep_instead_of_spinning():
     # Caller and worker on one CPU: whichever waits for the other sleeps at once, since the
     # other cannot run there while it spins; with the rule off they spin out the 100 us first.
-    assert int(run_script(_ONE_CPU.replace("sys.argv[1]", "'sleep'"))) > 0
-    assert int(run_script(_ONE_CPU.replace("sys.argv[1]", "'spin'"))) == 0
+    assert int(run_script(_ONE_CPU, WAITERS="sleep")) > 0
+    assert int(run_script(_ONE_CPU, WAITERS="spin")) == 0
 
 
 _GOMP = """

@@ -82,11 +82,15 @@ static _Atomic int64_t stat_loops, stat_caller_chunks, stat_worker_chunks, stat_
 static _Atomic int64_t worker_delay_us;
 static _Atomic int spin_beside_awaited;  /* test hook: spin even where the awaited thread waits */
 
-/* The CPU each participant (the caller 0, workers 1..) last claimed a chunk or joined on. A
+/* The CPU each participant (the caller 0, workers 1..) last looked for a chunk on. A
  * thread waiting for one that last showed itself on the waiter's own CPU sleeps at once: that
  * one cannot run there while the waiter spins (two threads of a process placed on one core
  * beside a busy neighbour on the other: docs/performance.md, "Waiting on a shared core"). */
 static _Atomic int32_t part_cpu[MAX_WORKERS + 1];
+
+static void forget_cpus(void) {
+  for (int p = 0; p <= MAX_WORKERS; p++) atomic_store(&part_cpu[p], -1);
+}
 
 static inline int waits_on_my_cpu(int p, int me) {
   return me >= 0 && atomic_load_explicit(&part_cpu[p], memory_order_relaxed) == me &&
@@ -215,7 +219,7 @@ static int ensure_workers(int wanted) {
 }
 
 static void after_fork_in_child(void) {
-  for (int p = 0; p <= MAX_WORKERS; p++) atomic_store(&part_cpu[p], -1);
+  forget_cpus();
   started = 0;  /* the workers did not survive the fork */
   atomic_store(&sleepers, 0);
   atomic_store(&busy, 0);
@@ -231,7 +235,7 @@ __attribute__((constructor)) static void pool_init(void) {
 #else
   (void)kind;
 #endif
-  for (int p = 0; p <= MAX_WORKERS; p++) atomic_store(&part_cpu[p], -1);
+  forget_cpus();
   pthread_atfork(NULL, NULL, after_fork_in_child);
 }
 
@@ -297,8 +301,7 @@ void tvmc_parallel_for(tvmc_body body, void *closure, int64_t extent, int32_t nt
   history_body[slot] = body;
   history_ns[slot] = start - began;
   uint32_t done;
-  int me = sched_getcpu();
-  atomic_store_explicit(&part_cpu[0], me, memory_order_relaxed);
+  int me = atomic_load_explicit(&part_cpu[0], memory_order_relaxed);  /* run_chunks' last look */
   while ((done = atomic_load(&job_done)) < (uint32_t)chunks) {
     int spinning = now_ns() < until, here = 0;  /* a worker running a chunk waits on this CPU */
     for (int q = 1; spinning && q < parts && !here; q++) here = waits_on_my_cpu(q, me);
