@@ -1,5 +1,6 @@
-"""The thread pool (tvmc/codegen/pool.c): late workers, chunk accounting, fork, the libgomp
-switch, the build cache and the no-compiler fallback (two executors at once: tests/runtime)."""
+"""The thread pool (tvmc/codegen/pool.c): late workers, chunk accounting, fork, waits on a shared
+CPU, the workers' time slices, the libgomp switch, the build cache and the no-compiler fallback
+(two executors at once: tests/runtime)."""
 
 from __future__ import annotations
 
@@ -136,6 +137,58 @@ def test_threads_on_one_cpu_sleep_instead_of_spinning():
     # other cannot run there while it spins; with the rule off they spin out the 100 us first.
     assert int(run_script(_ONE_CPU, WAITERS="sleep")) > 0
     assert int(run_script(_ONE_CPU, WAITERS="spin")) == 0
+
+
+_SLICES = """
+import os, numpy as np
+from tests.kernel.examples import parallel_rows
+from tvmc.codegen import emit_cpu, load_shared, set_num_threads
+def slice_ns(tid):  # the slice the kernel gives a thread, from its scheduler statistics
+    with open(f"/proc/self/task/{tid}/sched") as f:
+        return next(int(line.split(":")[1]) for line in f if line.startswith("se.slice"))
+before = slice_ns(os.getpid())
+ex = parallel_rows()
+mod = load_shared(emit_cpu([ex.kernel]))
+set_num_threads(2)
+arrays = ex.inputs(np.random.default_rng(0))
+mod.run(ex.kernel.name, *arrays)  # starts the worker
+assert np.allclose(arrays[-1], ex.reference(*arrays)[0])
+workers = [t for t in os.listdir("/proc/self/task")
+           if open(f"/proc/self/task/{t}/comm").read().strip() == "tvmc-pool"]
+assert slice_ns(os.getpid()) == before  # the caller, the user's thread, keeps its own
+print(before, *[slice_ns(t) for t in workers])
+"""
+
+# Whether this kernel gives a thread the slice it asks for (EEVDF's sched_attr.sched_runtime,
+# Linux 6.12 on): a fresh Python asks for 300 us for itself and reads back what it got.
+_OWN_SLICE = """
+import ctypes, os, platform, struct
+number = {"x86_64": 314, "aarch64": 274}[platform.machine()]  # sched_setattr
+attr = struct.pack("IIQiIQQQ", 48, 0, 0, os.getpriority(os.PRIO_PROCESS, 0), 0, 300000, 0, 0)
+ctypes.CDLL(None).syscall(number, 0, attr, 0)
+with open("/proc/self/sched") as f:
+    print(next(int(line.split(":")[1]) for line in f if line.startswith("se.slice")))
+"""
+
+
+def _kernel_grants_slices() -> bool:
+    done = subprocess.run([sys.executable, "-c", _OWN_SLICE], capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    return done.returncode == 0 and done.stdout.strip() == "300000"
+
+
+@needs_pool
+def test_workers_ask_for_short_slices():
+    # Woken beside busy neighbours, a worker with a short slice runs at once instead of queueing
+    # behind a neighbour's (docs/performance.md).
+    if not _kernel_grants_slices():
+        pytest.skip("this kernel does not give a thread the slice it asks for (before 6.12)")
+    caller, *workers = map(int, run_script(_SLICES).split())
+    assert workers and all(slice_ns == 100_000 for slice_ns in workers), (caller, workers)
+    caller, *workers = map(int, run_script(_SLICES, TVMC_POOL_SLICE_US="250").split())
+    assert workers == [250_000] * len(workers)
+    caller, *workers = map(int, run_script(_SLICES, TVMC_POOL_SLICE_US="0").split())
+    assert workers == [caller] * len(workers)  # the kernel's default, as the caller's
 
 
 _GOMP = """

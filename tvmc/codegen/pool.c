@@ -16,6 +16,9 @@
  * - idle workers spin for a short, bounded time (back-to-back loops of one inference reuse
  *   them hot), then sleep on a futex; at once where the thread they wait for was last seen on
  *   their own CPU, since it cannot run there while they spin;
+ * - workers ask the kernel for a short time slice (EEVDF, Linux 6.12 on; older kernels ignore
+ *   it): woken for a loop beside busy neighbours, a worker then runs at once instead of
+ *   queueing behind a neighbour's longer slice (its share of the CPU stays the same);
  * - one loop at a time uses the workers: a second caller (another executor on another Python
  *   thread, or a nested loop) runs its loop on its own thread instead of queueing.
  * A job's fields are written while every range is empty and read by workers seqlock-style: a
@@ -60,6 +63,7 @@ static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
 static int started;                     /* workers started (under grow_lock) */
 static _Atomic int sleepers;            /* workers in futex_wait on wake_word */
 static int64_t spin_ns = 100000;        /* $TVMC_POOL_SPIN_US */
+static int64_t slice_ns = 100000;       /* $TVMC_POOL_SLICE_US; 0: the kernel's default */
 static int use_gomp;                    /* $TVMC_THREAD_POOL=gomp */
 
 /* Each participant of a job (the caller 0, workers 1..) owns a contiguous range of its chunks.
@@ -170,8 +174,37 @@ static int64_t run_chunks(int p) {
   }
 }
 
+/* sched_attr up to Linux 4.x's fields: for SCHED_OTHER and SCHED_BATCH threads the kernel
+ * reads sched_runtime as the slice the thread asks for (0.1 to 100 ms; 0: the default). */
+struct slice_attr {
+  uint32_t size, policy;
+  uint64_t flags;
+  int32_t nice;
+  uint32_t priority;
+  uint64_t runtime, deadline, period;
+};
+
+/* Asks for a `ns`-long slice for the calling thread, keeping its policy and nice; real-time
+ * and idle threads are left as they are, and a kernel or sandbox that refuses is ignored. */
+static void ask_for_slice(int64_t ns) {
+#if defined(SYS_sched_getattr) && defined(SYS_sched_setattr)
+  struct slice_attr attr;
+  memset(&attr, 0, sizeof attr);
+  if (syscall(SYS_sched_getattr, 0, &attr, sizeof attr, 0) != 0) return;
+  if (attr.policy != SCHED_OTHER && attr.policy != SCHED_BATCH) return;
+  attr.size = sizeof attr;
+  attr.flags &= 1;  /* SCHED_FLAG_RESET_ON_FORK, the only flag of these fields */
+  attr.runtime = (uint64_t)ns;
+  attr.deadline = attr.period = 0;
+  syscall(SYS_sched_setattr, 0, &attr, 0);
+#else
+  (void)ns;
+#endif
+}
+
 static void *worker_main(void *arg) {
   int32_t id = (int32_t)(intptr_t)arg;
+  if (slice_ns > 0) ask_for_slice(slice_ns);
   uint32_t seen = atomic_load(&wake_word);
   for (;;) {
     int64_t until = now_ns() + spin_ns;
@@ -229,6 +262,8 @@ static void after_fork_in_child(void) {
 __attribute__((constructor)) static void pool_init(void) {
   const char *spin = getenv("TVMC_POOL_SPIN_US");
   if (spin && *spin) spin_ns = atoll(spin) * 1000;
+  const char *slice = getenv("TVMC_POOL_SLICE_US");
+  if (slice && *slice) slice_ns = atoll(slice) * 1000;
   const char *kind = getenv("TVMC_THREAD_POOL");
 #ifdef _OPENMP
   use_gomp = kind && strcmp(kind, "gomp") == 0;
