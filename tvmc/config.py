@@ -49,11 +49,13 @@ def env_on(name: str, default: bool = False) -> bool:
 # libgomp's static split and full join (the old behaviour; it collapses under oversubscription).
 THREAD_POOL_ENV = "TVMC_THREAD_POOL"
 # Microseconds an idle pool worker (or a caller waiting for a claimed chunk) spins before it
-# sleeps on a futex; default 100: back-to-back loops of one inference find workers awake.
+# sleeps on a futex; default 100: back-to-back loops of one inference find workers awake (a
+# value that is not a whole number >= 0 keeps 100; at most 1,000,000).
 POOL_SPIN_US_ENV = "TVMC_POOL_SPIN_US"
 # Microseconds of the time slice pool workers ask the kernel for (Linux 6.12 on, SCHED_OTHER);
 # default 100: woken for a loop beside busy neighbours, a worker runs at once instead of queueing
-# behind a neighbour's slice (its share of the CPU stays the same); 0 keeps the kernel's default.
+# behind a neighbour's slice (its share of the CPU stays the same); 0 keeps the kernel's default
+# (a value that is not a whole number >= 0 keeps 100; over 100,000 the kernel's longest).
 POOL_SLICE_US_ENV = "TVMC_POOL_SLICE_US"
 
 # libgomp's idle worker threads spin unless told otherwise, which steals cores from the rest of

@@ -259,11 +259,20 @@ static void after_fork_in_child(void) {
   pthread_mutex_init(&grow_lock, NULL);
 }
 
+/* $name as microseconds, in ns: `fallback` where unset or not a whole number >= 0, at most
+ * `most_us` (so that the product cannot overflow). */
+static int64_t env_us_as_ns(const char *name, int64_t fallback, long long most_us) {
+  const char *text = getenv(name);
+  if (!text || !*text) return fallback;
+  char *end;
+  long long us = strtoll(text, &end, 10);
+  if (*end || us < 0) return fallback;
+  return (int64_t)(us < most_us ? us : most_us) * 1000;
+}
+
 __attribute__((constructor)) static void pool_init(void) {
-  const char *spin = getenv("TVMC_POOL_SPIN_US");
-  if (spin && *spin) spin_ns = atoll(spin) * 1000;
-  const char *slice = getenv("TVMC_POOL_SLICE_US");
-  if (slice && *slice) slice_ns = atoll(slice) * 1000;
+  spin_ns = env_us_as_ns("TVMC_POOL_SPIN_US", spin_ns, 1000000);
+  slice_ns = env_us_as_ns("TVMC_POOL_SLICE_US", slice_ns, 100000);  /* the kernel's longest */
   const char *kind = getenv("TVMC_THREAD_POOL");
 #ifdef _OPENMP
   use_gomp = kind && strcmp(kind, "gomp") == 0;
