@@ -174,8 +174,8 @@ static int64_t run_chunks(int p) {
   }
 }
 
-/* sched_attr up to Linux 4.x's fields: for SCHED_OTHER and SCHED_BATCH threads the kernel
- * reads sched_runtime as the slice the thread asks for (0.1 to 100 ms; 0: the default). */
+/* sched_attr's first fields (its layout since Linux 3.14): for SCHED_OTHER and SCHED_BATCH
+ * threads, Linux 6.12 on reads sched_runtime as the slice asked for (0.1-100 ms; 0: default). */
 struct slice_attr {
   uint32_t size, policy;
   uint64_t flags;
