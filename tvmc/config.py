@@ -50,13 +50,25 @@ def env_on(name: str, default: bool = False) -> bool:
 THREAD_POOL_ENV = "TVMC_THREAD_POOL"
 # Microseconds an idle pool worker (or a caller waiting for a claimed chunk) spins before it
 # sleeps on a futex; default 100: back-to-back loops of one inference find workers awake (a
-# value that is not a whole number >= 0 keeps 100; at most 1,000,000).
+# whole number, at most 1,000,000).
 POOL_SPIN_US_ENV = "TVMC_POOL_SPIN_US"
 # Microseconds of the time slice pool workers ask the kernel for (Linux 6.12 on, SCHED_OTHER);
 # default 100: woken for a loop beside busy neighbours, a worker runs at once instead of queueing
 # behind a neighbour's slice (its share of the CPU stays the same); 0 keeps the kernel's default
-# (a value that is not a whole number >= 0 keeps 100; over 100,000 the kernel's longest).
+# (a whole number; over 100,000 the kernel's longest).
 POOL_SLICE_US_ENV = "TVMC_POOL_SLICE_US"
+
+
+def check_pool_environment() -> None:
+    """pool.c reads $TVMC_POOL_SPIN_US and $TVMC_POOL_SLICE_US itself when it loads, and takes
+    its default for a value that is not all digits: a UsageError for one instead (digits only,
+    as pool.c parses them: no sign, no spaces). Checked at the CLI's start (tune's runner
+    processes load the pool, not the command's) and where the pool loads (the Python API)."""
+    for name in (POOL_SPIN_US_ENV, POOL_SLICE_US_ENV):
+        value = os.environ.get(name, "")
+        if value and not (value.isascii() and value.isdigit()):
+            raise UsageError(f"${name} must be a whole number of microseconds, got {value!r}")
+
 
 # libgomp's idle worker threads spin unless told otherwise, which steals cores from the rest of
 # the process between inferences. Set before libgomp loads (xgboost and TVMC_THREAD_POOL=gomp).

@@ -198,9 +198,32 @@ def test_workers_ask_for_short_slices():
     assert slices(TVMC_POOL_SLICE_US="250")[1] == [250_000] * len(workers)
     caller, workers = slices(TVMC_POOL_SLICE_US="0")
     assert workers == [caller] * len(workers)  # the kernel's default, as the caller's
-    # not a whole number >= 0: the default; past the kernel's longest slice: that
-    for text, slice_ns in (("fast", 100_000), ("-5", 100_000), ("9" * 30, 100_000_000)):
-        assert slices(TVMC_POOL_SLICE_US=text)[1] == [slice_ns] * len(workers), text
+    # past the kernel's longest slice: that
+    assert slices(TVMC_POOL_SLICE_US="9" * 30)[1] == [100_000_000] * len(workers)
+
+
+@needs_pool
+@pytest.mark.parametrize("name", ["TVMC_POOL_SLICE_US", "TVMC_POOL_SPIN_US"])
+@pytest.mark.parametrize("value", ["fast", "-5", " 5", "1_000"])
+def test_a_pool_variable_that_is_not_a_whole_number_is_an_error(name, value):
+    done = subprocess.run([sys.executable, "-c", "from tvmc.codegen import pool; pool.stats()"],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ROOT,
+                          name: value}, cwd=ROOT, timeout=120)  # fmt: skip
+    assert done.returncode != 0
+    assert f"${name} must be a whole number of microseconds, got {value!r}" in done.stderr
+
+
+def test_the_cli_refuses_a_bad_pool_variable_before_any_work(tmp_path):
+    # before the command reads anything: tune's runner processes, not tune, load the pool
+    done = subprocess.run([sys.executable, "-m", "tvmc.cli.main", "tune", "absent.onnx",
+                           "--tuning-records", str(tmp_path / "log.json")], capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": ROOT,
+                          "TVMC_POOL_SLICE_US": "1e3"}, cwd=ROOT, timeout=120)  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "Error: $TVMC_POOL_SLICE_US must be a whole number of microseconds, got '1e3'"
+    )
+    assert not (tmp_path / "log.json").exists()
 
 
 _GOMP = """

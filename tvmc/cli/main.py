@@ -17,6 +17,7 @@ import click
 from click.core import ParameterSource
 
 from tvmc.cli.groups import CommandGroup
+from tvmc.config import check_pool_environment
 from tvmc.errors import INTERNAL_ERROR_EXIT_CODE, TVMCError, UsageError, did_you_mean
 from tvmc.version import __version__
 
@@ -244,6 +245,7 @@ def cli(ctx: click.Context, verbose: int) -> None:
     ctx.ensure_object(dict)
     ctx.obj["verbose"] = verbose
     setup_logging(verbose)
+    check_pool_environment()  # before any command's work: tune's runners load the pool
 
 
 def main() -> None:

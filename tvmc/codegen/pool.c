@@ -259,8 +259,9 @@ static void after_fork_in_child(void) {
   pthread_mutex_init(&grow_lock, NULL);
 }
 
-/* $name as microseconds, in ns: `fallback` where unset or not a whole number >= 0, at most
- * `most_us` (so that the product cannot overflow). */
+/* $name as microseconds, in ns: `fallback` where unset or not a whole number >= 0 (loaded
+ * through tvmc.codegen.pool, such a value is an error before this runs), at most `most_us` (so
+ * that the product cannot overflow). */
 static int64_t env_us_as_ns(const char *name, int64_t fallback, long long most_us) {
   const char *text = getenv(name);
   if (!text || !*text) return fallback;

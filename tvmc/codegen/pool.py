@@ -25,7 +25,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from tvmc.config import CACHE_DIR_ENV
+from tvmc.config import CACHE_DIR_ENV, check_pool_environment
 
 PARALLEL_FOR = "tvmc_parallel_for"  # void (void (*)(ptr, i64, i64), ptr, i64 extent, i32 threads)
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pool.c")
@@ -104,6 +104,7 @@ def library_path() -> str | None:
 
 @functools.cache
 def _library() -> ctypes.CDLL | None:
+    check_pool_environment()
     path = library_path()
     if path is None:
         return None
