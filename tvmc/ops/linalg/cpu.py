@@ -36,7 +36,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from tvmc.graph import TensorType
-from tvmc.kernel import Buffer, Expr, Kernel, Stmt, const, if_then_else, loop, minimum, seq
+from tvmc.kernel import Buffer, Expr, Kernel, Stmt, const, if_then_else, minimum, seq
 from tvmc.ops.common import broadcast_shape
 from tvmc.ops.lowering import (
     Epilogue,
@@ -51,6 +51,7 @@ from tvmc.ops.schedule.injective import make_kernel
 from tvmc.ops.schedule.microkernel import (
     accumulator_dtype,
     ceil_div,
+    every_tile,
     finalize,
     lane_index,
     let_all,
@@ -214,11 +215,9 @@ def gemm_kernels(
         g, x, y = idx
         return tile(g, x, y) if order == "panel_outer" else tile(g, y, x)
 
-    def body(t: Expr) -> Stmt:
-        return let_all("c", unflatten(t, shape), at)
-
     parallel = total > 1 and 2 * math.prod(batch) * m * n * k >= PARALLEL_MIN_FLOPS
-    main = loop("t", total, body, "parallel" if parallel else "serial")
+    main = every_tile(shape, "parallel" if parallel else "serial", ctx.target.num_threads,
+                      lambda t, idx: let_all("c", idx, at))  # fmt: skip
     return [*kernels, make_kernel(ctx.name("gemm"), main)]
 
 
