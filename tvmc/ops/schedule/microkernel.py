@@ -201,7 +201,7 @@ MIN_STEPS_PER_THREAD = 16
 
 def every_tile(
     shape: Sequence[int], kind: str, threads: int,
-    tile: Callable[[Expr, tuple[Expr, ...]], Stmt], name: str = "t",
+    tile: Callable[[Expr, tuple[Expr, ...]], Stmt],
 ) -> Stmt:  # fmt: skip
     """A loop over every tile of `shape` (row-major), `kind` "serial" or "parallel":
     tile(flat index, coordinates). The innermost dimension of more than one tile runs as a
@@ -216,7 +216,7 @@ def every_tile(
     count = shape[inner] if inner is not None else 1
     steps = total // count
     if count == 1 or (kind == "parallel" and steps < MIN_STEPS_PER_THREAD * max(threads, 1)):
-        return loop(name, total, lambda t: tile(t, unflatten(t, shape)), kind)
+        return loop("t", total, lambda t: tile(t, unflatten(t, shape)), kind)
     after = tuple(const(0) for _ in shape[inner + 1 :])  # dimensions of one tile
 
     def step(s: Expr) -> Stmt:
@@ -225,4 +225,4 @@ def every_tile(
 
         return let_all("o", unflatten(s, shape[:inner]), tiles)
 
-    return loop(name, steps, step, kind)
+    return loop("t", steps, step, kind)
