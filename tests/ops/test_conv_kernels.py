@@ -22,11 +22,11 @@ from tests.onnx_helpers import assert_close, run_onnxruntime, single_node_model
 from tvmc.codegen import CPUTarget, emit_cpu, load_shared
 from tvmc.frontend import convert_model
 from tvmc.graph import Node, TensorType
-from tvmc.kernel import Buffer, kernel_str, maximum
+from tvmc.kernel import Buffer, Kernel, kernel_str, loop, maximum
 from tvmc.kernel.interpret import interpret
 from tvmc.ops import OPS
 from tvmc.ops.conv.cpu import Core, default_limits, geometry_of, plan, tiled_geometry
-from tvmc.ops.conv.cpu_tiles import ChannelTiling, PixelTiling
+from tvmc.ops.conv.cpu_tiles import Ahead, ChannelTiling, PixelTiling, paced_line
 from tvmc.ops.lowering import Epilogue, LowerContext, LoweringTarget, buffer_shape, ref_of_buffer
 from tvmc.passes import IMPORT_PIPELINE, run_passes
 
@@ -1208,3 +1208,35 @@ def test_default_conv_tiles_keep_their_values_in_registers(
     loops = _fma_loops(emit_cpu(kernels, target=target).assembly)
     assert loops
     assert [x for loop in loops for x in loop if STACK_VECTOR.search(x)] == []
+
+
+@pytest.mark.parametrize("steps,per_step,tiles", [(64, 1, 10), (7, 3, 8), (5, 1, 33), (12, 2, 3)])
+def test_paced_lines_cover_the_next_step_once_spread_over_the_tiles(steps, per_step, tiles):
+    """Where a step reads fewer lines than an outer step has tiles, each tile fetches its own
+    run of lines, one a step, in order: together every line of the next outer step, and no
+    tile more than its share (a burst from the first tile is what pacing avoids)."""
+    fetched = Buffer("fetched", (tiles, steps), "int32")
+    body = loop("i", tiles, lambda i: loop("s", steps, lambda s: fetched.store(
+        (i, s), paced_line(Ahead("weights", i, tiles), s, steps, per_step))))  # fmt: skip
+    lines = np.full((tiles, steps), -1, np.int32)
+    interpret(Kernel("paced", (fetched,), body), lines)
+    total, share = steps * per_step, -(-steps * per_step // tiles)
+    assert set(lines.ravel()) == set(range(total))
+    for row in lines:
+        assert (np.diff(row) >= 0).all() and len(set(row)) <= share
+
+
+@pytest.mark.parametrize("split", [1, 4])
+def test_paced_weight_prefetches_stay_inside_the_weights(split, rng):
+    # a 1x1 conv's channels tiles read a line of weights a step, fewer than a block's tiles:
+    # the interpreter reads each paced prefetch, the last block's (its own) included
+    check_lowered(
+        "Conv",
+        {"x": randn(rng, 1, 16, 7, 7)},
+        {},
+        constants={"w": randn(rng, 40, 16, 1, 1), "b": randn(rng, 40)},
+        use_interpreter=True,
+        config={"in_place": False, "prefetch": True, "schedule": "channels",
+                "order": "channels_outer", "split": split, "tile_vectors": 1, "tile_rows": 3},
+        **TOL,
+    )  # fmt: skip

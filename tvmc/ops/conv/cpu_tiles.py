@@ -148,6 +148,10 @@ class Reduction:
         found = dict(zip((name for name, _ in self.loops), ks))
         return found.get("ic", const(0)), found.get("kh", const(0))
 
+    def first_channel(self, split: Split | None) -> Expr:
+        """Input channel (within the group) of this run's first step."""
+        return const(0) if split is None else split.part * self.channels
+
     def channel(self, ks: tuple[Expr, ...], split: Split | None = None) -> Expr:
         """Input channel (within the group) of this step."""
         ic = self._vars(ks)[0]
@@ -160,6 +164,16 @@ class Reduction:
     def row_offset(self, ks: tuple[Expr, ...]) -> Expr:
         """Input offset of this step's first tap from the output pixel's plane position."""
         return const(0) if self.table is None else self.table[self._vars(ks)[1]]
+
+    @property
+    def steps(self) -> int:
+        """Steps of the serial loops (one run of the tile loop: a chunk's when split)."""
+        return self.channels * (len(self.geo.taps) // self.per_step)
+
+    def step(self, ks: tuple[Expr, ...]) -> Expr:
+        """This step's index among `steps`: the weights of consecutive steps are adjacent."""
+        ic, kh = self._vars(ks)
+        return ic * (len(self.geo.taps) // self.per_step) + kh
 
     def column_offset(self, t: int) -> int:
         """Input offset of unrolled tap `t` from its step's first tap (offsets add up)."""
@@ -211,7 +225,8 @@ class Ahead:
     The `tiles` tiles of one outer step share that work: in each reduction step, tile `inner`
     prefetches lines inner*n .. inner*n+n-1 (modulo the step's lines) of what the next outer
     step reads in that step, n = ceil(lines / tiles), so together they cover every line once
-    or more, at the pace of the whole outer step rather than of its first tile.
+    or more, at the pace of the whole outer step rather than of its first tile. Where a step
+    reads fewer lines than there are tiles, the tiles share the whole instead (`paced_line`).
     """
 
     operand: str  # "weights" or "input"
@@ -229,14 +244,37 @@ def _ahead_lines(ahead: Ahead, chunk: int, itemsize: int, aligned: bool) -> list
             for i in range(min(n, lines))]  # fmt: skip
 
 
-def _weights_ahead(ops: Operands, ahead: Ahead, block: Expr, cols: int, w_step: Expr) -> list[Stmt]:
+def paced_line(ahead: Ahead, step: Expr, steps: int, per_step: int) -> Expr:
+    """The line (of the next outer step's `steps` x `per_step`) this tile fetches at `step`
+    where a step reads fewer lines than the outer step has tiles: tile i takes lines i*n ..
+    i*n+n-1 of the whole, one a step, paced over its steps (each fetched until the next is due).
+    Fetching a step's own lines instead, every tile repeated them and the first issued all,
+    more misses at once than a core keeps in flight (Zen 3, weights from memory, in
+    alternation: resnet50's channels tiles faster in 11 of 12 pairs, by up to 5%; 1x1/2
+    512->1024 @28 88% -> 90% of the peak). Lines count from the chunk's first (the steps'
+    lines are adjacent): a step and line within it cost divisions that made LLVM spill
+    zfnet512's 13x2 AVX-512 tile."""
+    total = steps * per_step
+    n = ceil_div(total, ahead.tiles)
+    return minimum(ahead.inner * n + step * n // steps, total - 1)
+
+
+def _weights_ahead(
+    ops: Operands, ahead: Ahead, block: Expr, cols: int, w_step: Expr, step: Expr,
+    split: Split | None,
+) -> list[Stmt]:  # fmt: skip
     """Prefetches of the next channel block's weights for the step at `w_step` (the last
     block fetches its own: nothing is read past the weights)."""
-    geo, taps = ops.geo, ops.reduction.taps
+    geo, red, taps = ops.geo, ops.reduction, ops.reduction.taps
     block_elems = geo.icg * len(geo.taps) * cols
     last = ops.weights.size // block_elems - 1
     shift = select(block // geo.icg < last, const(block_elems), const(0))
     aligned = cols * ops.weights.itemsize % LINE_BYTES == 0
+    line = per_line(ops.weights.itemsize)
+    if aligned and taps * cols // line < ahead.tiles:  # the chunk's steps: adjacent whole lines
+        first = (block + red.first_channel(split)) * len(geo.taps) * cols
+        k = paced_line(ahead, step, red.steps, taps * cols // line)
+        return [prefetch(ops.weights, first + shift + k * line)]
     offsets = _ahead_lines(ahead, taps * cols, ops.weights.itemsize, aligned)
     # lines of an aligned step end with the step; a straddling one may run past the weights
     end = ops.weights.size - 1
@@ -383,8 +421,8 @@ def pixel_tile(
         w_step = ((wb + ic) * ntaps + red.first_tap(ks)) * mr
         x_step = xb + ic * ops.channel_stride + red.row_offset(ks)
         if packed is not None:  # the chunk's channels, one after the other
-            return w_step, red.channel(ks) * width, x_step
-        return w_step, x_step
+            return w_step, red.channel(ks) * width, x_step, red.step(ks)
+        return w_step, x_step, red.step(ks)
 
     def scalar(r: int, b: tuple, t: int) -> Expr:
         return ops.weights[b[0] + t * mr + r]
@@ -450,7 +488,7 @@ def pixel_tile(
         if ahead is None:
             return seq(*own) if own else None
         if ahead.operand == "weights":
-            return seq(*own, *_weights_ahead(ops, ahead, bases[0], mr, b[0]))
+            return seq(*own, *_weights_ahead(ops, ahead, bases[0], mr, b[0], b[-1], split))
         return seq(*own, *_input_ahead(ops, ahead, span, width, b[1]))
 
     def epilogue_reads() -> list[Stmt]:
@@ -624,7 +662,7 @@ def channel_tile(
     def bind(ks: tuple[Expr, ...], wb: Expr, xb: Expr, *at: Expr) -> tuple[Expr, ...]:
         ic = red.channel(ks, split)
         w_step = ((wb + ic) * ntaps + red.first_tap(ks)) * width
-        return w_step, xb + ic * ops.channel_stride + red.row_offset(ks), *at
+        return w_step, xb + ic * ops.channel_stride + red.row_offset(ks), *at, red.step(ks)
 
     def scalar(r: int, b: tuple, t: int) -> Expr:
         if tiling.flat:  # int64: as int32, LLVM's SLP vectorizer packed the MR sums into one
@@ -658,7 +696,7 @@ def channel_tile(
         if ahead is None:
             return None
         if ahead.operand == "weights":
-            return seq(*_weights_ahead(ops, ahead, bases[0], width, b[0]))
+            return seq(*_weights_ahead(ops, ahead, bases[0], width, b[0], b[-1], split))
         step = b[1] + b[2].astype("int32") if tiling.flat else b[1]  # the tile's first pixel
         return seq(*_input_ahead(ops, ahead, mr, mr, step))  # the next tile: mr pixels on
 
