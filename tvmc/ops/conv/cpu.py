@@ -248,10 +248,10 @@ def plan(
         return int(cfg.get("tile_vectors", default[0])), int(cfg.get("tile_rows", default[1]))
 
     pix, pix_eff = pixel_tiling(
-        geo, lanes, *limits(default_limits("pixels", registers, geo)), registers
+        geo, lanes, *limits(default_limits("pixels", registers, geo, lanes)), registers
     )
     flat_rows = flat_rows and bool(cfg.get("flat_rows", True))
-    chn_limits = limits(default_limits("channels", registers, geo))
+    chn_limits = limits(default_limits("channels", registers, geo, lanes))
     chn, chn_eff = channel_tiling(geo, lanes, *chn_limits, registers, flat_rows)
     depthwise = geo.depthwise and geo.ocg <= 8
     direct = "depthwise" if depthwise else _estimate(geo, lanes, pix, pix_eff, chn, chn_eff)
@@ -376,7 +376,7 @@ def default_order(geo: ConvGeometry, schedule: str, lanes: int) -> str:
       the weights stay in the caches between runs, not when they come from memory as in a
       model: docs/performance.md.)
     """
-    if schedule == "pixels" and geo.group == 1 and geo.icg < lanes:
+    if schedule == "pixels" and first_conv(geo, lanes):
         return "channels_outer"
     weights = geo.out_channels * geo.icg * len(geo.taps)
     return "channels_outer" if weights > geo.channels * geo.channel_stride else "pixels_outer"
@@ -878,21 +878,42 @@ KEEP = {"pixels": 16, "channels": 12}  # distinct tilings kept per schedule
 # (tile_vectors, tile_rows) `plan` uses when a config has none ("depthwise": pixels)
 DEFAULTS = {"pixels": (8, 6), "channels": (4, 14)}
 NARROW_CHANNEL_VECTORS = 2  # a 16-register target's channels tiles: vectors, at most, by default
+SHORT_FIRST_CONV_TILE = (2, 4)  # a 16-register target's short first convs: (vectors, rows)
 
 
-def default_limits(schedule: str, registers: int, geo: ConvGeometry) -> tuple[int, int]:
-    """The (tile_vectors, tile_rows) limits a config without them gets: DEFAULTS, but a
-    pointwise conv's channels tiles of NARROW_CHANNEL_VECTORS on 16-register (AVX2) targets,
-    whose 4x3 tile takes every register (12 sums, 3 weight vectors, a broadcast): Zen 3, one
-    thread, every tile of the space timed, 1x1 512->2048 @7 4x3 80% of the peak against 5x2
-    85%, 1024->2048/2 @14 79% against 84%, 512->1024/2 @28 85% against 6x2 88%
-    (docs/performance.md, "AVX2 channels tiles of two vectors"). (Not for larger kernels:
-    the limit also moves their choice between tiles in rows and through the rows, and from
-    there to pixels tiles, not measured.)"""
+def default_limits(
+    schedule: str, registers: int, geo: ConvGeometry, lanes: int
+) -> tuple[int, int]:  # fmt: skip
+    """The (tile_vectors, tile_rows) limits a config without them gets: DEFAULTS, but on
+    16-register (AVX2) targets:
+
+    - a pointwise conv's channels tiles of NARROW_CHANNEL_VECTORS, whose 4x3 tile takes every
+      register (12 sums, 3 weight vectors, a broadcast): Zen 3, one thread, every tile of the
+      space timed, 1x1 512->2048 @7 4x3 80% of the peak against 5x2 85%, 1024->2048/2 @14 79%
+      against 84%, 512->1024/2 @28 85% against 6x2 88% (docs/performance.md, "AVX2 channels
+      tiles of two vectors"). (Not for larger kernels: the limit also moves their choice
+      between tiles in rows and through the rows, and from there to pixels tiles, not
+      measured.)
+    - a first conv's pixels tiles (`first_conv`) whose reduction is short (under
+      MIN_CHUNK_STEPS steps): SHORT_FIRST_CONV_TILE, 8 sums, two FMA pipes' latency, not 12.
+      Zen 3, one thread, weights from memory: vgg19's 3x3 3->64 @224 82% of the peak ->
+      90%, mobilenet_v2's 3x3/2 3->32 63% -> 70%, 5x5 3->64 @112 90% -> 94%; not resnet50's
+      7x7/2 3->64 (147 steps: 89% against 87%) nor 3x3 8->64 (72 steps, pixels_outer: 82%
+      against 79%). Not understood beyond the 6-row tile's padded channels (64 in 11 blocks
+      of 6: 3%; 60 channels in 10 still gained 3%)."""
     vectors, rows = DEFAULTS[schedule]
-    if schedule == "channels" and registers <= 16 and len(geo.taps) == 1:
+    if registers <= 16 and schedule == "channels" and len(geo.taps) == 1:
         vectors = min(vectors, NARROW_CHANNEL_VECTORS)
+    short = geo.icg * len(geo.taps) < MIN_CHUNK_STEPS
+    if registers <= 16 and schedule == "pixels" and first_conv(geo, lanes) and short:
+        vectors, rows = SHORT_FIRST_CONV_TILE
     return vectors, rows
+
+
+def first_conv(geo: ConvGeometry, lanes: int) -> bool:
+    """An ungrouped conv over fewer input channels than a vector has lanes (a first conv of 3
+    colour channels): its pixels tiles run channels_outer (`default_order`)."""
+    return geo.group == 1 and geo.icg < lanes
 
 
 ORDERS = ("pixels_outer", "channels_outer")  # tile loop orders of "pixels" and "channels"
@@ -938,9 +959,11 @@ def tiled_geometry(geo: ConvGeometry, lanes: int, registers: int) -> ConvGeometr
 
 def _default_fill(geo: ConvGeometry, lanes: int, registers: int) -> float:
     """The useful share of the lanes of the tile the default plan takes (pixels or channels)."""
-    pix, pix_eff = pixel_tiling(geo, lanes, *default_limits("pixels", registers, geo), registers)
+    pix, pix_eff = pixel_tiling(
+        geo, lanes, *default_limits("pixels", registers, geo, lanes), registers
+    )
     chn, chn_eff = channel_tiling(
-        geo, lanes, *default_limits("channels", registers, geo), registers
+        geo, lanes, *default_limits("channels", registers, geo, lanes), registers
     )
     return pix_eff if _estimate(geo, lanes, pix, pix_eff, chn, chn_eff) == "pixels" else chn_eff
 
@@ -987,7 +1010,11 @@ def _space(geo: ConvGeometry, lanes: int, registers: int, winograd: bool) -> Con
 
     rows = [r for r in ROW_LIMITS if r <= geo.ocg] or [1]
     pixel_tiles = _tiles(
-        pixels, range(1, MAX_VECTORS + 1), rows, default_limits("pixels", registers, geo), "pixels"
+        pixels,
+        range(1, MAX_VECTORS + 1),
+        rows,
+        default_limits("pixels", registers, geo, lanes),
+        "pixels",
     )
     plans = [["pixels", nv, mr, order, u] for nv, mr in pixel_tiles for order in ORDERS
              for u in unroll]  # fmt: skip
@@ -998,7 +1025,7 @@ def _space(geo: ConvGeometry, lanes: int, registers: int, winograd: bool) -> Con
         pixels_ = [r for r in ROW_LIMITS if r <= geo.out_shape[-1]] or [1]
         for flat in (False, True):  # tiles in rows, then those that run through the rows
             tile = _channel_tile(geo, lanes, registers, flat)
-            default = default_limits("channels", registers, geo)
+            default = default_limits("channels", registers, geo, lanes)
             tiles = [t for t in _tiles(tile, vectors, pixels_, default, "channels")
                      if tile(*t)[0].flat == flat]  # fmt: skip
             plans += [["channels", nv, mr, order, u, *[FLAT] * flat] for nv, mr in tiles
