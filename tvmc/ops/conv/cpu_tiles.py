@@ -563,6 +563,12 @@ class ChannelTiling:
 # against 7x3 on rows of 7 filled 98% against 97% of the lanes, and ran 95% of peak against
 # 99%), and a flat channel tile computes each pixel's input position once and holds MR of them
 MIN_FLAT_GAIN = 1.02
+# How much more throughput (useful lanes x density) a flat AVX2 tile must model than the tile
+# within rows, where it fills no more lanes: alexnet's 5x5 48->128 (x2 groups) @26 as 2x4 in
+# rows of 26 (1.12 less) 72% of the Zen 3's peak, as a flat 6x2 95%; densenet121's 3x3 128->32
+# @7 (1.10) 49% -> 59%; not zfnet512's 5x5/2 96->256 @25 (1.04: 6x2 flat 88% against 5x2 in
+# rows 89%) nor 3x3 48->16 @8 (1.09: 32% either way). Not on AVX-512 (not measured).
+FLAT_DENSITY_GAIN = 1.1
 # Taps a tile over the planes as one row unrolls in a step by default, at most, by its target's
 # vector registers (`default_unroll`): beyond, LLVM's schedule of the step spilled (AVX2: 7x7
 # as 5x2, 18 ymm values a step, 89% of the Zen 3's peak against 95% with a kernel row a step;
@@ -590,8 +596,11 @@ def channel_tiling(
     the core where any does (`fits_core`), and that fraction. With `flat_rows` (the output's
     planes may be stored as one row: `Epilogue.flat_planes`), the best tiling over the planes
     as one row instead where it fits the core as well and fills more lanes by MIN_FLAT_GAIN.
-    A flat tile of a kernel of more than one tap holds MAX_FLAT_TAP_ROWS pixels at most, and
-    on 32-register targets takes a kernel of `flat_unrolled_taps` taps at most."""
+    On 16-register targets, also where the flat tile models FLAT_DENSITY_GAIN more throughput
+    (useful lanes x `density`): rows that a small tile divides exactly leave a tile of fewer
+    sums than the planes as one row. A flat tile of a kernel of more than one tap holds
+    MAX_FLAT_TAP_ROWS pixels at most, and on 32-register targets takes a kernel of
+    `flat_unrolled_taps` taps at most."""
     rows_fit, rows, rows_useful = _channel_tiling(geo, lanes, nv_max, mr_max, registers, False)
     taps = len(geo.taps)
     if not flat_rows or len(geo.out_shape) < 2:
@@ -600,7 +609,14 @@ def channel_tiling(
         return rows, rows_useful
     flat_max = mr_max if taps == 1 else min(mr_max, MAX_FLAT_TAP_ROWS)
     flat_fits, flat, flat_useful = _channel_tiling(geo, lanes, nv_max, flat_max, registers, True)
-    if flat_fits >= rows_fit and flat_useful > rows_useful * MIN_FLAT_GAIN:
+    denser = (
+        registers <= 16
+        and round(
+            flat_useful * density(flat.mr, flat.nv) / (rows_useful * density(rows.mr, rows.nv)), 3
+        )
+        >= FLAT_DENSITY_GAIN
+    )
+    if flat_fits >= rows_fit and (flat_useful > rows_useful * MIN_FLAT_GAIN or denser):
         return flat, flat_useful
     return rows, rows_useful
 
