@@ -254,7 +254,13 @@ def plan(
     chn_limits = limits(default_limits("channels", registers, geo, lanes))
     chn, chn_eff = channel_tiling(geo, lanes, *chn_limits, registers, flat_rows)
     depthwise = geo.depthwise and geo.ocg <= 8
-    direct = "depthwise" if depthwise else _estimate(geo, lanes, pix, pix_eff, chn, chn_eff)
+    # the schedule is chosen as without the short first conv's tile: its 8 sums are how the
+    # pixels schedule runs best there, not a reason to leave it (squeezenet's 3x3/2 3->64 then
+    # went to a channels tile: 505 -> 905 us)
+    est, est_eff = pix, pix_eff
+    if short_first_conv(geo, registers, lanes):
+        est, est_eff = pixel_tiling(geo, lanes, *limits(DEFAULTS["pixels"]), registers)
+    direct = "depthwise" if depthwise else _estimate(geo, lanes, est, est_eff, chn, chn_eff)
     # no schedule, or Winograd where it cannot run: the direct default
     schedule = direct if chosen is None or chosen in SCHEDULES else str(chosen)
     if schedule == "depthwise" and geo.icg != 1:
@@ -904,10 +910,16 @@ def default_limits(
     vectors, rows = DEFAULTS[schedule]
     if registers <= 16 and schedule == "channels" and len(geo.taps) == 1:
         vectors = min(vectors, NARROW_CHANNEL_VECTORS)
-    short = geo.icg * len(geo.taps) < MIN_CHUNK_STEPS
-    if registers <= 16 and schedule == "pixels" and first_conv(geo, lanes) and short:
+    if schedule == "pixels" and short_first_conv(geo, registers, lanes):
         vectors, rows = SHORT_FIRST_CONV_TILE
     return vectors, rows
+
+
+def short_first_conv(geo: ConvGeometry, registers: int, lanes: int) -> bool:
+    """A first conv (`first_conv`) of a reduction under MIN_CHUNK_STEPS steps on a 16-register
+    target: its pixels tiles take SHORT_FIRST_CONV_TILE (`default_limits`)."""
+    short = geo.icg * len(geo.taps) < MIN_CHUNK_STEPS
+    return registers <= 16 and first_conv(geo, lanes) and short
 
 
 def first_conv(geo: ConvGeometry, lanes: int) -> bool:
