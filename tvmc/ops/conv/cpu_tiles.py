@@ -246,14 +246,15 @@ def _ahead_lines(ahead: Ahead, chunk: int, itemsize: int, aligned: bool) -> list
 
 def paced_line(ahead: Ahead, step: Expr, steps: int, per_step: int) -> Expr:
     """The line (of the next outer step's `steps` x `per_step`) this tile fetches at `step`
-    where a step reads fewer lines than the outer step has tiles: tile i takes lines i*n ..
-    i*n+n-1 of the whole, one a step, paced over its steps (each fetched until the next is due).
-    Fetching a step's own lines instead, every tile repeated them and the first issued all,
-    more misses at once than a core keeps in flight (Zen 3, weights from memory, in
-    alternation: resnet50's channels tiles faster in 11 of 12 pairs, by up to 5%; 1x1/2
-    512->1024 @28 88% -> 90% of the peak). Lines count from the chunk's first (the steps'
-    lines are adjacent): a step and line within it cost divisions that made LLVM spill
-    zfnet512's 13x2 AVX-512 tile."""
+    where a pointwise conv's step reads fewer lines of weights than a block has tiles: tile i
+    takes lines i*n .. i*n+n-1 of the chunk, one a step, paced over its steps (each fetched
+    until the next is due; the chunk's steps are adjacent whole lines). Fetching a step's own
+    lines instead, every tile repeated them and the first issued all, more misses at once
+    than a core keeps in flight (Zen 3, weights from memory, in alternation: resnet50's
+    pointwise channels tiles 0-3% faster, 1x1 512->2048 @7 86% -> 89% of the peak). Not for
+    multi-tap tiles: zfnet512's 3x3 @12 in rows ran 2-4% slower paced (the address's ~9
+    instructions a 12-FMA step), and a version that split the line into a step and a line
+    within it spilled zfnet512's 13x2 AVX-512 5x5 tile."""
     total = steps * per_step
     n = ceil_div(total, ahead.tiles)
     return minimum(ahead.inner * n + step * n // steps, total - 1)
@@ -271,7 +272,7 @@ def _weights_ahead(
     shift = select(block // geo.icg < last, const(block_elems), const(0))
     aligned = cols * ops.weights.itemsize % LINE_BYTES == 0
     line = per_line(ops.weights.itemsize)
-    if aligned and taps * cols // line < ahead.tiles:  # the chunk's steps: adjacent whole lines
+    if len(geo.taps) == 1 and aligned and cols // line < ahead.tiles:  # `paced_line`
         first = (block + red.first_channel(split)) * len(geo.taps) * cols
         k = paced_line(ahead, step, red.steps, taps * cols // line)
         return [prefetch(ops.weights, first + shift + k * line)]
