@@ -225,8 +225,9 @@ class Ahead:
     The `tiles` tiles of one outer step share that work: in each reduction step, tile `inner`
     prefetches lines inner*n .. inner*n+n-1 (modulo the step's lines) of what the next outer
     step reads in that step, n = ceil(lines / tiles), so together they cover every line once
-    or more, at the pace of the whole outer step rather than of its first tile. Where a step
-    reads fewer lines than there are tiles, the tiles share the whole instead (`paced_line`).
+    or more, at the pace of the whole outer step rather than of its first tile. Where a step of
+    a pointwise conv reads fewer lines of weights than there are tiles, the tiles share the
+    whole chunk instead (`paced_line`).
     """
 
     operand: str  # "weights" or "input"
@@ -272,9 +273,10 @@ def _weights_ahead(
     shift = select(block // geo.icg < last, const(block_elems), const(0))
     aligned = cols * ops.weights.itemsize % LINE_BYTES == 0
     line = per_line(ops.weights.itemsize)
-    if len(geo.taps) == 1 and aligned and cols // line < ahead.tiles:  # `paced_line`
-        first = (block + red.first_channel(split)) * len(geo.taps) * cols
-        k = paced_line(ahead, step, red.steps, taps * cols // line)
+    lines = taps * cols // line  # a step's, where aligned
+    if len(geo.taps) == 1 and aligned and lines < ahead.tiles:  # pointwise: `paced_line`
+        first = (block + red.first_channel(split)) * cols  # the chunk's, one tap a channel
+        k = paced_line(ahead, step, red.steps, lines)
         return [prefetch(ops.weights, first + shift + k * line)]
     offsets = _ahead_lines(ahead, taps * cols, ops.weights.itemsize, aligned)
     # lines of an aligned step end with the step; a straddling one may run past the weights
@@ -566,8 +568,8 @@ class ChannelTiling:
 MIN_FLAT_GAIN = 1.02
 # How much more throughput (useful lanes x density) a flat AVX2 tile must model than the tile
 # within rows, where it fills no more lanes: alexnet's 5x5 48->128 (x2 groups) @26 as 2x4 in
-# rows of 26 (1.12 less) 72% of the Zen 3's peak, as a flat 6x2 95%; densenet121's 3x3 128->32
-# @7 (1.10) 49% -> 59%; not zfnet512's 5x5/2 96->256 @25 (1.04: 6x2 flat 88% against 5x2 in
+# rows of 26 72% of the Zen 3's peak, as a flat 6x2 (modelled 1.12x) 95%; densenet121's 3x3
+# 128->32 @7 (1.10x) 49% -> 59%; not zfnet512's 5x5/2 96->256 @25 (1.04: 6x2 flat 88% against 5x2 in
 # rows 89%) nor 3x3 48->16 @8 (1.09: 32% either way). Not on AVX-512 (not measured).
 FLAT_DENSITY_GAIN = 1.1
 # Taps a tile over the planes as one row unrolls in a step by default, at most, by its target's
