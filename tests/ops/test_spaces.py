@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.lowering_helpers import lower_node, run_node
@@ -294,6 +294,8 @@ def test_resnet_vgg_default_tiles_fit_the_core(x_shape, w_shape, stride, pad, ta
     c=st.integers(1, 512), blocks=st.integers(1, 32), h=st.integers(1, 64),
     vectors=st.integers(1, 28), k=st.sampled_from([1, 3, 5]), stride=st.sampled_from([1, 2]),
 )  # fmt: skip
+# a short first conv whose rows of one vector leave its 8-sum tile 4 sums: the default tile
+@example(c=1, blocks=1, h=2, vectors=1, k=3, stride=1)
 def test_ungrouped_default_tiles_fit_the_core(c, blocks, h, vectors, k, stride):
     """An ungrouped conv of whole pairs of vectors of output channels (32) and rows of whole
     AVX2 vectors (8 floats) gets a tile that fits the core on AVX2 and

@@ -901,7 +901,8 @@ def default_limits(
       between tiles in rows and through the rows, and from there to pixels tiles, not
       measured.)
     - a first conv's pixels tiles (`first_conv`) whose reduction is short (under
-      MIN_CHUNK_STEPS steps): SHORT_FIRST_CONV_TILE, 8 sums, two FMA pipes' latency, not 12.
+      MIN_CHUNK_STEPS steps): SHORT_FIRST_CONV_TILE, 8 sums, two FMA pipes' latency, not 12,
+      where the tile holds all 8 (not on rows of one vector, nor for fewer than 4 channels).
       Zen 3, one thread, weights from memory: vgg19's 3x3 3->64 @224 82% of the peak ->
       90%, mobilenet_v2's 3x3/2 3->32 63% -> 70%, 5x5 3->64 @112 90% -> 94%; not resnet50's
       7x7/2 3->64 (147 steps: 89% against 87%) nor 3x3 8->64 (72 steps, pixels_outer: 82%
@@ -911,7 +912,10 @@ def default_limits(
     if registers <= 16 and schedule == "channels" and len(geo.taps) == 1:
         vectors = min(vectors, NARROW_CHANNEL_VECTORS)
     if schedule == "pixels" and short_first_conv(geo, registers, lanes):
-        vectors, rows = SHORT_FIRST_CONV_TILE
+        # not where the rows (narrower than two vectors) or the channels leave it fewer sums
+        tile, _ = pixel_tiling(geo, lanes, *SHORT_FIRST_CONV_TILE, registers)
+        if tile.mr * tile.nv == math.prod(SHORT_FIRST_CONV_TILE):
+            vectors, rows = SHORT_FIRST_CONV_TILE
     return vectors, rows
 
 
