@@ -174,11 +174,16 @@ STORE_COST = 3.0  # instructions per output element of the channels schedule's t
 
 
 def _estimate(
-    geo: ConvGeometry, lanes: int, pix: PixelTiling, pix_eff: float, ch: ChannelTiling,
-    ch_eff: float,
+    geo: ConvGeometry, lanes: int, registers: int, pix: PixelTiling, pix_eff: float,
+    ch: ChannelTiling, ch_eff: float, pixel_limits: tuple[int, int],
 ) -> str:  # fmt: skip
     """The schedule with the higher estimated useful multiply-adds per cycle (a model); one
-    whose tile fits the core (`fits_core`) before one whose tile does not."""
+    whose tile fits the core (`fits_core`) before one whose tile does not. A short first conv
+    is judged by the pixels tile of `pixel_limits` (the limits without SHORT_FIRST_CONV_TILE):
+    its 8 sums are how the pixels schedule runs best there, not a reason to leave it
+    (squeezenet's 3x3/2 3->64 went to a channels tile: 505 -> 905 us)."""
+    if short_first_conv(geo, registers, lanes):
+        pix, pix_eff = pixel_tiling(geo, lanes, *pixel_limits, registers)
     pixels = (pixel_fits(geo, pix.mr, pix.nv, pix_eff, lanes), pix_eff * density(pix.mr, pix.nv))
     store = 1 + STORE_COST * lanes / (geo.icg * len(geo.taps))
     channels = (fits_core(ch.mr, ch.nv, lanes, ch_eff), ch_eff * density(ch.mr, ch.nv) / store)
@@ -254,13 +259,10 @@ def plan(
     chn_limits = limits(default_limits("channels", registers, geo, lanes))
     chn, chn_eff = channel_tiling(geo, lanes, *chn_limits, registers, flat_rows)
     depthwise = geo.depthwise and geo.ocg <= 8
-    # the schedule is chosen as without the short first conv's tile: its 8 sums are how the
-    # pixels schedule runs best there, not a reason to leave it (squeezenet's 3x3/2 3->64 then
-    # went to a channels tile: 505 -> 905 us)
-    est, est_eff = pix, pix_eff
-    if short_first_conv(geo, registers, lanes):
-        est, est_eff = pixel_tiling(geo, lanes, *limits(DEFAULTS["pixels"]), registers)
-    direct = "depthwise" if depthwise else _estimate(geo, lanes, est, est_eff, chn, chn_eff)
+    plain = limits(DEFAULTS["pixels"])  # what a short first conv's schedule is judged by
+    direct = "depthwise" if depthwise else _estimate(
+        geo, lanes, registers, pix, pix_eff, chn, chn_eff, plain
+    )  # fmt: skip
     # no schedule, or Winograd where it cannot run: the direct default
     schedule = direct if chosen is None or chosen in SCHEDULES else str(chosen)
     if schedule == "depthwise" and geo.icg != 1:
@@ -981,7 +983,8 @@ def _default_fill(geo: ConvGeometry, lanes: int, registers: int) -> float:
     chn, chn_eff = channel_tiling(
         geo, lanes, *default_limits("channels", registers, geo, lanes), registers
     )
-    return pix_eff if _estimate(geo, lanes, pix, pix_eff, chn, chn_eff) == "pixels" else chn_eff
+    schedule = _estimate(geo, lanes, registers, pix, pix_eff, chn, chn_eff, DEFAULTS["pixels"])
+    return pix_eff if schedule == "pixels" else chn_eff
 
 
 def conv_space(op: str) -> Callable[[Attrs, list[TensorType], LoweringTarget], ConfigSpace]:

@@ -612,13 +612,8 @@ def channel_tiling(
         return rows, rows_useful
     flat_max = mr_max if taps == 1 else min(mr_max, MAX_FLAT_TAP_ROWS)
     flat_fits, flat, flat_useful = _channel_tiling(geo, lanes, nv_max, flat_max, registers, True)
-    denser = (
-        registers <= 16
-        and round(
-            flat_useful * density(flat.mr, flat.nv) / (rows_useful * density(rows.mr, rows.nv)), 3
-        )
-        >= FLAT_DENSITY_GAIN
-    )
+    gain = flat_useful * density(flat.mr, flat.nv) / (rows_useful * density(rows.mr, rows.nv))
+    denser = registers <= 16 and round(gain, 3) >= FLAT_DENSITY_GAIN
     if flat_fits >= rows_fit and (flat_useful > rows_useful * MIN_FLAT_GAIN or denser):
         return flat, flat_useful
     return rows, rows_useful
