@@ -8,6 +8,7 @@ float32 tolerance: rtol 1e-4, atol 1e-5 (the kernels sum in a different order).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -26,7 +27,7 @@ from tvmc.kernel import Buffer, Kernel, kernel_str, loop, maximum
 from tvmc.kernel.interpret import interpret
 from tvmc.ops import OPS
 from tvmc.ops.conv.cpu import Core, default_limits, geometry_of, plan, tiled_geometry
-from tvmc.ops.conv.cpu_tiles import Ahead, ChannelTiling, PixelTiling, paced_line
+from tvmc.ops.conv.cpu_tiles import PACE_SLACK, Ahead, ChannelTiling, PixelTiling, paced_offset
 from tvmc.ops.lowering import Epilogue, LowerContext, LoweringTarget, buffer_shape, ref_of_buffer
 from tvmc.passes import IMPORT_PIPELINE, run_passes
 
@@ -1262,20 +1263,29 @@ def test_default_conv_tiles_keep_their_values_in_registers(
     assert [x for loop in loops for x in loop if STACK_VECTOR.search(x)] == []
 
 
-@pytest.mark.parametrize("steps,per_step,tiles", [(64, 1, 10), (7, 3, 8), (5, 1, 33), (12, 2, 3)])
-def test_paced_lines_cover_the_next_step_once_spread_over_the_tiles(steps, per_step, tiles):
+@pytest.mark.parametrize(
+    "steps,per_step,tiles",
+    [(64, 1, 10), (7, 3, 8), (5, 1, 33), (12, 2, 3), (24, 1, 7), (128, 1, 33), (100, 1, 40)],
+)
+def test_paced_lines_cover_the_next_step_spread_over_the_tiles(steps, per_step, tiles):
     """Where a step reads fewer lines than an outer step has tiles, each tile fetches its own
-    run of lines, one a step, in order: together every line of the next outer step, and no
-    tile more than its share (a burst from the first tile is what pacing avoids)."""
+    run of lines, in order: together every line of the next outer step, and no tile much more
+    than its share (a burst from the first tile is what pacing avoids). Where a whole number
+    of elements a step keeps that pace, the offset moves by it (one add a step)."""
+    line = 16
     fetched = Buffer("fetched", (tiles, steps), "int32")
     body = loop("i", tiles, lambda i: loop("s", steps, lambda s: fetched.store(
-        (i, s), paced_line(Ahead("weights", i, tiles), s, steps, per_step))))  # fmt: skip
-    lines = np.full((tiles, steps), -1, np.int32)
-    interpret(Kernel("paced", (fetched,), body), lines)
+        (i, s), paced_offset(Ahead("weights", i, tiles), s, steps, per_step, line))))  # fmt: skip
+    offsets = np.full((tiles, steps), -1, np.int32)
+    interpret(Kernel("paced", (fetched,), body), offsets)
+    lines = offsets // line
     total, share = steps * per_step, -(-steps * per_step // tiles)
     assert set(lines.ravel()) == set(range(total))
-    for row in lines:
-        assert (np.diff(row) >= 0).all() and len(set(row)) <= share
+    each = -(-share * line // steps)
+    for row, run in zip(offsets, lines):
+        assert (np.diff(row) >= 0).all() and len(set(run)) <= math.ceil(share * PACE_SLACK) + 1
+        if each * steps <= share * line * PACE_SLACK:
+            assert (np.diff(row) == each).all()
 
 
 @pytest.mark.parametrize("split", [1, 4])

@@ -227,7 +227,7 @@ class Ahead:
     step reads in that step, n = ceil(lines / tiles), so together they cover every line once
     or more, at the pace of the whole outer step rather than of its first tile. Where a step of
     a pointwise conv reads fewer lines of weights than there are tiles, the tiles share the
-    whole chunk instead (`paced_line`).
+    whole chunk instead (`paced_offset`).
     """
 
     operand: str  # "weights" or "input"
@@ -245,20 +245,36 @@ def _ahead_lines(ahead: Ahead, chunk: int, itemsize: int, aligned: bool) -> list
             for i in range(min(n, lines))]  # fmt: skip
 
 
-def paced_line(ahead: Ahead, step: Expr, steps: int, per_step: int) -> Expr:
-    """The line (of the next outer step's `steps` x `per_step`) this tile fetches at `step`
-    where a pointwise conv's step reads fewer lines of weights than a block has tiles: tile i
-    takes lines i*n .. i*n+n-1 of the chunk, one a step, paced over its steps (each fetched
-    until the next is due; the chunk's steps are adjacent whole lines). Fetching a step's own
-    lines instead, every tile repeated them and the first issued all, more misses at once
-    than a core keeps in flight (Zen 3, weights from memory, in alternation: resnet50's
-    pointwise channels tiles 0-3% faster, 1x1 512->2048 @7 86% -> 89% of the peak). Not for
-    multi-tap tiles: zfnet512's 3x3 @12 in rows ran 2-4% slower paced (the address's ~9
-    instructions a 12-FMA step), and a version that split the line into a step and a line
-    within it spilled zfnet512's 13x2 AVX-512 5x5 tile."""
+# A paced prefetch steps through its lines by a whole number of elements a step (one add)
+# where that paces it at most this much faster than its share needs; else by its share's
+# exact pace (a division a step).
+PACE_SLACK = 1.25
+
+
+def paced_offset(ahead: Ahead, step: Expr, steps: int, per_step: int, line: int) -> Expr:
+    """The element offset (in the next outer step's chunk of `steps` x `per_step` lines of
+    `line` elements) this tile fetches at `step` where a pointwise conv's step reads fewer
+    lines of weights than a block has tiles: tile i takes its own run of about n = lines /
+    tiles lines, paced over its steps (each line fetched until the next is due; the chunk's
+    steps are adjacent whole lines). Fetching a step's own lines instead, every tile repeated
+    them and the first issued all, more misses at once than a core keeps in flight (Zen 3,
+    weights from memory, in alternation: resnet50's pointwise channels tiles 0-3% faster, 1x1
+    512->2048 @7 86% -> 89% of the peak). The offset moves by `each` elements a step, one add
+    in the loop, where that covers the run at most PACE_SLACK faster than its n lines ask (a
+    division and a clamp a step cost the 5x2 tiles 1-3%: 512->2048 @7, 2048->512 @7,
+    1024->2048/2 @14); where a whole element a step would run through the run far faster
+    (resnet50's 6x2 tiles, 33 tiles on 128 steps: twice), at n lines' exact pace. Not for
+    multi-tap tiles: zfnet512's 3x3 @12 in rows ran 2-4% slower paced, and a version that
+    split the line into a step and a line within it spilled zfnet512's 13x2 AVX-512 5x5
+    tile."""
     total = steps * per_step
-    n = ceil_div(total, ahead.tiles)
-    return minimum(ahead.inner * n + step * n // steps, total - 1)
+    n = ceil_div(total, ahead.tiles)  # <= steps: a step reads fewer lines than there are tiles
+    each = ceil_div(n * line, steps)  # <= line: consecutive offsets skip no line
+    span = each * steps
+    if span <= n * line * PACE_SLACK and span <= total * line:
+        # tile i covers [i*span, (i+1)*span - each], the last one clamped to the chunk's end
+        return minimum(ahead.inner * span, total * line - span) + step * each
+    return minimum(ahead.inner * n, total - n) * line + step * (n * line) // steps
 
 
 def _weights_ahead(
@@ -274,10 +290,10 @@ def _weights_ahead(
     aligned = cols * ops.weights.itemsize % LINE_BYTES == 0
     line = per_line(ops.weights.itemsize)
     lines = taps * cols // line  # a step's, where aligned
-    if len(geo.taps) == 1 and aligned and lines < ahead.tiles:  # pointwise: `paced_line`
+    if len(geo.taps) == 1 and aligned and lines < ahead.tiles:  # pointwise: `paced_offset`
         first = (block + red.first_channel(split)) * cols  # the chunk's, one tap a channel
-        k = paced_line(ahead, step, red.steps, lines)
-        return [prefetch(ops.weights, first + shift + k * line)]
+        offset = paced_offset(ahead, step, red.steps, lines, line)
+        return [prefetch(ops.weights, first + shift + offset)]
     offsets = _ahead_lines(ahead, taps * cols, ops.weights.itemsize, aligned)
     # lines of an aligned step end with the step; a straddling one may run past the weights
     end = ops.weights.size - 1
