@@ -20,7 +20,8 @@ from tests.lowering_helpers import lower_node, run_node
 from tvmc.graph import Node, TensorType
 from tvmc.kernel import kernel_str
 from tvmc.ops import OPS, evaluate_node
-from tvmc.ops.conv.cpu import geometry_of, plan, tiled_geometry
+from tvmc.ops.conv.cpu import geometry_of, plan, pointwise_reads, tiled_geometry
+from tvmc.ops.conv.cpu_tiles import ChannelTiling
 from tvmc.ops.conv.cpu_transpose import columns_geometry, uses_columns
 from tvmc.ops.conv.geometry import ConvGeometry
 from tvmc.ops.lowering import LowerContext, LoweringTarget
@@ -333,7 +334,40 @@ DEFAULT_ORDERS = [
     ((1, 512, 7, 7), (2048, 512, 1, 1), conv_attrs((1, 1)), "channels_outer", "channels_outer"),
     # weights smaller than the input: the input is outer
     ((1, 64, 56, 56), (256, 64, 1, 1), conv_attrs((1, 1)), "pixels_outer", "pixels_outer"),
+    # AVX2's pointwise channels tiles: the order that reads less (densenet121's 992->128 @14:
+    # 8 blocks re-read the input, 33 pixel tiles would re-read the weights)
+    ((1, 992, 14, 14), (128, 992, 1, 1), conv_attrs((1, 1)), "pixels_outer", "channels_outer"),
 ]  # fmt: skip
+
+
+def test_pointwise_reads_count_what_each_order_reads_again():
+    """channels_outer reads the weights once and the input once per channel block; pixels_outer
+    the input once and the weights once per pixel tile; None where one order has one step."""
+    types = [TensorType(s, "float32") for s in ((1, 992, 14, 14), (128, 992, 1, 1))]
+    geo = geometry_of("Conv", conv_attrs((1, 1)), types, AVX2)
+    weights, inputs = 128 * 992, 992 * 196
+    tiles = 196 // 6 + 1  # 6-pixel tiles over the plane as one row
+    assert pointwise_reads(geo, ChannelTiling(6, 2, True), 8, weights, inputs) == (
+        weights + 7 * inputs, inputs + (tiles - 1) * weights)  # fmt: skip
+    one_block = geometry_of(
+        "Conv", conv_attrs((1, 1)), [types[0], TensorType((16, 992, 1, 1), "float32")], AVX2
+    )
+    assert pointwise_reads(one_block, ChannelTiling(6, 2, True), 8, 16 * 992, inputs) is None
+    three_by_three = geometry_of(
+        "Conv", conv_attrs((3, 3), pads=(1,) * 4),
+        [types[0], TensorType((128, 992, 3, 3), "float32")], AVX2)  # fmt: skip
+    assert (
+        pointwise_reads(three_by_three, ChannelTiling(6, 2, True), 8, 9 * weights, inputs) is None
+    )
+
+
+def test_avx2_channels_tiles_where_pixel_tiles_leave_lanes_empty():
+    """resnet50's 1x1 256->1024 @14: 16-pixel tiles fill 196 of 208 lanes; on AVX2 the
+    channels tile's transposing store weighs less than the empty lanes (STORE_COSTS)."""
+    types = [TensorType(s, "float32") for s in ((1, 256, 14, 14), (1024, 256, 1, 1))]
+    geo = geometry_of("Conv", conv_attrs((1, 1)), types, AVX2)
+    chosen = plan({}, geo, 8, 16, constant_weights=False)
+    assert (chosen.schedule, chosen.order) == ("channels", "channels_outer")
 
 
 @pytest.mark.parametrize("x_shape,w_shape,attrs,avx512,avx2", DEFAULT_ORDERS)

@@ -170,7 +170,13 @@ from tvmc.ops.space import ConfigSpace
 
 PARALLEL_MIN_FLOPS = 1 << 18  # below this a fork/join costs more than the split saves
 PARALLEL_MIN_ELEMENTS = 1 << 16  # the same for the input transform (a copy)
-STORE_COST = 3.0  # instructions per output element of the channels schedule's transposing store
+# instructions per output element of the channels schedule's transposing store, as they weigh
+# against the FMAs, by vector lanes: on AVX2 (Zen 3) the channels tiles beat pixels tiles that
+# leave lanes empty where 3.0 judged otherwise (resnet50's 1x1 256->1024 @14: 6x2 channels 93
+# GFLOP/s against 88 for 16-pixel tiles filling 94% of their lanes; densenet121's 1x1 256..448
+# ->128 @14 5-13%); others (AVX-512) not measured
+STORE_COSTS = {8: 1.5}
+STORE_COST = 3.0
 
 
 def _estimate(
@@ -185,7 +191,7 @@ def _estimate(
     if short_first_conv(geo, registers, lanes):
         pix, pix_eff = pixel_tiling(geo, lanes, *pixel_limits, registers)
     pixels = (pixel_fits(geo, pix.mr, pix.nv, pix_eff, lanes), pix_eff * density(pix.mr, pix.nv))
-    store = 1 + STORE_COST * lanes / (geo.icg * len(geo.taps))
+    store = 1 + STORE_COSTS.get(lanes, STORE_COST) * lanes / (geo.icg * len(geo.taps))
     channels = (fits_core(ch.mr, ch.nv, lanes, ch_eff), ch_eff * density(ch.mr, ch.nv) / store)
     return "channels" if channels > pixels else "pixels"
 
@@ -269,7 +275,7 @@ def plan(
         schedule = "pixels"  # a tile loop builds the planes of one input channel only
     tiling = chn if schedule == "channels" else pix
     itemsize = np.dtype(dtype).itemsize
-    order = str(cfg.get("order", default_order(geo, schedule, lanes)))
+    order = str(cfg.get("order", default_order(geo, schedule, lanes, tiling, registers)))
     core = core or Core()
     pad = channel_pad_to_lines(geo, tiling, lanes, itemsize)
     if not cfg.get("align_planes", default_align_planes(geo, order, core.l1_bytes, itemsize)):
@@ -370,7 +376,10 @@ def default_unroll(
     return "all" if len(geo.taps) <= flat_unrolled_taps(registers) else "row"
 
 
-def default_order(geo: ConvGeometry, schedule: str, lanes: int) -> str:
+def default_order(
+    geo: ConvGeometry, schedule: str, lanes: int,
+    tiling: PixelTiling | ChannelTiling | None = None, registers: int = 32,
+) -> str:  # fmt: skip
     """The tile loop order a config without one gets (docs/performance.md, "Heavy convs").
 
     - pixels tiles of an ungrouped conv over fewer input channels than a vector has lanes (a
@@ -383,11 +392,37 @@ def default_order(geo: ConvGeometry, schedule: str, lanes: int) -> str:
       holds a pixel tile's input in cache across all channel blocks, wins on 7x7 planes while
       the weights stay in the caches between runs, not when they come from memory as in a
       model: docs/performance.md.)
+    - an ungrouped pointwise conv's channels tiles on a 16-register (AVX2) core: the order
+      that reads fewer elements (`pointwise_reads`). Its input, read again per channel block,
+      is read whole, lines the next tile shares; pixels_outer re-reads the weights per pixel
+      tile, 33 of 6 pixels on a 14x14 plane: densenet121's 992->128 @14 ran 72 -> 88 GFLOP/s
+      channels_outer (Zen 3, weights from memory). Not measured on AVX-512.
     """
     if schedule == "pixels" and first_conv(geo, lanes):
         return "channels_outer"
     weights = geo.out_channels * geo.icg * len(geo.taps)
-    return "channels_outer" if weights > geo.channels * geo.channel_stride else "pixels_outer"
+    inputs = geo.channels * geo.channel_stride
+    if schedule == "channels" and isinstance(tiling, ChannelTiling) and registers <= 16:
+        moved = pointwise_reads(geo, tiling, lanes, weights, inputs)
+        if moved:
+            return "channels_outer" if moved[0] < moved[1] else "pixels_outer"
+    return "channels_outer" if weights > inputs else "pixels_outer"
+
+
+def pointwise_reads(
+    geo: ConvGeometry, tiling: ChannelTiling, lanes: int, weights: int, inputs: int
+) -> tuple[int, int] | None:
+    """Elements an ungrouped pointwise conv's channels tiles read, in the order channels_outer
+    and pixels_outer: the outer operand once, the inner one again for each outer step after the
+    first. None where either order reads each operand once (one block or one pixel tile: the
+    orders differ in what they fetch ahead)."""
+    if len(geo.taps) != 1 or geo.group != 1:
+        return None
+    blocks = ceil_div(geo.ocg, tiling.nv * lanes)
+    tiles = tiling.rows(geo) * tiling.chunks(geo)
+    if blocks == 1 or tiles == 1:
+        return None
+    return weights + (blocks - 1) * inputs, inputs + (tiles - 1) * weights
 
 
 # tiles of one outer step, at most, per line a reduction step reads of the weights, for a
