@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 import onnx
@@ -18,17 +20,24 @@ import tvmc
 from tvmc.driver import TuningProgress
 from tvmc.driver.tuning_report import TaskStats, args_summary
 from tvmc.models import light_model_inputs, randomized_light_model
+from tvmc.runtime.timing import Timings
 
 MODEL = "light_squeezenet"
 TUNED_TASKS = 3  # the heaviest by weight x FLOPs: most of the model's time, seconds to tune
 TRIALS_PER_TASK = 12  # a brief search; `tvmc tune` defaults to 1000 in total
 REPEAT = 30  # timed runs of each package: enough for a stable median on a quiet machine
+ROUNDS = 5  # the packages alternate in rounds of REPEAT // ROUNDS runs, the order flipped each
+ROUND_SECONDS = 0.5  # and of this long at least: 30 runs of 5 ms moved a median 8% (same code)
 
 
 class DemoProgress(TuningProgress):
     """One line per tuned task: trials, best and default GFLOP/s, what compile applies."""
 
+    def __init__(self) -> None:
+        self.kept = 0  # tasks whose tuned config compile applies
+
     def task_end(self, stats: TaskStats) -> None:
+        self.kept += bool(stats.check is not None and stats.check.kept)
         best = f"{stats.best_gflops:.1f}" if stats.best_gflops else "-"
         default = f"{stats.default_gflops:.1f}" if stats.default_gflops else "-"
         task = stats.task
@@ -42,8 +51,9 @@ def seconds_since(start: float) -> str:
     return f"{time.perf_counter() - start:.1f} s"
 
 
-def tune_briefly(model: tvmc.TVMCModel, records: str) -> int:
-    """Tune the heaviest tasks a few trials each into a fresh `records`; returns the task count."""
+def tune_briefly(model: tvmc.TVMCModel, records: str) -> tuple[int, int]:
+    """Tune the heaviest tasks a few trials each into a fresh `records`; returns the task count
+    and how many of them compile applies a tuned config to."""
     if os.path.exists(records):
         os.unlink(records)  # a fresh search each time: an old file would resume, measuring nothing
     tasks = tvmc.extract_tasks(model, "llvm")  # heaviest first (weight x FLOPs)
@@ -51,10 +61,49 @@ def tune_briefly(model: tvmc.TVMCModel, records: str) -> int:
     print(f"[3/5] tvmc.tune_tasks: {len(chosen)} heaviest of {len(tasks)} tasks, "
           f"{TRIALS_PER_TASK} trials each (xgb) -> {records}", flush=True)  # fmt: skip
     start = time.perf_counter()
+    progress = DemoProgress()
     tvmc.tune_tasks(chosen, records, "xgb", [TRIALS_PER_TASK] * len(chosen),
-                    progress=DemoProgress(), seed=0)  # fmt: skip
+                    progress=progress, seed=0)  # fmt: skip
     print(f"      tuned in {seconds_since(start)}")
-    return len(chosen)
+    return len(chosen), progress.kept
+
+
+def run_alternating(
+    packages: list[tvmc.TVMCPackage], inputs: dict[str, np.ndarray]
+) -> list[tvmc.TVMCResult]:
+    """Each package timed in ROUNDS rounds that alternate with the other's, first one then the
+    other first: a slow spell of a shared machine then hits both (timed one after the other, a
+    tuned package read 0.79x to 0.99x the untuned one on the same code). Each result's timings
+    are its rounds' runs together."""
+    rounds: list[list[tvmc.TVMCResult]] = [[] for _ in packages]
+    for r in range(ROUNDS):
+        order = range(len(packages)) if r % 2 == 0 else reversed(range(len(packages)))
+        for i in order:
+            rounds[i].append(tvmc.run(packages[i], inputs=inputs, benchmark=True,
+                                      repeat=max(REPEAT // ROUNDS, 1),
+                                      duration=ROUND_SECONDS))  # fmt: skip
+    merged = []
+    for results in rounds:
+        last = results[-1]  # its outputs; the timings of all its rounds
+        last.times = merged_timings([r.times for r in results if r.times is not None])
+        merged.append(last)
+    return merged
+
+
+def merged_timings(timings: list[Timings]) -> Timings:
+    """Rounds of one package's timings as one: every measurement, runs, warm-ups, threads."""
+    threads: Counter[int] = Counter()
+    for timing in timings:
+        for count, runs in timing.thread_runs:
+            threads[count] += runs
+    return replace(
+        timings[-1],
+        results=tuple(t for timing in timings for t in timing.results),
+        runs=sum(timing.runs for timing in timings),
+        seconds=sum(timing.seconds for timing in timings),
+        warmup=sum(timing.warmup for timing in timings),
+        thread_runs=tuple(sorted(threads.items())),
+    )
 
 
 def onnxruntime_median(onnx_path: str, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, float]:
@@ -85,7 +134,7 @@ def main(out_dir: str) -> None:
           f"in {time.perf_counter() - start:.2f} s")  # fmt: skip
 
     records = os.path.join(out_dir, "tuning.json")
-    tuned_tasks = tune_briefly(model, records)
+    tuned_tasks, kept = tune_briefly(model, records)
 
     start = time.perf_counter()
     untuned = tvmc.compile(model, package_path=os.path.join(out_dir, f"{MODEL}.tar"))
@@ -96,15 +145,18 @@ def main(out_dir: str) -> None:
           f"({kernels} kernels each), both in {seconds_since(start)}")  # fmt: skip
 
     inputs = light_model_inputs(onnx_model)
-    print("[5/5] tvmc.run, untuned:")
-    plain = tvmc.run(untuned, inputs=inputs, benchmark=True, repeat=REPEAT)
+    plain, best = run_alternating([untuned, tuned], inputs)
+    print(f"[5/5] tvmc.run, untuned and tuned in {ROUNDS} alternating rounds of "
+          f"{ROUND_SECONDS} s or more; untuned:")  # fmt: skip
     print(plain.format_times())
-    print("      tvmc.run, tuned:")
-    best = tvmc.run(tuned, inputs=inputs, benchmark=True, repeat=REPEAT)
+    print("      tuned:")
     print(best.format_times())
     before, after = plain.times.median, best.times.median
     print(f"tuned vs untuned: {before / after:.2f}x (median {before:.2f} -> {after:.2f} ms; "
-          f"{TRIALS_PER_TASK} trials on each of {tuned_tasks} tasks)")  # fmt: skip
+          f"{TRIALS_PER_TASK} trials on each of {tuned_tasks} tasks, {kept} applied)")  # fmt: skip
+    if not kept:
+        print("      (every task kept its default schedule: the two packages run the same code, "
+              "and the ratio is the machine's noise)")  # fmt: skip
 
     theirs, ort_ms = onnxruntime_median(onnx_path, inputs)
     print(f"onnxruntime: {ort_ms:.2f} ms median; tvmc/onnxruntime: untuned {before / ort_ms:.2f}, "

@@ -174,9 +174,9 @@ PARALLEL_MIN_ELEMENTS = 1 << 16  # the same for the input transform (a copy)
 # against the FMAs, by vector lanes: on AVX2 (Zen 3) the channels tiles beat pixels tiles that
 # leave lanes empty where 3.0 judged otherwise (resnet50's 1x1 256->1024 @14: 6x2 channels 93
 # GFLOP/s against 88 for 16-pixel tiles filling 94% of their lanes; densenet121's 1x1 256..448
-# ->128 @14 5-13%); others (AVX-512) not measured
+# ->128 @14 5-13%)
 STORE_COSTS = {8: 1.5}
-STORE_COST = 3.0
+STORE_COST = 3.0  # other widths (AVX-512's 16-lane transposes take a stage more; not measured)
 
 
 def _estimate(
