@@ -347,18 +347,16 @@ def test_pointwise_reads_count_what_each_order_reads_again():
     geo = geometry_of("Conv", conv_attrs((1, 1)), types, AVX2)
     weights, inputs = 128 * 992, 992 * 196
     tiles = 196 // 6 + 1  # 6-pixel tiles over the plane as one row
-    assert pointwise_reads(geo, ChannelTiling(6, 2, True), 8, weights, inputs) == (
+    assert pointwise_reads(geo, ChannelTiling(6, 2, True), 8) == (
         weights + 7 * inputs, inputs + (tiles - 1) * weights)  # fmt: skip
     one_block = geometry_of(
         "Conv", conv_attrs((1, 1)), [types[0], TensorType((16, 992, 1, 1), "float32")], AVX2
     )
-    assert pointwise_reads(one_block, ChannelTiling(6, 2, True), 8, 16 * 992, inputs) is None
+    assert pointwise_reads(one_block, ChannelTiling(6, 2, True), 8) is None
     three_by_three = geometry_of(
         "Conv", conv_attrs((3, 3), pads=(1,) * 4),
         [types[0], TensorType((128, 992, 3, 3), "float32")], AVX2)  # fmt: skip
-    assert (
-        pointwise_reads(three_by_three, ChannelTiling(6, 2, True), 8, 9 * weights, inputs) is None
-    )
+    assert pointwise_reads(three_by_three, ChannelTiling(6, 2, True), 8) is None
 
 
 def test_avx2_channels_tiles_where_pixel_tiles_leave_lanes_empty():

@@ -377,8 +377,8 @@ def default_unroll(
 
 
 def default_order(
-    geo: ConvGeometry, schedule: str, lanes: int,
-    tiling: PixelTiling | ChannelTiling | None = None, registers: int = 32,
+    geo: ConvGeometry, schedule: str, lanes: int, tiling: PixelTiling | ChannelTiling,
+    registers: int,
 ) -> str:  # fmt: skip
     """The tile loop order a config without one gets (docs/performance.md, "Heavy convs").
 
@@ -400,18 +400,20 @@ def default_order(
     """
     if schedule == "pixels" and first_conv(geo, lanes):
         return "channels_outer"
-    weights = geo.out_channels * geo.icg * len(geo.taps)
-    inputs = geo.channels * geo.channel_stride
-    if schedule == "channels" and isinstance(tiling, ChannelTiling) and registers <= 16:
-        moved = pointwise_reads(geo, tiling, lanes, weights, inputs)
+    if isinstance(tiling, ChannelTiling) and registers <= 16:
+        moved = pointwise_reads(geo, tiling, lanes)
         if moved:
             return "channels_outer" if moved[0] < moved[1] else "pixels_outer"
+    weights, inputs = operand_elements(geo)
     return "channels_outer" if weights > inputs else "pixels_outer"
 
 
-def pointwise_reads(
-    geo: ConvGeometry, tiling: ChannelTiling, lanes: int, weights: int, inputs: int
-) -> tuple[int, int] | None:
+def operand_elements(geo: ConvGeometry) -> tuple[int, int]:
+    """Elements of the weights and of the input (every stride phase plane the taps read)."""
+    return geo.out_channels * geo.icg * len(geo.taps), geo.channels * geo.channel_stride
+
+
+def pointwise_reads(geo: ConvGeometry, tiling: ChannelTiling, lanes: int) -> tuple[int, int] | None:
     """Elements an ungrouped pointwise conv's channels tiles read, in the order channels_outer
     and pixels_outer: the outer operand once, the inner one again for each outer step after the
     first. None where either order reads each operand once (one block or one pixel tile: the
@@ -422,6 +424,7 @@ def pointwise_reads(
     tiles = tiling.rows(geo) * tiling.chunks(geo)
     if blocks == 1 or tiles == 1:
         return None
+    weights, inputs = operand_elements(geo)
     return weights + (blocks - 1) * inputs, inputs + (tiles - 1) * weights
 
 
