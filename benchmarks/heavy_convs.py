@@ -101,7 +101,9 @@ def default_plan(task, target: CPUTarget, direct: bool = False) -> str:
     split = f" split {chosen.split}" if chosen.split > 1 else ""
     packed = " packed" if chosen.pack_input else ""
     lines = " planes on lines" if chosen.channel_pad else ""
-    return f"{chosen.schedule} {t.mr}x{t.nv}{cut} {chosen.order}{fetch}{split}{packed}{lines}"
+    phases = "" if chosen.phased else " unphased"
+    return (f"{chosen.schedule} {t.mr}x{t.nv}{cut}{phases} {chosen.order}{fetch}{split}{packed}"
+            f"{lines}")  # fmt: skip
 
 
 def default_conv_plan(task, target: CPUTarget, direct: bool = False):

@@ -468,8 +468,8 @@ def test_conv_with_many_stride_phases(x_shape, w_shape, attrs, rng):
                   use_interpreter=True, config={"in_place": False}, **TOL)  # fmt: skip
 
 
-def test_patch_embedding_transform_is_one_loop_nest():
-    """256 phase planes used to be 256 loop nests, which LLVM took minutes to optimise."""
+def patch_embedding_kernels(config: dict) -> list:
+    """The kernels of ViT's patch embedding (16x16/16 3->768 @224) under `config`, AVX2."""
     x = TensorType((1, 3, 224, 224), "float32")
     w = np.zeros((768, 3, 16, 16), np.float32)
     attrs = OPS["Conv"].normalize_attrs(
@@ -478,10 +478,21 @@ def test_patch_embedding_transform_is_one_loop_nest():
     (out_type,) = OPS["Conv"].infer(attrs, [x, TensorType.of(w)])
     refs = [ref_of_buffer("x", x, Buffer("x", x.shape)), ref_of_buffer("w", TensorType.of(w),
             Buffer("w", w.shape), w)]  # fmt: skip
-    ctx = LowerContext(LoweringTarget(num_threads=2))
-    kernels = OPS["Conv"].build(ctx, attrs, refs, [Buffer("y", out_type.shape)], None)
+    ctx = LowerContext(LoweringTarget(vector_bits=256, num_threads=2, vector_registers=16), config)
+    return OPS["Conv"].build(ctx, attrs, refs, [Buffer("y", out_type.shape)], None)
+
+
+def test_patch_embedding_transform_is_one_loop_nest():
+    """256 phase planes used to be 256 loop nests, which LLVM took minutes to optimise."""
+    kernels = patch_embedding_kernels({"schedule": "channels", "phased": True})
     (transform,) = [k for k in kernels if "input" in k.name]
     assert len(kernel_str(transform).splitlines()) < 20
+
+
+def test_unpadded_patch_embedding_reads_its_input_in_place():
+    """Its channels tiles read the input unphased: unpadded, that is the input as it is."""
+    kernels = patch_embedding_kernels({})
+    assert not [k for k in kernels if "input" in k.name]
 
 
 def conv_attrs(w_shape, attrs):
@@ -906,6 +917,59 @@ def test_flat_channel_tiles(x_shape, w_shape, attrs, config, rng):
     x, w, b = randn(rng, *x_shape), randn(rng, *w_shape), randn(rng, w_shape[0])
     check_conv("Conv", x, w, attrs, b, target=AVX2, config=knobs)
     check_conv("Conv", x, w, attrs, b, target=AVX2, epilogue=True, config=knobs)
+
+
+UNPHASED = {"schedule": "channels", "phased": False}
+UNPHASED_CASES = [
+    # flat 5-pixel tiles, the last one's spare pixels repeats
+    ((1, 8, 13, 13), (20, 8, 3, 3), {**PADDED, "strides": [2, 2]}, {"tile_rows": 5}),
+    # tiles within rows (rows of 7: 3-pixel tiles, the last one partly outside)
+    ((2, 8, 13, 13), (16, 8, 3, 3), {**PADDED, "strides": [2, 2]},
+     {"tile_rows": 3, "tile_vectors": 1, "plan": ("channels", 1, 3, "channels_outer", "all")}),
+    # pixels_outer, each tile fetching the next one's input ahead; a split reduction
+    ((1, 16, 15, 15), (16, 16, 3, 3), {**PADDED, "strides": [2, 2]},
+     {"order": "pixels_outer", "prefetch": True, "tile_rows": 4}),
+    ((1, 32, 9, 9), (24, 32, 3, 3), {**PADDED, "strides": [2, 2]},
+     {"split": 4, "order": "channels_outer", "prefetch": True}),
+    # strides (3, 2) and a dilation; 1-D; 3-D; grouped
+    ((1, 4, 17, 16), (8, 4, 3, 3), {"pads": [2, 1, 2, 1], "strides": [3, 2],
+                                    "dilations": [2, 1]}, {}),
+    ((1, 6, 29), (8, 6, 5), {"pads": [2, 2], "strides": [4]}, {}),
+    ((1, 4, 5, 9, 9), (8, 4, 3, 3, 3), {"pads": [1] * 6, "strides": [2, 2, 2]}, {}),
+    ((1, 8, 11, 11), (16, 4, 3, 3), {**PADDED, "strides": [2, 2], "group": 2}, {}),
+    # kernel = stride, unpadded: the input read in place (a patch embedding)
+    ((1, 3, 16, 16), (12, 3, 4, 4), {"strides": [4, 4]}, {}),
+    # unpadded, the window not reaching the input's last row and column: a copy
+    ((1, 4, 12, 12), (8, 4, 3, 3), {"strides": [2, 2]}, {}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("x_shape,w_shape,attrs,config", UNPHASED_CASES)
+def test_unphased_channel_tiles_compute_the_conv(x_shape, w_shape, attrs, config, rng):
+    """Channels tiles reading the input padded but not split into stride phases (its output
+    pixels `stride` apart): the same results interpreted (every access checked, the prefetches
+    too), compiled, with an epilogue and as AVX2 code."""
+    check_conv_everywhere(x_shape, w_shape, attrs, {**UNPHASED, **config}, rng)
+
+
+def test_strided_avx2_channel_tiles_read_the_input_unphased_by_default():
+    """On 16-register targets a strided channels tile reads the padded input (one plane a
+    channel); a stride-1 one, a pixels tile and an AVX-512 tile keep the phases."""
+
+    def chosen(w_shape, attrs, config, registers=16):
+        geo = geometry_of("Conv", conv_attrs(w_shape, attrs),
+                          [TensorType(s, "float32") for s in ((1, 64, 28, 28), w_shape)],
+                          LoweringTarget.of_cpu(AVX2, 2))  # fmt: skip
+        return plan(config, geo, 8 if registers == 16 else 16, registers)
+
+    strided = {**PADDED, "strides": [2, 2]}
+    w = (64, 64, 3, 3)
+    assert not chosen(w, strided, {"schedule": "channels"}).phased
+    assert chosen(w, strided, {"schedule": "channels"}, registers=32).phased
+    assert chosen(w, PADDED, {"schedule": "channels"}).phased
+    assert chosen(w, strided, {"schedule": "pixels", "phased": False}).phased
+    assert chosen(w, strided, {"schedule": "channels", "phased": True}).phased
+    assert chosen((64, 64, 1, 1), {"strides": [2, 2]}, {"schedule": "channels"}).phased
 
 
 def test_flat_tiles_and_their_unrolled_taps_by_registers():

@@ -69,6 +69,36 @@ def test_only_a_pointwise_conv_reads_its_planes_as_one_row():
     assert flat.channel_stride == strided.channel_stride == 12
 
 
+def test_an_unphased_geometry_reads_the_padded_input_with_its_pixels_stride_apart():
+    """3x3/2 pad 1 on 7x5 planes (out 4x3): four phase planes of 5x4, or one of 9x7, where a
+    tap is its kernel position's offset and a row's pixels sit 2 apart (the tiles compute the
+    conv so: test_conv_kernels' unphased cases)."""
+    phased = _geometry(3, 2, 1, (7, 5))
+    unphased = phased.unphased()
+    assert (phased.n_phases, phased.plane, phased.pixel_steps) == (4, (5, 4), (1, 1))
+    assert (unphased.n_phases, unphased.plane, unphased.pixel_steps) == (1, (9, 7), (2, 2))
+    assert [unphased.tap_offset(t) for t in unphased.taps] == [0, 1, 2, 7, 8, 9, 14, 15, 16]
+    assert not unphased.is_identity
+    # unpadded, a window that ends where the input does: the input as it is
+    assert _geometry(2, 2, 0, (6, 4)).unphased().is_identity
+
+
+@pytest.mark.parametrize("stride,pad,size", [(2, 1, (7, 6)), (3, 0, (8,)), (2, 2, (3, 5, 4))])
+def test_the_unphased_transform_pads_the_input(stride, pad, size):
+    """Its one plane per channel holds the input at (pad, pad, ...), zeros around it."""
+    geo = _geometry(3, stride, pad, size).unphased()
+    x = Buffer("X", (2, 8, *size))
+    dst = Buffer("T", (geo.batch * geo.channels * geo.channel_stride,))
+    kernel = Kernel("transform", (dst, x), transform_kernel_body(geo, x, dst, 8, False))
+    values = np.random.default_rng(0).standard_normal(x.shape).astype(np.float32)
+    got = np.full(dst.shape, np.nan, np.float32)
+    load_jit(emit_cpu([kernel])).run("transform", got, values)
+    want = np.zeros((2, 8, *geo.plane), np.float32)
+    inside = tuple(slice(pad, min(pad + n, p)) for n, p in zip(size, geo.plane))
+    want[(..., *inside)] = values[(..., *(slice(0, s.stop - s.start) for s in inside))]
+    np.testing.assert_array_equal(got.reshape(want.shape), want)
+
+
 def test_the_planes_as_one_row_where_the_default_tile_fills_more_lanes_so():
     """Pixel or channel tiles, whichever the default plan takes: AVX2's channel tile of 4
     pixels on rows of 7 fills 7 of 8 columns, on one row of 49 49 of 52; AVX-512's of 7 pixels

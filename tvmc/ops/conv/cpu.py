@@ -49,6 +49,10 @@ Knobs (ctx.config; `plan` reads them, with the defaults in `default_limits` and 
 - flat_rows: whether a channels tile may run on through the output rows (default True: where
   that fills more lanes, `cpu_tiles.channel_tiling`, and the epilogue can store so). In the
   space as a channels plan's "flat".
+- phased: whether a channels tile reads its input split into stride phases (True) or only
+  padded, its output pixels `stride` apart (`ConvGeometry.unphased`); the default is
+  `default_phased`'s. Not in the knob space yet (pixels tiles always read phases: their vector
+  loads need contiguous runs).
 - split: into how many chunks of input channels the reduction is cut (cpu_tiles.Split: the tile
   loop runs once per chunk, or, channels_outer with enough channel blocks, the chunks run
   inside groups of blocks: `_tile_loop`); the default is `default_split`'s. Not in the knob
@@ -223,9 +227,12 @@ class Plan:
     split: int = 1  # chunks of input channels the reduction is cut into (a divisor of geo.icg)
     pack_input: bool = False  # each pixel tile's input packed (`_packed_pixel_loop`)
     channel_pad: int = 0  # elements after each input channel's planes (`channel_pad_to_lines`)
+    phased: bool = True  # whether the input transform splits stride phases (`default_phased`)
 
     def geometry(self, geo: ConvGeometry) -> ConvGeometry:
-        """`geo` as this plan's kernels read it: with its input channels padded to lines."""
+        """`geo` as this plan's kernels read it: unphased, with its input channels padded to
+        lines."""
+        geo = geo if self.phased else geo.unphased()
         return geo.with_channel_pad(self.channel_pad) if self.channel_pad else geo
 
 
@@ -276,6 +283,8 @@ def plan(
     tiling = chn if schedule == "channels" else pix
     itemsize = np.dtype(dtype).itemsize
     order = str(cfg.get("order", default_order(geo, schedule, lanes, tiling, registers)))
+    phased = schedule != "channels" or bool(cfg.get("phased", default_phased(geo, registers)))
+    geo = geo if phased else geo.unphased()  # what the defaults below see (`Plan.geometry`)
     core = core or Core()
     pad = channel_pad_to_lines(geo, tiling, lanes, itemsize)
     if not cfg.get("align_planes", default_align_planes(geo, order, core.l1_bytes, itemsize)):
@@ -295,8 +304,21 @@ def plan(
         geo, tiling, split, lanes, core.l1_bytes, itemsize, core.threads)))  # fmt: skip
     return Plan(
         schedule, tiling, order, unroll,
-        bool(cfg.get("in_place", True)), bool(fetch), split, pack, pad,
+        bool(cfg.get("in_place", True)), bool(fetch), split, pack, pad, phased,
     )  # fmt: skip
+
+
+def default_phased(geo: ConvGeometry, registers: int) -> bool:
+    """Whether a channels tile reads its input split into stride phases by default: where the
+    taps read one phase, or on 32-register (AVX-512) targets, where reading it only padded was
+    not measured. A channels tile broadcasts one input element at a time, so it needs no
+    contiguous runs; split, a 3x3/2's taps read each input channel in six rows of four planes,
+    a line or two each, where the padded input holds them in three rows, and its transform is a
+    plain copy (Zen 3, weights from memory: resnet50's 3x3/2 128 @56 and 256 @28 3-4% faster,
+    inception_v2's 3x3/2 96 @28 9%, alexnet's 11x11/4 3->96 7%, zfnet512's 5x5/2 2.5%;
+    resnet50's 3x3/2 512 @14 2.7% slower, equal with its weights in cache; docs/performance.md,
+    "Strided channels tiles read the padded input")."""
+    return geo.n_phases == 1 or registers > 16
 
 
 def channel_pad_to_lines(

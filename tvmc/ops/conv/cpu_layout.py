@@ -5,7 +5,9 @@ element `y` of phase `p` holds input `y * stride + p - pad` (0 outside the input
 every kernel tap of every output pixel is a *constant offset* from the pixel's plane position,
 for any stride, dilation or padding, so a conv is a sum of shifted contiguous rows: vector loads
 with no bounds checks. ConvTranspose uses the same transform with the input zero-stuffed
-(`upsample`) and a stride-1 conv over it.
+(`upsample`) and a stride-1 conv over it. An unphased geometry (`ConvGeometry.unphased`: strided
+channels tiles, which broadcast one element at a time) has one phase of stride 1, the input
+only padded: taps are constant offsets still, a row's output pixels `stride` apart.
 
 Layout of the transformed input (flat): [n][c][phase][plane dims...], then slack for the
 over-reads of lanes that are computed but never stored.
@@ -71,10 +73,11 @@ def fill_row(
 ) -> Stmt:  # fmt: skip
     """One plane row (leading plane indices `ys`) of phase `phase`."""
     # input position z = y * stride + phase - pad, in the zero-stuffed input
-    zs = [y * geo.strides[i] + (phase[i] - geo.pad_begin[i]) for i, y in enumerate(ys)]
+    steps = geo.split_strides
+    zs = [y * steps[i] + (phase[i] - geo.pad_begin[i]) for i, y in enumerate(ys)]
     lead = tuple(_source(geo, i, z) for i, z in enumerate(zs))
     last, wq, zero = len(geo.plane) - 1, geo.plane[-1], const(0, x.dtype)
-    s, p, pb = geo.strides[last], phase[last], geo.pad_begin[last]
+    s, p, pb = steps[last], phase[last], geo.pad_begin[last]
 
     def put(lo: int, hi: int, value: Callable[[Expr], Expr], vectorize: bool = True) -> Stmt:
         def at(i: Expr) -> Stmt:
@@ -152,7 +155,7 @@ def _fill_planes_looped(
     def element(flat: Expr) -> Stmt:
         index = unflatten(flat, (*phase_shape, *geo.plane))  # [n][c] [phase...][plane...]
         phase, pos = index[:axes], index[axes:]
-        z = [y * s + p - pb for y, s, p, pb in zip(pos, geo.strides, phase, geo.pad_begin)]
+        z = [y * s + p - pb for y, s, p, pb in zip(pos, geo.split_strides, phase, geo.pad_begin)]
         inside = functools.reduce(
             lambda a, b: a & b, ((zi >= 0) & (zi < size) for zi, size in zip(z, geo.in_shape))
         )

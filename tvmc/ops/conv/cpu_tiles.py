@@ -681,13 +681,13 @@ def channel_tile(
     width, positions = nv * lanes, tiling.positions(geo)
     red, ntaps = ops.reduction, len(geo.taps)
     oblocks = ceil_div(geo.ocg, width)
-    chunks = tiling.chunks(geo)
+    chunks, step = tiling.chunks(geo), geo.pixel_steps[-1]
     if tiling.flat:  # each pixel's plane position (the last tile's spare pixels repeat the last)
         first = [minimum(pc * mr + r, positions - 1) for r in range(mr)]
         pixels = [geo.out_position(unflatten(q, geo.out_shape)).astype("int64") for q in first]
         qbase: Expr = const(0)
     else:
-        pixels, qbase = [], geo.out_position(lead) + pc * mr
+        pixels, qbase = [], geo.out_position(lead) + pc * mr * step
 
     def bind(ks: tuple[Expr, ...], wb: Expr, xb: Expr, *at: Expr) -> tuple[Expr, ...]:
         ic = red.channel(ks, split)
@@ -698,7 +698,7 @@ def channel_tile(
         if tiling.flat:  # int64: as int32, LLVM's SLP vectorizer packed the MR sums into one
             # vector and took each out for its load (3x3 512->512 @7: 41% of the peak)
             return ops.load((b[1] + red.column_offset(t)).astype("int64") + b[2 + r], 1)
-        return ops.load(b[1] + red.column_offset(t) + r, 1)
+        return ops.load(b[1] + red.column_offset(t) + r * step, 1)
 
     def vector(v: int, b: tuple, t: int) -> Expr:
         return ops.weights[lane_index(b[0] + t * width + v * lanes, lanes)]
@@ -727,8 +727,9 @@ def channel_tile(
             return None
         if ahead.operand == "weights":
             return seq(*_weights_ahead(ops, ahead, bases[0], width, b[0], b[-1], split))
-        step = b[1] + b[2].astype("int32") if tiling.flat else b[1]  # the tile's first pixel
-        return seq(*_input_ahead(ops, ahead, mr, mr, step))  # the next tile: mr pixels on
+        first = b[1] + b[2].astype("int32") if tiling.flat else b[1]  # the tile's first pixel
+        # the next tile: mr pixels on
+        return seq(*_input_ahead(ops, ahead, mr * step, (mr - 1) * step + 1, first))
 
     def tile(bases: tuple[Expr, ...]) -> Stmt:
         return register_tile(mr, nv, lanes, ops.acc, red.loops, red.taps, scalar, vector,
@@ -741,7 +742,8 @@ def channel_tile(
 
 def channel_reads_end(geo: ConvGeometry, tiling: ChannelTiling) -> int:
     """One past the largest plane position (plus tap offset) a channel tile reads."""
-    last = sum((o - 1) * s for o, s in zip(geo.out_shape[:-1], geo.plane_strides))
-    if tiling.flat:  # the last tile's spare pixels read the last pixel's inputs
-        return last + geo.out_shape[-1] + geo.max_tap_offset
-    return last + tiling.chunks(geo) * tiling.mr + geo.max_tap_offset
+    last = sum((o - 1) * q * s for o, q, s in
+               zip(geo.out_shape[:-1], geo.pixel_steps, geo.plane_strides))  # fmt: skip
+    # where flat, the last tile's spare pixels read the last pixel's inputs
+    pixels = geo.out_shape[-1] if tiling.flat else tiling.chunks(geo) * tiling.mr
+    return last + (pixels - 1) * geo.pixel_steps[-1] + 1 + geo.max_tap_offset

@@ -47,6 +47,9 @@ class ConvGeometry:
     # elements after each channel's planes in the transformed input (so that every channel's
     # planes start on a cache line: `with_channel_pad`)
     channel_pad: int = 0
+    # whether the input transform splits stride phases (each tap a contiguous run of a phase
+    # plane); else it only pads, and a row's output pixels sit `pixel_steps` apart (`unphased`)
+    phased: bool = True
 
     @classmethod
     def of_node(
@@ -117,20 +120,38 @@ class ConvGeometry:
         return cond
 
     # ---- the CPU's plane layout ------------------------------------------------------------------
+    def unphased(self) -> ConvGeometry:
+        """This conv reading its input padded but not split into stride phases: a strided
+        channels tile then reads each input row once for all the taps of a kernel row (3x3/2:
+        three rows a channel, where its four phase planes put them in six)."""
+        return replace(self, phased=False)
+
+    @property
+    def split_strides(self) -> tuple[int, ...]:
+        """Per axis, the stride the transform splits phases by (1 where unphased)."""
+        return self.strides if self.phased else (1,) * len(self.strides)
+
+    @property
+    def pixel_steps(self) -> tuple[int, ...]:
+        """Per axis, the plane distance between consecutive output positions."""
+        return (1,) * len(self.strides) if self.phased else self.strides
+
     @functools.cached_property
     def phases(self) -> tuple[tuple[int, ...], ...]:
         """Per axis, the stride phases some tap reads."""
         return tuple(
             tuple(sorted({k * d % s for k in range(kk)}))
-            for kk, s, d in zip(self.kernel, self.strides, self.dilations)
+            for kk, s, d in zip(self.kernel, self.split_strides, self.dilations)
         )
 
     @functools.cached_property
     def plane(self) -> tuple[int, ...]:
         """Shape of one phase plane: every output position plus the kernel's reach."""
         return tuple(
-            o + (k - 1) * d // s
-            for o, k, s, d in zip(self.out_shape, self.kernel, self.strides, self.dilations)
+            (o - 1) * q + 1 + (k - 1) * d // s
+            for o, k, s, q, d in zip(
+                self.out_shape, self.kernel, self.split_strides, self.pixel_steps, self.dilations
+            )
         )
 
     @property
@@ -173,7 +194,7 @@ class ConvGeometry:
     def tap_offset(self, tap: tuple[int, ...]) -> int:
         """Offset of `tap` from an output pixel's plane position, within one channel."""
         phase, within = 0, 0
-        for i, (k, s, d) in enumerate(zip(tap, self.strides, self.dilations)):
+        for i, (k, s, d) in enumerate(zip(tap, self.split_strides, self.dilations)):
             phase = phase * len(self.phases[i]) + self.phases[i].index(k * d % s)
             within += (k * d // s) * self.plane_strides[i]
         return phase * self.plane_size + within
@@ -185,10 +206,10 @@ class ConvGeometry:
 
     @property
     def is_identity(self) -> bool:
-        """True when the transform would copy the input unchanged (no pad, stride, stuffing)."""
+        """True when the transform would copy the input as it is (no pad, phase split, stuffing)."""
         return (
             not any(self.pad_begin)
-            and all(s == 1 for s in self.strides)
+            and all(s == 1 for s in self.split_strides)
             and all(u == 1 for u in self.upsample)
             and self.plane == self.in_shape
         )
@@ -217,7 +238,9 @@ class ConvGeometry:
     def out_position(self, lead: tuple[Expr, ...]) -> Expr:
         """Plane position of the first pixel of the output row with leading indices `lead` (of
         the pixel itself, given all its indices)."""
-        return sum((i * s for i, s in zip(lead, self.plane_strides)), const(0))
+        return sum(
+            (i * q * s for i, q, s in zip(lead, self.pixel_steps, self.plane_strides)), const(0)
+        )
 
 
 def through_last_axis(buf: Buffer, idx: tuple[Expr, ...]) -> tuple[Expr, ...]:
