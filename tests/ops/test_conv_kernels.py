@@ -27,7 +27,14 @@ from tvmc.kernel import Buffer, Kernel, kernel_str, loop, maximum
 from tvmc.kernel.interpret import interpret
 from tvmc.ops import OPS
 from tvmc.ops.conv.cpu import Core, default_limits, geometry_of, plan, tiled_geometry
-from tvmc.ops.conv.cpu_tiles import PACE_SLACK, Ahead, ChannelTiling, PixelTiling, paced_offset
+from tvmc.ops.conv.cpu_tiles import (
+    PACE_SLACK,
+    Ahead,
+    ChannelTiling,
+    PixelTiling,
+    paced_offset,
+    remainder_rows,
+)
 from tvmc.ops.lowering import Epilogue, LowerContext, LoweringTarget, buffer_shape, ref_of_buffer
 from tvmc.passes import IMPORT_PIPELINE, run_passes
 
@@ -1093,6 +1100,33 @@ def test_pixel_tiles_packing_their_input_compute_the_conv(x_shape, w_shape, attr
     check_conv_everywhere(x_shape, w_shape, attrs, knobs, rng)
 
 
+def test_the_last_channel_block_of_a_pixels_tile_computes_its_channels_alone():
+    """64 channels in 6-row tiles: 10 blocks and one of 4 rows (not 6 with 2 of padding);
+    MR dividing the channels, or one block holding them, leaves no remainder."""
+    assert remainder_rows(64, 6) == 4 and remainder_rows(128, 6) == 2
+    assert remainder_rows(96, 6) is None and remainder_rows(4, 6) is None
+
+
+@pytest.mark.parametrize(
+    "x_shape, w_shape, attrs, config",
+    [
+        ((1, 3, 20, 20), (10, 3, 5, 5), {"pads": [2] * 4, "strides": [2, 2]},
+         {"schedule": "pixels", "tile_rows": 4, "order": "channels_outer"}),
+        ((1, 16, 9, 9), (14, 16, 1, 1), {},
+         {"schedule": "pixels", "tile_rows": 6, "order": "pixels_outer", "split": 2,
+          "prefetch": True}),
+        ((1, 16, 9, 9), (13, 16, 3, 3), PADDED,
+         {"schedule": "pixels", "tile_rows": 4, "order": "channels_outer", "split": 4,
+          "prefetch": True}),
+        ((1, 16, 8, 8), (22, 8, 1, 1), {"group": 2}, {**PACKED, "tile_rows": 3}),
+    ],
+)  # fmt: skip
+def test_pixel_tiles_with_a_short_last_block_compute_the_conv(x_shape, w_shape, attrs, config, rng):
+    """A last channel block of fewer rows than MR (`remainder_rows`), with a split reduction
+    (each tile's partial sums at its own place), fetches ahead and packed input."""
+    check_conv_everywhere(x_shape, w_shape, attrs, config, rng)
+
+
 def test_packed_input_fills_in_the_first_block_and_fetches_the_next_tile():
     """One local block of a tile's input (64 channels x 16 lanes), filled by the first channel
     block (a store a step), whose steps fetch the next tile's line (16 x 16 planes: one line
@@ -1100,7 +1134,7 @@ def test_packed_input_fills_in_the_first_block_and_fetches_the_next_tile():
 
     def text(prefetch):
         config = {**PACKED, "tile_vectors": 1, "prefetch": prefetch}
-        kernels = pointwise_conv_kernels(64, 80, 16, config, threads=1)
+        kernels = pointwise_conv_kernels(64, 96, 16, config, threads=1)
         return "\n".join(kernel_str(k) for k in kernels)
 
     fetching, plain = text(True), text(False)

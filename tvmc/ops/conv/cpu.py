@@ -752,7 +752,7 @@ def _tile_loop(
             pix, chans = (idx[:np_], idx[np_:]) if outer_pixels else (idx[2:], idx[:2])
             operand = "input" if outer_pixels else "weights"
             ahead = Ahead(operand, t % inner, inner) if fetch_ahead else None
-            split = None if part is None else Split(part, how.split, partial, t)
+            split = None if part is None else Split(part, how.split, partial, t, cells)
             return body(pix, chans[0], chans[1], ahead, split)
 
         return let_all("c", unflatten(t, shape) if idx is None else idx, coordinates)
@@ -830,7 +830,8 @@ def _packed_pixel_loop(
                 def tiles(scratch: Buffer) -> Stmt:
                     def block(ob: Expr, packed: PackedInput) -> Stmt:
                         t = (p * geo.group + g) * oblocks + ob
-                        split = None if part is None else Split(part, how.split, partial, t)
+                        split = None if part is None else Split(part, how.split, partial, t,
+                                                                cells)  # fmt: skip
                         return pixel_tile(ops, tiling, n, g, ob, lead, rb, ch, None, split,
                                           packed=packed)  # fmt: skip
 
