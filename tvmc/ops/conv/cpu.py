@@ -230,8 +230,8 @@ class Plan:
     phased: bool = True  # whether the input transform splits stride phases (`default_phased`)
 
     def geometry(self, geo: ConvGeometry) -> ConvGeometry:
-        """`geo` as this plan's kernels read it: unphased, with its input channels padded to
-        lines."""
+        """`geo` as this plan's kernels read it: unphased where it says, its input channels
+        padded to lines where it says."""
         geo = geo if self.phased else geo.unphased()
         return geo.with_channel_pad(self.channel_pad) if self.channel_pad else geo
 
@@ -535,10 +535,11 @@ def default_split(
         return 1
     taps = len(geo.taps)
     if isinstance(tiling, ChannelTiling):
-        # a channel's input the tile reads: MR positions (two runs where flat) at each tap,
-        # not the whole range between its first and last tap (a 3x3/2's four phase planes)
-        block = tiling.nv * lanes
-        span = min(tiling.mr + geo.max_tap_offset, taps * (tiling.mr + 2 * per_line(itemsize)))
+        # a channel's input the tile reads: MR positions (`stride` apart where unphased; two
+        # runs where flat) at each tap, not the whole range between its first and last tap (a
+        # 3x3/2's four phase planes)
+        block, pixels = tiling.nv * lanes, (tiling.mr - 1) * geo.pixel_steps[-1] + 1
+        span = min(pixels + geo.max_tap_offset, taps * (pixels + 2 * per_line(itemsize)))
     else:
         width = tiling.nv * lanes  # a chunk of a row (or of the planes read as one row)
         block, span = tiling.mr, (width + geo.max_tap_offset if tiling.chunks > 1
