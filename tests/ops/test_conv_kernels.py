@@ -944,6 +944,9 @@ UNPHASED_CASES = [
     ((1, 6, 29), (8, 6, 5), {"pads": [2, 2], "strides": [4]}, {}),
     ((1, 4, 5, 9, 9), (8, 4, 3, 3, 3), {"pads": [1] * 6, "strides": [2, 2, 2]}, {}),
     ((1, 8, 11, 11), (16, 4, 3, 3), {**PADDED, "strides": [2, 2], "group": 2}, {}),
+    # a kernel row a step, one tap a step (the steps' offsets from the table)
+    ((1, 3, 23, 23), (16, 3, 7, 7), {"pads": [3] * 4, "strides": [4, 4]}, {"unroll_taps": "row"}),
+    ((1, 4, 11, 11), (8, 4, 3, 3), {**PADDED, "strides": [2, 2]}, {"unroll_taps": "none"}),
     # kernel = stride, unpadded: the input read in place (a patch embedding)
     ((1, 3, 16, 16), (12, 3, 4, 4), {"strides": [4, 4]}, {}),
     # unpadded, the window not reaching the input's last row and column: a copy
