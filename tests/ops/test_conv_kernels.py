@@ -1137,7 +1137,7 @@ def test_packed_input_fills_in_the_first_block_and_fetches_the_next_tile():
 
     def text(prefetch):
         config = {**PACKED, "tile_vectors": 1, "prefetch": prefetch}
-        kernels = pointwise_conv_kernels(64, 96, 16, config, threads=1)
+        kernels = pointwise_conv_kernels(64, 80, 16, config, threads=1)
         return "\n".join(kernel_str(k) for k in kernels)
 
     fetching, plain = text(True), text(False)

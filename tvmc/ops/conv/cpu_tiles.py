@@ -33,6 +33,7 @@ import numpy as np
 from tvmc.kernel import (
     Buffer,
     Expr,
+    IntImm,
     Stmt,
     const,
     if_then_else,
@@ -461,6 +462,8 @@ def pixel_tile(
             for o, w in pieces(segment, lanes)
         ))  # fmt: skip
 
+    exact = geo.ocg % mr == 0 or last_rows is not None  # every row of every tile a channel
+
     def finish(tile: Buffer) -> Stmt:
         stmts = []
         for r in range(tile.shape[0]):
@@ -480,7 +483,6 @@ def pixel_tile(
                     st = full
                 rows.append(st if rl % tiling.rows == 0 else if_then_else(row0 + j < rl, st))
             body = seq(*rows)
-            exact = geo.ocg % mr == 0 or last_rows is not None  # every row a channel
             stmts.append(body if exact else if_then_else(oc_local < geo.ocg, body))
         return seq(*stmts)
 
@@ -545,6 +547,8 @@ def pixel_tile(
     def tile(bases: tuple[Expr, ...]) -> Stmt:
         if last_rows is None:
             return tile_of(mr, bases)
+        if isinstance(ob, IntImm):  # the packed loop's first block: one tile, chosen here
+            return tile_of(mr if ob.value < oblocks - 1 else last_rows, bases)
         return if_then_else(ob < oblocks - 1, tile_of(mr, bases), tile_of(last_rows, bases))
 
     block = (g * oblocks + ob) * geo.icg
