@@ -33,6 +33,7 @@ from tvmc.ops.conv.cpu_tiles import (
     ChannelTiling,
     PixelTiling,
     paced_offset,
+    remainder_pixels,
     remainder_rows,
 )
 from tvmc.ops.lowering import Epilogue, LowerContext, LoweringTarget, buffer_shape, ref_of_buffer
@@ -893,7 +894,7 @@ def test_conv_avx2_default_tiles(x_shape, w_shape, attrs, schedule, tile, flat, 
 
 PADDED = {"pads": [1, 1, 1, 1]}
 FLAT_CASES = [
-    # 7x7 planes in 5-pixel tiles: 49 = 9 x 5 + 4, the last tile's spare pixel a repeat
+    # 7x7 planes in 5-pixel tiles: 49 = 9 x 5 + 4, the last tile one of 4 pixels
     ((2, 16, 7, 7), (24, 16, 3, 3), PADDED, {}),
     # stride 2 (four phase planes), a partial channel vector (20 of 24 channels)
     ((1, 8, 13, 13), (20, 8, 3, 3), {**PADDED, "strides": [2, 2]}, {}),
@@ -928,9 +929,9 @@ def test_flat_channel_tiles(x_shape, w_shape, attrs, config, rng):
 
 UNPHASED = {"schedule": "channels", "phased": False}
 UNPHASED_CASES = [
-    # flat 5-pixel tiles, the last one's spare pixels repeats
+    # flat 5-pixel tiles, the last one of 4 pixels
     ((1, 8, 13, 13), (20, 8, 3, 3), {**PADDED, "strides": [2, 2]}, {"tile_rows": 5}),
-    # tiles within rows (rows of 7: 3-pixel tiles, the last one partly outside)
+    # tiles within rows (rows of 7: 3-pixel tiles, the last one of 1 pixel)
     ((2, 8, 13, 13), (16, 8, 3, 3), {**PADDED, "strides": [2, 2]},
      {"tile_rows": 3, "tile_vectors": 1, "plan": ("channels", 1, 3, "channels_outer", "all")}),
     # pixels_outer, each tile fetching the next one's input ahead; a split reduction
@@ -1130,6 +1131,48 @@ def test_pixel_tiles_with_a_short_last_block_compute_the_conv(x_shape, w_shape, 
     check_conv_everywhere(x_shape, w_shape, attrs, config, rng)
 
 
+def test_the_last_channels_tile_of_a_row_computes_its_pixels_alone():
+    """49 pixels in 6-pixel tiles: 8 tiles and one of 1 (not 9 of 6, 5 of them repeats or
+    reads past the row); MR dividing the pixels leaves no remainder. The short tile is code
+    of its own: a 7x7 plane in flat 5-pixel tiles holds tiles of 5 and of 4."""
+    assert remainder_pixels(49, 6) == 1 and remainder_pixels(9, 4) == 1
+    assert remainder_pixels(48, 6) is None and remainder_pixels(5, 5) is None
+    plan = ["channels", 1, 5, "channels_outer", "none", "flat"]
+    text = "\n".join(kernel_str(k) for k in pointwise_conv_kernels(16, 16, 7, {"plan": plan}))
+    assert "allocate acc: float32[5, 16]" in text and "allocate acc: float32[4, 16]" in text
+    plan = ["channels", 1, 6, "channels_outer", "none"]  # rows of 6 in tiles of 6
+    text = "\n".join(kernel_str(k) for k in pointwise_conv_kernels(16, 16, 6, {"plan": plan}))
+    assert text.count("allocate acc:") == 1
+
+
+CHANNEL_REMAINDER = {"schedule": "channels", "tile_vectors": 1}
+
+
+@pytest.mark.parametrize(
+    "x_shape, w_shape, attrs, config",
+    [
+        # flat 6-pixel tiles over 7x7 planes (8 and one of 1), a split reduction fetching the
+        # next channel block's weights ahead
+        ((1, 16, 7, 7), (20, 16, 3, 3), PADDED,
+         {"tile_rows": 6, "split": 2, "order": "channels_outer", "prefetch": True}),
+        # tiles in rows of 9 (two of 4, one of 1), reading the input in place up to its end
+        ((1, 16, 7, 9), (16, 16, 1, 1), {}, {"tile_rows": 4, "flat_rows": False}),
+        # pixels_outer, each tile fetching the next one's input ahead (rows of 9: 4, 4, 1)
+        ((1, 8, 9, 9), (16, 8, 3, 3), PADDED,
+         {"tile_rows": 4, "flat_rows": False, "order": "pixels_outer", "prefetch": True}),
+        # strided and unphased, flat (7x7 outputs: 9 tiles of 5 and one of 4); 1-D (11 of 4)
+        ((1, 8, 14, 14), (16, 8, 3, 3), {**PADDED, "strides": [2, 2]},
+         {"tile_rows": 5, "phased": False}),
+        ((2, 8, 11), (16, 8, 3), {"pads": [1, 1]}, {"tile_rows": 4}),
+    ],
+)  # fmt: skip
+def test_channel_tiles_with_a_short_last_tile_compute_the_conv(x_shape, w_shape, attrs, config, rng):
+    """A row's (flat: the planes') last channels tile of fewer pixels than MR
+    (`remainder_pixels`): split reductions keep its partial sums at its own place, fetches
+    ahead stay in their buffers, an input read in place is read no further than its end."""
+    check_conv_everywhere(x_shape, w_shape, attrs, {**CHANNEL_REMAINDER, **config}, rng)
+
+
 def test_packed_input_fills_in_the_first_block_and_fetches_the_next_tile():
     """One local block of a tile's input (64 channels x 16 lanes), filled by the first channel
     block (a store a step), whose steps fetch the next tile's line (16 x 16 planes: one line
@@ -1152,9 +1195,10 @@ def test_channel_tiles_unroll_their_transposing_store_over_one_vector_block():
 
     def unrolled(plan):
         kernels = pointwise_conv_kernels(64, 80, 9, {"plan": plan})
-        (line,) = [t for t in "\n".join(kernel_str(k) for k in kernels).splitlines()
-                   if "for (j:" in t]  # fmt: skip
-        return line.strip().endswith("unrolled {")
+        lines = [t for t in "\n".join(kernel_str(k) for k in kernels).splitlines()
+                 if "for (j:" in t]  # fmt: skip
+        (kind,) = {t.strip().endswith("unrolled {") for t in lines}  # the 9th pixel's tile too
+        return kind
 
     rows = ["channels", 1, 5, "channels_outer", "none"]  # 16 lanes: one vector
     assert unrolled(rows)

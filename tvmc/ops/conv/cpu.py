@@ -653,7 +653,7 @@ def conv_lowering(
         return [*kernels, make_kernel(ctx.name("conv_dw"), body)]
 
     if isinstance(p.tiling, ChannelTiling):
-        reads_end = channel_reads_end(geo, p.tiling)
+        reads_end = channel_reads_end(geo)
     else:
         reads_end = pixel_reads_end(geo, p.tiling, lanes)
     cs, planes = geo.channel_stride, geo.batch * geo.channels

@@ -704,8 +704,9 @@ def channel_tile(
     red, ntaps = ops.reduction, len(geo.taps)
     oblocks = ceil_div(geo.ocg, width)
     chunks, step = tiling.chunks(geo), geo.pixel_steps[-1]
-    if tiling.flat:  # each pixel's plane position (the last tile's spare pixels repeat the last)
-        first = [minimum(pc * mr + r, positions - 1) for r in range(mr)]
+    last_pixels = remainder_pixels(positions, mr)
+    if tiling.flat:  # each pixel's plane position (the last tile's, past the planes, unused)
+        first = [pc * mr + r for r in range(mr)]
         pixels = [geo.out_position(unflatten(q, geo.out_shape)).astype("int64") for q in first]
         qbase: Expr = const(0)
     else:
@@ -737,8 +738,7 @@ def channel_tile(
                     for o, w in pieces(count, lanes)
                 ))  # fmt: skip
 
-            last = positions - (chunks - 1) * mr
-            st = run(mr) if last == mr else if_then_else(pc.eq(chunks - 1), run(last), run(mr))
+            st = run(tile.shape[0])  # the last chunk's tile holds its pixels only
             return st if geo.ocg % width == 0 else if_then_else(oc_local < geo.ocg, st)
 
         unrolled = not tiling.flat and width <= MAX_UNROLLED_STORE_CHANNELS
@@ -753,19 +753,34 @@ def channel_tile(
         # the next tile: mr pixels on
         return seq(*_input_ahead(ops, ahead, mr * step, (mr - 1) * step + 1, first))
 
-    def tile(bases: tuple[Expr, ...]) -> Stmt:
-        return register_tile(mr, nv, lanes, ops.acc, red.loops, red.taps, scalar, vector,
+    def tile_of(rows: int, bases: tuple[Expr, ...]) -> Stmt:
+        return register_tile(rows, nv, lanes, ops.acc, red.loops, red.taps, scalar, vector,
                              tile_store(split, lanes, finish), lambda ks: bind(ks, *bases),
                              lambda b: fetch(bases, b))  # fmt: skip
+
+    def tile(bases: tuple[Expr, ...]) -> Stmt:
+        if last_pixels is None:
+            return tile_of(mr, bases)
+        if isinstance(pc, IntImm):
+            return tile_of(mr if pc.value < chunks - 1 else last_pixels, bases)
+        return if_then_else(pc < chunks - 1, tile_of(mr, bases), tile_of(last_pixels, bases))
 
     block = (g * oblocks + ob) * geo.icg
     return let_all("t", (block, ops.channel_base(n, g * geo.icg) + qbase, *pixels), tile)
 
 
-def channel_reads_end(geo: ConvGeometry, tiling: ChannelTiling) -> int:
+def remainder_pixels(positions: int, mr: int) -> int | None:
+    """Pixels of a row's (flat: of the planes') last channels tile where `positions` leave it
+    short of MR: it computes those alone, not MR of which some repeat the last pixel or read
+    past the row (3x3 512->512 @7 as flat 6x2 tiles: 8 of 6 pixels and one of 1, not 9 of 6);
+    None where MR divides them."""
+    rest = positions % mr
+    return rest or None
+
+
+def channel_reads_end(geo: ConvGeometry) -> int:
     """One past the largest plane position (plus tap offset) a channel tile reads."""
     last = sum((o - 1) * q * s for o, q, s in
                zip(geo.out_shape[:-1], geo.pixel_steps, geo.plane_strides))  # fmt: skip
-    # where flat, the last tile's spare pixels read the last pixel's inputs
-    pixels = geo.out_shape[-1] if tiling.flat else tiling.chunks(geo) * tiling.mr
-    return last + (pixels - 1) * geo.pixel_steps[-1] + 1 + geo.max_tap_offset
+    # the last tile of a row (flat: of the planes) holds its pixels only (`remainder_pixels`)
+    return last + (geo.out_shape[-1] - 1) * geo.pixel_steps[-1] + 1 + geo.max_tap_offset
