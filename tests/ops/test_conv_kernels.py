@@ -983,6 +983,27 @@ def test_strided_avx2_channel_tiles_read_the_input_unphased_by_default():
     assert chosen((64, 64, 1, 1), {"strides": [2, 2]}, {"schedule": "channels"}).phased
 
 
+def test_flat_channel_tiles_over_short_rows_fetching_weights_ahead_keep_the_phases():
+    """A flat tile over output rows shorter than two tiles that fetches its weights ahead
+    reads the phases (resnet50's 3x3/2 512 @14: 5-pixel tiles over rows of 7); without the
+    prefetch, over rows of two tiles or more, or with no register spare for the prefetch
+    (4x3), the padded input."""
+
+    def chosen(x_shape, out_channels, **config):
+        geo = conv_geometry(x_shape, (out_channels, x_shape[1], 3, 3),
+                            {**PADDED, "strides": [2, 2]})  # fmt: skip
+        return plan({"schedule": "channels", **config}, geo, 8, 16, cache_elements=1 << 17)
+
+    def summary(p):
+        return p.tiling, p.prefetch, p.phased
+
+    assert summary(chosen((1, 512, 14, 14), 512)) == (ChannelTiling(5, 2, True), True, True)
+    assert not chosen((1, 512, 14, 14), 512, prefetch=False).phased
+    # 6-pixel tiles over rows of 14; a 4x3 tile (no spare register)
+    assert summary(chosen((1, 256, 28, 28), 256)) == (ChannelTiling(6, 2, True), True, False)
+    assert summary(chosen((1, 128, 14, 14), 192)) == (ChannelTiling(4, 3, True), False, False)
+
+
 def test_flat_tiles_and_their_unrolled_taps_by_registers():
     """A flat channels tile unrolls every tap of a step up to 25 on 16-register targets (AVX2),
     a kernel row a step beyond (7x7: 18 ymm values spilled a step with all 49); 32-register
@@ -1166,7 +1187,9 @@ CHANNEL_REMAINDER = {"schedule": "channels", "tile_vectors": 1}
         ((2, 8, 11), (16, 8, 3), {"pads": [1, 1]}, {"tile_rows": 4}),
     ],
 )  # fmt: skip
-def test_channel_tiles_with_a_short_last_tile_compute_the_conv(x_shape, w_shape, attrs, config, rng):
+def test_channel_tiles_with_a_short_last_tile_compute_the_conv(
+    x_shape, w_shape, attrs, config, rng
+):
     """A row's (flat: the planes') last channels tile of fewer pixels than MR
     (`remainder_pixels`): split reductions keep its partial sums at its own place, fetches
     ahead stay in their buffers, an input read in place is read no further than its end."""

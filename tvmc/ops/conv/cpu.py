@@ -281,9 +281,18 @@ def plan(
     if schedule == "depthwise" and geo.icg != 1:
         schedule = "pixels"  # a tile loop builds the planes of one input channel only
     tiling = chn if schedule == "channels" else pix
-    itemsize = np.dtype(dtype).itemsize
     order = str(cfg.get("order", default_order(geo, schedule, lanes, tiling, registers)))
-    phased = schedule != "channels" or bool(cfg.get("phased", default_phased(geo, registers)))
+    itemsize = np.dtype(dtype).itemsize
+
+    def weights_ahead() -> bool:  # as the phased tile would (`default_prefetch`)
+        unroll = str(cfg.get("unroll_taps", default_unroll(geo, tiling, registers)))
+        return order == "channels_outer" and bool(cfg.get("prefetch", default_prefetch(
+            geo, schedule, order, cache_elements, registers, tiling, lanes, unroll,
+            itemsize)))  # fmt: skip
+
+    phased = schedule != "channels" or bool(
+        cfg.get("phased", default_phased(geo, registers, tiling, weights_ahead))
+    )  # fmt: skip
     geo = geo if phased else geo.unphased()  # what the defaults below see (`Plan.geometry`)
     core = core or Core()
     pad = channel_pad_to_lines(geo, tiling, lanes, itemsize)
@@ -308,17 +317,33 @@ def plan(
     )  # fmt: skip
 
 
-def default_phased(geo: ConvGeometry, registers: int) -> bool:
+def default_phased(
+    geo: ConvGeometry, registers: int, tiling: PixelTiling | ChannelTiling,
+    weights_ahead: Callable[[], bool],
+) -> bool:  # fmt: skip
     """Whether a channels tile reads its input split into stride phases by default: where the
-    taps read one phase, or on 32-register (AVX-512) targets, where reading it only padded was
-    not measured. A channels tile broadcasts one input element at a time, so it needs no
-    contiguous runs; split, a 3x3/2's taps read each input channel in six rows of four planes,
-    a line or two each, where the padded input holds them in three rows, and its transform is a
-    plain copy (Zen 3, weights from memory: resnet50's 3x3/2 128 @56 and 256 @28 3-4% faster,
-    inception_v2's 3x3/2 96 @28 9%, alexnet's 11x11/4 3->96 7%, zfnet512's 5x5/2 2.5%;
-    resnet50's 3x3/2 512 @14 2.7% slower, equal with its weights in cache; docs/performance.md,
+    taps read one phase, on 32-register (AVX-512) targets, where reading it only padded was not
+    measured, and for a flat tile over output rows shorter than two tiles that fetches its
+    weights ahead (`weights_ahead()`, asked only then).
+
+    A channels tile broadcasts one input element at a time, so it needs no contiguous runs;
+    split, a 3x3/2's taps read each input channel in six rows of four planes, a line or two
+    each, where the padded input holds them in three rows, and its transform is a plain copy
+    (Zen 3, weights from memory: resnet50's 3x3/2 128 @56 and 256 @28 3-4% faster,
+    inception_v2's 3x3/2 96 @28 9%, alexnet's 11x11/4 3->96 7%, zfnet512's 5x5/2 2.5%; tiles in
+    rows over 5x5 and 10x10 outputs 7-10%). Flat 5x2 tiles over 7x7 outputs, which fetch their
+    weights ahead, ran 3-10% slower padded (30 rounds: resnet50's 3x3/2 512 @14 87.0 -> 90.6
+    GFLOP/s phased, inception_v2's 256 @14 85.1 -> 87.3; 640 @14 and 1024->512 @14 6-10%), the
+    same code reading other addresses; without the prefetch they ran alike, and inception_v2's
+    4x3 tile (no spare register: no prefetch) over its 128->192 @14 ran 2.6% faster padded.
+    Why the prefetch gains less beside the padded input is not understood (docs/performance.md,
     "Strided channels tiles read the padded input")."""
-    return geo.n_phases == 1 or registers > 16
+    if geo.n_phases == 1 or registers > 16:
+        return True
+    short_rows = isinstance(tiling, ChannelTiling) and tiling.flat and (
+        geo.out_shape[-1] < 2 * tiling.mr
+    )  # fmt: skip
+    return short_rows and weights_ahead()
 
 
 def channel_pad_to_lines(
