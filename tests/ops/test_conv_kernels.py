@@ -1004,6 +1004,26 @@ def test_flat_channel_tiles_over_short_rows_fetching_weights_ahead_keep_the_phas
     assert summary(chosen((1, 128, 14, 14), 192)) == (ChannelTiling(4, 3, True), False, False)
 
 
+def test_avx2_pixel_tiles_unroll_a_kernel_row_by_default():
+    """On 16-register targets a pixels tile steps a kernel row at a time (vgg19's 3->64, the
+    7x7/2 first convs); a one-tap row, AVX-512, depthwise and channels tiles in rows do not."""
+
+    def unroll(x_shape, w_shape, attrs, config, registers=16):
+        geo = conv_geometry(x_shape, w_shape, attrs)
+        return plan(config, geo, 8 if registers == 16 else 16, registers).unroll_taps
+
+    pixels = {"schedule": "pixels"}
+    assert unroll((1, 3, 32, 32), (64, 3, 3, 3), PADDED, pixels) == "row"
+    assert unroll((1, 3, 32, 32), (64, 3, 7, 7), {"pads": [3] * 4, "strides": [2, 2]},
+                  pixels) == "row"  # fmt: skip
+    assert unroll((1, 3, 32, 32), (64, 3, 3, 3), PADDED, pixels, registers=32) == "none"
+    assert unroll((1, 16, 32, 32), (64, 16, 1, 1), {}, pixels) == "none"
+    assert unroll((1, 16, 8, 8), (64, 16, 3, 1), {"pads": [1, 0, 1, 0]}, pixels) == "none"
+    assert unroll((1, 8, 16, 16), (8, 1, 3, 3), {**PADDED, "group": 8}, {}) == "none"
+    rows = {"schedule": "channels", "flat_rows": False}
+    assert unroll((1, 16, 14, 14), (64, 16, 3, 3), PADDED, rows) == "none"
+
+
 def test_flat_tiles_and_their_unrolled_taps_by_registers():
     """A flat channels tile unrolls every tap of a step up to 25 on 16-register targets (AVX2),
     a kernel row a step beyond (7x7: 18 ymm values spilled a step with all 49); 32-register

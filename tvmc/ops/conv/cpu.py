@@ -29,9 +29,9 @@ Knobs (ctx.config; `plan` reads them, with the defaults in `default_limits` and 
   (what the tuning space offers, so that no two configs differ only in knobs their schedule
   does not read); trailing entries may be left out; it overrides the separate knobs.
 - unroll_taps: "all" kernel taps, one kernel "row" or "none" unrolled per step of the tap
-  loop (default: `default_unroll`'s, "all" for flat channel tiles, else "none"). Unrolled taps
-  of a stride-1 row read overlapping inputs; LLVM then shares those loads across taps and runs
-  out of registers.
+  loop (default: `default_unroll`'s: "all" for flat channel tiles, "row" for AVX2 pixels
+  tiles, else "none"). Unrolled taps of a channels tile's stride-1 row read overlapping inputs;
+  LLVM then shares those loads across taps and runs out of registers.
 - in_place: read an input already in plane form (1x1 stride-1 unpadded) where it is (default
   True); its vectors run across rows through the flat offset, which the kernel IR interpreter's
   per-axis bounds check rejects, so interpreted runs set it False. Where the last tiles run past
@@ -285,7 +285,7 @@ def plan(
     itemsize = np.dtype(dtype).itemsize
 
     def weights_ahead() -> bool:  # as the phased tile would (`default_prefetch`)
-        unroll = str(cfg.get("unroll_taps", default_unroll(geo, tiling, registers)))
+        unroll = str(cfg.get("unroll_taps", default_unroll(geo, schedule, tiling, registers)))
         return order == "channels_outer" and bool(cfg.get("prefetch", default_prefetch(
             geo, schedule, order, cache_elements, registers, tiling, lanes, unroll,
             itemsize)))  # fmt: skip
@@ -299,7 +299,7 @@ def plan(
     if not cfg.get("align_planes", default_align_planes(geo, order, core.l1_bytes, itemsize)):
         pad = 0
     geo = geo.with_channel_pad(pad) if pad else geo  # what the defaults below see (`Plan.geometry`)
-    unroll = str(cfg.get("unroll_taps", default_unroll(geo, tiling, registers)))
+    unroll = str(cfg.get("unroll_taps", default_unroll(geo, schedule, tiling, registers)))
     fetch = cfg.get("prefetch", default_prefetch(
         geo, schedule, order, cache_elements, registers, tiling, lanes, unroll,
         itemsize))  # fmt: skip
@@ -410,17 +410,28 @@ def default_pack_input(
 
 
 def default_unroll(
-    geo: ConvGeometry, tiling: PixelTiling | ChannelTiling, registers: int = 32
+    geo: ConvGeometry, schedule: str, tiling: PixelTiling | ChannelTiling, registers: int = 32
 ) -> str:  # fmt: skip
-    """The taps a config without unroll_taps unrolls per step: all of them for a flat channels
-    tile (up to `flat_unrolled_taps` for its registers, else a kernel row), whose pixels'
-    inputs LLVM cannot tell apart, so it shares no loads across taps (3x3 512->512 @7, AVX2
-    5x2: 93% of the peak against 74% with a step per tap, whose tap table LLVM unrolled and
-    spilled); none otherwise: unrolled taps of a row read overlapping inputs, which LLVM shares
-    across taps until it runs out of registers (4x3 tiles in rows: 67% against 82%)."""
-    if not (isinstance(tiling, ChannelTiling) and tiling.flat):
-        return "none"
-    return "all" if len(geo.taps) <= flat_unrolled_taps(registers) else "row"
+    """The taps a config without unroll_taps unrolls per step.
+
+    - a flat channels tile: all of them (up to `flat_unrolled_taps` for its registers, else a
+      kernel row), whose pixels' inputs LLVM cannot tell apart, so it shares no loads across
+      taps (3x3 512->512 @7, AVX2 5x2: 93% of the peak against 74% with a step per tap, whose
+      tap table LLVM unrolled and spilled);
+    - a pixels tile on a 16-register (AVX2) target: a kernel row, whose taps' vectors start an
+      element or a phase apart, loads LLVM cannot share, and which halves the steps of a short
+      reduction (Zen 3, weights from memory: vgg19's 3x3 3->64 90.7 -> 93.6 GFLOP/s, resnet50's
+      7x7/2 3->64 92.4 -> 94.3, squeezenet's 3x3/2 3->64 80.7 -> 82.6, deeplab_head's 3x3/2
+      16->24 @32 45.1 -> 50.6, U-Net's 3x3 24->8 @64 78.8 -> 81.7; all taps gained less or
+      lost: zfnet512's 7x7/2 3->96 92.2 -> 88.4). Not measured on AVX-512;
+    - none otherwise: unrolled taps of a channels tile's row read overlapping inputs, which
+      LLVM shares across taps until it runs out of registers (4x3 tiles in rows: 67% against
+      82%).
+    """
+    if isinstance(tiling, ChannelTiling) and tiling.flat:
+        return "all" if len(geo.taps) <= flat_unrolled_taps(registers) else "row"
+    row = 1 < geo.kernel[-1] <= MAX_UNROLLED_TAPS  # a step of more than one tap, in the space
+    return "row" if schedule == "pixels" and registers <= 16 and row else "none"
 
 
 def default_order(
