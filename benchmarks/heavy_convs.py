@@ -342,7 +342,7 @@ def main() -> None:
         set_num_threads(1)
     threads = num_threads()
     peak, source = target_peak(target, threads)
-    print(f"target {args.target}; threads {threads}; peak {peak:.0f} GFLOP/s ({source}); "
+    print(f"target {args.target}; threads {threads}; peak {peak:.1f} GFLOP/s ({source}); "
           f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
     flipped: list[float | None] = [None] * len(tasks)
     flush = None
@@ -382,15 +382,15 @@ def main() -> None:
     other_name = ("the baseline plan" if baseline else
                   "prefetch flipped" if args.prefetch else "the other order")  # fmt: skip
     compared = args.orders or args.prefetch or baseline
-    print(f"{'model':16} {'task':44} {'MFLOP':>7} {'GFLOP/s':>8} {'peak':>5}  default plan"
+    print(f"{'model':16} {'task':44} {'MFLOP':>7} {'GFLOP/s':>8} {'peak':>6}  default plan"
           + (f"  (GFLOP/s with {other_name})" if compared else ""))  # fmt: skip
     below = 0
     for (name, task), gflops, other, calm in zip(tasks, best, flipped, quiet):
         share = gflops / peak
         below += share < TARGET_SHARE
         print(f"{name:16} {task.label[:44]:44} {task.flops / 1e6:7.0f} {gflops:8.1f} "
-              f"{share:5.0%}  {default_plan(task, target, args.direct)}"
-              + (f"  ({other:.1f}: {other / peak:.0%})" if other is not None else "")
+              f"{share:6.1%}  {default_plan(task, target, args.direct)}"
+              + (f"  ({other:.1f}: {other / peak:.1%})" if other is not None else "")
               + (f"  [{calm} quiet block(s) of {args.rounds} asked]"
                  if calm is not None and calm < args.rounds else ""))  # fmt: skip
         sys.stdout.flush()
