@@ -430,7 +430,7 @@ def default_unroll(
     """
     if isinstance(tiling, ChannelTiling) and tiling.flat:
         return "all" if len(geo.taps) <= flat_unrolled_taps(registers) else "row"
-    row = 1 < geo.kernel[-1] <= MAX_UNROLLED_TAPS  # a step of more than one tap, in the space
+    row = "row" in offered_unrolls(geo)  # a step of more than one tap, in the space
     return "row" if schedule == "pixels" and registers <= 16 and row else "none"
 
 
@@ -1111,6 +1111,17 @@ def conv_space(op: str) -> Callable[[Attrs, list[TensorType], LoweringTarget], C
     return space
 
 
+def offered_unrolls(geo: ConvGeometry) -> list[str]:
+    """The unroll_taps values the space offers: "none", and "row" and "all" where a step of
+    them holds more than one tap and at most MAX_UNROLLED_TAPS ("all" not where one kernel
+    row is the whole kernel)."""
+    steps = Reduction.taps_per_step(geo)
+    unroll = [u for u in ("none", "row", "all") if u == "none" or 1 < steps[u] <= MAX_UNROLLED_TAPS]
+    if steps["row"] == steps["all"] and "row" in unroll and "all" in unroll:
+        unroll.remove("all")  # one kernel row is the whole kernel
+    return unroll
+
+
 def _space(geo: ConvGeometry, lanes: int, registers: int, winograd: bool) -> ConfigSpace:
     with_channels = not geo.depthwise or geo.ocg > 8  # the template's default may pick it then
 
@@ -1119,12 +1130,7 @@ def _space(geo: ConvGeometry, lanes: int, registers: int, winograd: bool) -> Con
         used = geo.ocg / (ceil_div(geo.ocg, tiling.mr) * tiling.mr)
         return tiling, eff * used * density(tiling.mr, tiling.nv), (tiling.nv, tiling.mr)
 
-    taps = len(geo.taps)
-    steps = {"none": 1, "row": geo.kernel[-1], "all": taps}
-    unroll = [u for u, n in steps.items() if u == "none" or (1 < n <= MAX_UNROLLED_TAPS)]
-    if steps["row"] == taps and "row" in unroll and "all" in unroll:
-        unroll.remove("all")  # one kernel row is the whole kernel
-
+    unroll = offered_unrolls(geo)
     rows = [r for r in ROW_LIMITS if r <= geo.ocg] or [1]
     pixel_tiles = _tiles(
         pixels,

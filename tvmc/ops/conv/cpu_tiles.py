@@ -545,14 +545,25 @@ def pixel_tile(
         return seq(seq(*ahead), body)
 
     def tile(bases: tuple[Expr, ...]) -> Stmt:
-        if last_rows is None:
-            return tile_of(mr, bases)
-        if isinstance(ob, IntImm):  # the packed loop's first block: one tile, chosen here
-            return tile_of(mr if ob.value < oblocks - 1 else last_rows, bases)
-        return if_then_else(ob < oblocks - 1, tile_of(mr, bases), tile_of(last_rows, bases))
+        return short_last(ob, oblocks, mr, last_rows, lambda rows: tile_of(rows, bases))
 
     block = (g * oblocks + ob) * geo.icg
     return let_all("t", (block, ops.channel_base(n, g * geo.icg) + qbase), tile)
+
+
+def short_last(
+    index: Expr, count: int, size: int, rest: int | None, tile_of: Callable[[int], Stmt]
+) -> Stmt:  # fmt: skip
+    """`tile_of(size)` at `index` < count - 1, `tile_of(rest)` at the last (`rest` None: every
+    one of `size`), the choice made here where `index` is a constant (a packed loop's first
+    block) or there is one."""
+    if rest is None:
+        return tile_of(size)
+    if count == 1:
+        return tile_of(rest)
+    if isinstance(index, IntImm):
+        return tile_of(size if index.value < count - 1 else rest)
+    return if_then_else(index < count - 1, tile_of(size), tile_of(rest))
 
 
 def remainder_rows(ocg: int, mr: int) -> int | None:
@@ -759,11 +770,7 @@ def channel_tile(
                              lambda b: fetch(bases, b))  # fmt: skip
 
     def tile(bases: tuple[Expr, ...]) -> Stmt:
-        if last_pixels is None:
-            return tile_of(mr, bases)
-        if isinstance(pc, IntImm):
-            return tile_of(mr if pc.value < chunks - 1 else last_pixels, bases)
-        return if_then_else(pc < chunks - 1, tile_of(mr, bases), tile_of(last_pixels, bases))
+        return short_last(pc, chunks, mr, last_pixels, lambda pixels: tile_of(pixels, bases))
 
     block = (g * oblocks + ob) * geo.icg
     return let_all("t", (block, ops.channel_base(n, g * geo.icg) + qbase, *pixels), tile)
