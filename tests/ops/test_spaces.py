@@ -196,12 +196,41 @@ def test_conv_space_offers_channel_tiles_in_rows_and_through_them():
                       [TensorType(s, "float32") for s in shapes], AVX2)  # fmt: skip
     configs = [space.get(i).values for i in range(len(space))]
     channels = [c for c in configs if c["plan"][0] == "channels"]
-    flat = [c for c in channels if c["plan"][-1] == "flat"]
+    flat = [c for c in channels if "flat" in c["plan"][5:]]
     assert flat and len(flat) < len(channels)
     for config in channels:
         assert plan(config, geo, 8, 16).tiling.flat == (config in flat)
     assert space.get(space.default_index).values in flat
     assert plan({}, geo, 8, 16).tiling.flat
+
+
+def test_conv_space_offers_each_strided_channels_plan_both_phasings():
+    """A strided conv's channels plans come as the default reads the input (no marker) and the
+    other way ("phased" / "unphased"), which builds the same tile over the other geometry; the
+    default is one of the first; a stride-1 conv's plans have no marker."""
+    shapes = [(1, 64, 28, 28), (64, 64, 3, 3)]
+    attrs = conv_attrs((3, 3), strides=(2, 2), pads=(1,) * 4)
+    space = space_of("Conv", shapes, attrs, AVX2)
+    geo = geometry_of("Conv", OPS["Conv"].normalize_attrs(attrs, "Conv"),
+                      [TensorType(s, "float32") for s in shapes], AVX2)  # fmt: skip
+    plans = [list(space.get(i).values["plan"]) for i in range(len(space))]
+    plain = [p for p in plans if p[0] == "channels" and p[-1] not in ("phased", "unphased")]
+    flips = [p for p in plans if p[-1] in ("phased", "unphased")]
+    assert plain and len(flips) == len(plain)
+    phasings = set()
+    for base, flip in zip(plain, flips):
+        assert flip[:-1] == base
+        default, other = plan({"plan": base}, geo, 8, 16), plan({"plan": flip}, geo, 8, 16)
+        assert other.phased == (flip[-1] == "phased") != default.phased
+        assert other.geometry(geo) != default.geometry(geo)
+        assert (other.tiling, other.order, other.unroll_taps) == (
+            default.tiling, default.order, default.unroll_taps)  # fmt: skip
+        phasings.add(default.phased)
+    assert phasings == {False}  # AVX2's default reads this conv padded (`default_phased`)
+    assert list(space.get(space.default_index).values["plan"]) in plain
+    stride1 = space_of("Conv", [(1, 64, 14, 14), (64, 64, 3, 3)], conv_attrs((3, 3)), AVX2)
+    assert not any(stride1.get(i).values["plan"][-1] in ("phased", "unphased")
+                   for i in range(len(stride1)))  # fmt: skip
 
 
 DISTINCT_SAMPLE = 40

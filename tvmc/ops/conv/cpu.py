@@ -23,8 +23,9 @@ Knobs (ctx.config; `plan` reads them, with the defaults in `default_limits` and 
   16-register targets; for Winograd
   the GEMM's tile, default by cpu_winograd's cycle model).
 - plan: [schedule, tile_vectors, tile_rows, order, unroll_taps] for "pixels" and "channels"
-  (a "channels" one with a last entry "flat" where its tile may run on through the output
-  rows: flat_rows; without it, tiles stay within rows), [schedule, tile_vectors, tile_rows,
+  (a "channels" one with an entry "flat" after those where its tile may run on through the
+  output rows: flat_rows, without it tiles stay within rows; and "phased" or "unphased" last
+  where it sets `phased`, else the default's), [schedule, tile_vectors, tile_rows,
   unroll_taps] for "depthwise", [schedule, tile_vectors, tile_rows] for Winograd, in one knob
   (what the tuning space offers, so that no two configs differ only in knobs their schedule
   does not read); trailing entries may be left out; it overrides the separate knobs.
@@ -51,8 +52,8 @@ Knobs (ctx.config; `plan` reads them, with the defaults in `default_limits` and 
   space as a channels plan's "flat".
 - phased: whether a channels tile reads its input split into stride phases (True) or only
   padded, its output pixels `stride` apart (`ConvGeometry.unphased`); the default is
-  `default_phased`'s. Not in the knob space yet (pixels tiles always read phases: their vector
-  loads need contiguous runs).
+  `default_phased`'s. In the space as a channels plan's "phased" / "unphased" (pixels tiles
+  always read phases: their vector loads need contiguous runs).
 - split: into how many chunks of input channels the reduction is cut (cpu_tiles.Split: the tile
   loop runs once per chunk, or, channels_outer with enough channel blocks, the chunks run
   inside groups of blocks: `_tile_loop`); the default is `default_split`'s. Not in the knob
@@ -70,7 +71,9 @@ computes the same result (up to rounding: Winograd's is larger, cpu_winograd).
   differs ("none", "row", "all"; "all" up to MAX_UNROLLED_TAPS taps). Channels tiles come
   twice: KEEP tilings within rows, and up to KEEP that run through the rows ("flat") where
   `channel_tiling` picks that (a tuner may then find the row tile faster; tuning records of a
-  tvmc that read a channels plan either way no longer match the space's hash). The register
+  tvmc that read a channels plan either way no longer match the space's hash). A strided
+  conv's channels plans come twice: as the default reads the input (`default_phased`; no
+  marker) and the other way ("phased" or "unphased": `phase_flips`). The register
   budget MR * NV + NV + 1 <= the target's registers (32 AVX-512, 16 AVX2) holds for every tile:
   the tilings enforce it. The default tilings also prefer tiles that fit the core
   (`cpu_tiles.fits_core`: enough accumulators to hide the FMA latency, and no more loads than
@@ -252,7 +255,9 @@ def plan(
         cfg["schedule"] = schedule
         cfg.update(zip(["order", "unroll_taps"] if schedule in ORDERED else ["unroll_taps"], rest))
         if schedule == "channels":  # through the output's rows only where the plan says "flat"
-            cfg["flat_rows"] = rest[2:] == [FLAT]
+            cfg["flat_rows"] = FLAT in rest[2:]
+            if PHASED in rest[2:] or UNPHASED in rest[2:]:
+                cfg["phased"] = PHASED in rest[2:]
 
     winograd = constant_weights and eligible(geo, dtype)
     m = default_tile(geo, dtype) if winograd else None
@@ -1034,7 +1039,8 @@ def first_conv(geo: ConvGeometry, lanes: int) -> bool:
 
 ORDERS = ("pixels_outer", "channels_outer")  # tile loop orders of "pixels" and "channels"
 ORDERED = ("pixels", "channels")  # the schedules with a tile loop order
-FLAT = "flat"  # a channels plan's last entry where its tile may run on through the output rows
+FLAT = "flat"  # a channels plan's entry after unroll_taps where its tile may run through the rows
+PHASED, UNPHASED = "phased", "unphased"  # a channels plan's last entry where it sets `phased`
 
 
 # ---- the knob space ------------------------------------------------------------------------------
@@ -1100,6 +1106,9 @@ def conv_space(op: str) -> Callable[[Attrs, list[TensorType], LoweringTarget], C
         def planned(cfg: Mapping[str, Any]) -> Plan:
             return plan(cfg, geo, lanes, registers, cache, dtype, core=core)
 
+        if geo.n_phases > 1:
+            configs = phase_flips(configs, lambda entry: planned({"plan": entry}).phased)
+
         want = planned({})
         configs.default_index = next(
             (i for i in range(len(configs)) if planned(configs.get(i).values) == want),
@@ -1120,6 +1129,17 @@ def offered_unrolls(geo: ConvGeometry) -> list[str]:
     if steps["row"] == steps["all"] and "row" in unroll and "all" in unroll:
         unroll.remove("all")  # one kernel row is the whole kernel
     return unroll
+
+
+def phase_flips(configs: ConfigSpace, phased: Callable[[list[Any]], bool]) -> ConfigSpace:
+    """`configs` with each channels plan also reading the input the other way than its default
+    (`phased(plan)`): the plan with "unphased" or "phased" after it. The default rule was
+    measured on one core (`default_phased`: a Zen 3; AVX-512 not at all), and the two layouts
+    run the same tile 3-10% apart either way, so tuning may choose."""
+    (knob,) = configs.knobs
+    plans = list(knob.candidates)
+    plans += [[*p, UNPHASED if phased(p) else PHASED] for p in plans if p[0] == "channels"]
+    return ConfigSpace().other(knob.name, plans)
 
 
 def _space(geo: ConvGeometry, lanes: int, registers: int, winograd: bool) -> ConfigSpace:
