@@ -435,8 +435,8 @@ def default_unroll(
     """
     if isinstance(tiling, ChannelTiling) and tiling.flat:
         return "all" if len(geo.taps) <= flat_unrolled_taps(registers) else "row"
-    row = "row" in offered_unrolls(geo)  # a step of more than one tap, in the space
-    return "row" if schedule == "pixels" and registers <= 16 and row else "none"
+    row = schedule == "pixels" and registers <= 16 and "row" in offered_unrolls(geo)
+    return "row" if row else "none"  # "row" only where a step holds more than one tap
 
 
 def default_order(
