@@ -2,6 +2,7 @@
 3x3 conv of the given models that Winograd can compute (tvmc.ops.conv.cpu_winograd.eligible).
 
     .venv/bin/python benchmarks/winograd.py [--rounds 4] [models...]   # default vgg19, resnet50
+    .venv/bin/python benchmarks/winograd.py --convs 256,256,10 512,512,12   # C,K,N: C->K on NxN
 
 For each such conv: the direct conv's default plan, "winograd2" and "winograd4" (F(2x2,3x3),
 F(4x4,3x3), their default GEMM tiles), each built and run as `heavy_convs.py --cpu-time` runs a
@@ -24,7 +25,9 @@ import sys
 import tempfile
 
 import numpy as np
+import onnx
 from heavy_convs import cache_flush_array, config_of, cpu_timed, default_conv_plan, task_types
+from onnx import TensorProto, helper, numpy_helper
 from suite import by_names
 
 import tvmc
@@ -51,6 +54,32 @@ def eligible_convs(models: list[str]) -> list[tuple[str, ConvGeometry, object]]:
                 if eligible(geo, types[0].dtype):
                     seen.add(task.workload)
                     found.append((model.name, geo, task))
+    return found
+
+
+def conv_model(channels: int, out_channels: int, plane: int, path: str) -> str:
+    """A one-node 3x3 Conv (pads 1, seeded weights) of `channels` -> `out_channels` on a plane
+    of `plane` x `plane`, saved at `path`."""
+    w = np.random.default_rng(0).standard_normal((out_channels, channels, 3, 3)) * 0.05
+    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, plane, plane])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, out_channels, plane, plane])
+    weights = numpy_helper.from_array(w.astype(np.float32), "w")
+    graph = helper.make_graph([node], "conv", [x], [y], [weights])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def synthetic_convs(specs: list[str]) -> list[tuple[str, ConvGeometry, object]]:
+    """(name, geometry, task) of each "C,K,N" conv of `specs`."""
+    found = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for spec in specs:
+            c, k, n = (int(v) for v in spec.split(","))
+            model = tvmc.load(conv_model(c, k, n, os.path.join(tmp, "conv.onnx")))
+            task = next(t for t in tvmc.extract_tasks(model, "llvm") if t.op == "Conv")
+            types, _ = task_types(task)
+            found.append(("conv", geometry_of(task.op, TaskOp.of(task).node.attrs, types), task))
     return found
 
 
@@ -95,6 +124,8 @@ def measure(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", default=["light_vgg19", "light_resnet50"])
+    parser.add_argument("--convs", nargs="+", metavar="C,K,N",
+                        help="instead of models: 3x3 convs of C -> K on NxN planes")  # fmt: skip
     parser.add_argument("--rounds", type=int, default=4, help="alternating blocks of 5 runs")
     parser.add_argument("--cold-weights", action="store_true",
                         help="evict the caches before each run, then read the activations back: "
@@ -111,7 +142,12 @@ def main() -> None:
     print(f"{'model':18} {'conv':22} {'MFLOP':>6} {'direct GFLOP/s':>15} {'F2 x':>6} "
           f"{'F4 x':>6} {'F2 err':>7} {'F4 err':>7}  default")  # fmt: skip
     totals: dict[str, dict[str, float]] = {}
-    for model, geo, task in eligible_convs(args.models):
+    for spec in args.convs or []:
+        values = spec.split(",")
+        if len(values) != 3 or not all(v.isdigit() and int(v) > 0 for v in values):
+            parser.error(f"--convs wants C,K,N of positive integers, got {spec!r}")
+    convs = synthetic_convs(args.convs) if args.convs else eligible_convs(args.models)
+    for model, geo, task in convs:
         times = measure(task, args.rounds, target, flush)
         best = {name: min(t) for name, t in times.items()}
         chosen = default_conv_plan(task, target).schedule

@@ -19,7 +19,14 @@ from tvmc.graph import TensorType
 from tvmc.ops import OPS
 from tvmc.ops.conv.cpu import geometry_of, plan
 from tvmc.ops.conv.cpu_tiles import fits_core
-from tvmc.ops.conv.cpu_winograd import WinogradLayout, default_tile, eligible, layout
+from tvmc.ops.conv.cpu_winograd import (
+    MIN_GAIN,
+    WinogradLayout,
+    default_tile,
+    eligible,
+    gain,
+    layout,
+)
 from tvmc.ops.lowering import LoweringTarget
 
 TARGET = LoweringTarget(num_threads=2)
@@ -150,17 +157,40 @@ def test_winograd_not_eligible(x_shape, w_shape, attrs, dtype, why):
         ((1, 16, 55, 55), (64, 16, 3, 3), 4),  # squeezenet's expand3x3
         ((1, 512, 14, 14), (512, 512, 3, 3), 4),
         ((1, 192, 13, 13), (384, 192, 3, 3), 4),
-        ((1, 192, 12, 12), (384, 192, 3, 3), None),  # below the measured planes
-        ((1, 512, 7, 7), (512, 512, 3, 3), None),  # 7x7 planes: F4 0.4x, direct
+        ((1, 192, 12, 12), (384, 192, 3, 3), 4),  # zfnet512's 12x12 planes: F4 1.7-1.9x
+        ((1, 128, 11, 11), (128, 128, 3, 3), 4),
+        ((1, 256, 10, 10), (256, 256, 3, 3), 2),  # F2 1.7x, F4 1.3-1.4x
+        ((1, 32, 10, 10), (32, 32, 3, 3), None),  # few channels for the transforms: F2 0.98x
+        ((1, 512, 7, 7), (512, 512, 3, 3), None),  # 7x7 planes: F4 0.4x, F2 1.07x, direct
         ((1, 3, 224, 224), (64, 3, 3, 3), None),  # 3 input channels: 0.2x, direct
     ],
 )
 def test_default_tile_follows_the_measured_table(x_shape, w_shape, m):
     geo = geometry(x_shape, w_shape, PAD1)
-    assert default_tile(geo, "float32") == m
+    assert default_tile(geo, "float32", LANES, REGISTERS) == m
     chosen = plan({}, geo, LANES, REGISTERS)
     assert chosen.schedule == (f"winograd{m}" if m else chosen.schedule)
     assert isinstance(chosen.tiling, WinogradLayout) == (m is not None)
+
+
+def test_small_planes_take_the_tile_of_the_best_gain_whose_gemm_fits_the_core():
+    """Below MIN_PLANE the tile whose GEMM does the fewest multiply-adds (padding and transforms
+    counted) wins, but never through a GEMM tile that cannot keep the FMA pipes fed: on an 8x8
+    plane F4's 6 tiles make an AVX2 GEMM of one vector a row (9 loads for 8 FMAs), so AVX2
+    takes F2, whose GEMM is wider, though F4's gain is the larger."""
+    geo = geometry((1, 256, 8, 8), (256, 256, 3, 3), PAD1)
+    f2, f4 = (layout(geo, m, 8, 16) for m in (2, 4))
+    assert gain(f4) > gain(f2) >= MIN_GAIN
+    assert not fits_core(f4.gemm_rows, f4.gemm_vectors, 8)
+    assert default_tile(geo, "float32", 8, 16) == 2
+    # the padded columns count: 20 F2 tiles on 24 columns do 9 * 64 / (16 * 24) of the direct
+    # conv's multiply-adds before the transforms, and the transforms cost on top
+    assert f2.columns == 24
+    assert gain(f2) < 9 * 64 / (16 * 24)
+    # fewer channels weigh the transforms more (per channel and tile, against the GEMM's per
+    # channel pair and tile)
+    few = layout(geometry((1, 32, 8, 8), (32, 32, 3, 3), PAD1), 2, 8, 16)
+    assert gain(few) < gain(f2)
 
 
 def test_space_offers_winograd_and_its_default(rng):

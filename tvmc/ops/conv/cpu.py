@@ -16,8 +16,9 @@ to that columns or stuffed conv. A 3x3 stride-1 conv may run as Winograd instead
 Knobs (ctx.config; `plan` reads them, with the defaults in `default_limits` and `_estimate`):
 - schedule: "pixels", "channels", "depthwise" (direct convs) or "winograd2" / "winograd4"
   (F(2x2,3x3) / F(4x4,3x3): cpu_winograd; 3x3 stride-1 ungrouped float32 convs with constant
-  weights, others fall back to the direct default). Default: "winograd4" where
-  `cpu_winograd.default_tile` says it pays, else the cheapest direct one by `_estimate`.
+  weights, others fall back to the direct default). Default: the Winograd tile
+  `cpu_winograd.default_tile` picks where it pays (F4 on planes of 13x13 and more, F2 or F4 by
+  the GEMM's padded multiply-adds below), else the cheapest direct one by `_estimate`.
 - tile_vectors / tile_rows: the NV and MR limits the chosen schedule picks its register tile
   under (defaults: 8 / 6 for "pixels" and "depthwise", 4 / 14 for "channels", 2 / 14 on
   16-register targets; for Winograd
@@ -260,7 +261,7 @@ def plan(
                 cfg["phased"] = PHASED in rest[2:]
 
     winograd = constant_weights and eligible(geo, dtype)
-    m = default_tile(geo, dtype) if winograd else None
+    m = default_tile(geo, dtype, lanes, registers) if winograd else None
     chosen = cfg.get("schedule", f"winograd{m}" if m else None)
     if chosen in SCHEDULES and winograd:
         vectors, rows = int(cfg.get("tile_vectors", 0)), int(cfg.get("tile_rows", 0))

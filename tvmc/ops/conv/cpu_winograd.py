@@ -24,12 +24,14 @@ the conv's output width, since tiles_w * m >= out_width + 2 (`WinogradLayout`), 
 Winograd's algebra cancels them exactly up to rounding.
 
 Chosen where `eligible` (3x3, stride 1, dilation 1, ungrouped, 2-D, float32, constant weights)
-and `default_tile` says it pays: measured per conv on an AMD Zen 4 (docs/performance.md,
-"Winograd"). The tuner may pick it anywhere it is eligible.
+and `default_tile` says it pays: measured per conv on an AMD Zen 4 (planes of 13x13 and more)
+and a Zen 3 (smaller planes; docs/performance.md, "Winograd"). The tuner may pick it anywhere it
+is eligible.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -85,13 +87,22 @@ MATRICES = {
 }  # fmt: skip
 SCHEDULES = {"winograd2": 2, "winograd4": 4}  # the conv template's schedule name -> m
 MAX_GEMM_ROWS = 8  # MR cap of the default GEMM tile: more rows only lengthen the unrolled body
-# default_tile's rule, from the tables in docs/performance.md ("Winograd"): F4 won on planes of
-# 13x13 and more with 16 channels or more a side (1.1-2.5x the direct conv per conv) and lost
-# on 7x7 and 6x6 planes (0.2-0.6x) and a 3-channel first conv (0.2x). On 13-19 planes with the
-# weights from memory F2 beat F4 per conv (F4's transformed weights are 4x the direct conv's),
-# but F2 there lost 4-5% end to end on resnet50, inception_v2 and squeezenet (2 threads)
+# default_tile's rule, from the tables in docs/performance.md ("Winograd"). F4 won on planes of
+# 13x13 and more with 16 channels or more a side (1.1-2.5x the direct conv per conv, Zen 4) and
+# lost on 7x7 and 6x6 planes (0.2-0.6x) and a 3-channel first conv (0.2x). On 13-19 planes with
+# the weights from memory F2 beat F4 per conv (F4's transformed weights are 4x the direct conv's),
+# but F2 there lost 4-5% end to end on resnet50, inception_v2 and squeezenet (2 threads).
 MIN_PLANE = 13
 MIN_CHANNELS = 16
+# Below MIN_PLANE a plane has few tiles, which the GEMM pads to whole panels and the transforms
+# run in short vectors: there the tile size whose `gain` is best wins where that is MIN_GAIN or
+# more, with a GEMM tile that fits the core (AVX2's 8 x 1, 9 loads for 8 FMAs, does not). On the
+# Zen 3 (one thread): F2 1.4-2.1x on 8x8-10x10 planes and F4 1.2-1.9x on 11x11-12x12 with 64-512
+# channels; 7x7 0.98-1.07x (modelled 1.07: direct); 16-48 channels on 8x8-12x12 0.9-1.06x.
+MIN_GAIN = 1.3
+# What a transform's operation costs in the GEMM's multiply-adds there (its short vectors, the
+# strips' loads and stores, stores lane by lane): 1.4-3.0 fit those small convs.
+TRANSFORM_OP_COST = 3.0
 
 
 def eligible(geo: ConvGeometry, dtype: str) -> bool:
@@ -109,12 +120,39 @@ def eligible(geo: ConvGeometry, dtype: str) -> bool:
     )
 
 
-def default_tile(geo: ConvGeometry, dtype: str) -> int | None:
-    """m of the Winograd schedule an eligible conv gets by default, None for the direct conv."""
-    if not eligible(geo, dtype):
+def default_tile(geo: ConvGeometry, dtype: str, lanes: int, registers: int) -> int | None:
+    """m of the Winograd schedule an eligible conv gets by default, None for the direct conv:
+    F4 on planes of MIN_PLANE and more, below them the tile `gain` rates best if by MIN_GAIN."""
+    if not eligible(geo, dtype) or min(geo.channels, geo.out_channels) < MIN_CHANNELS:
         return None
-    big = min(geo.out_shape) >= MIN_PLANE and min(geo.channels, geo.out_channels) >= MIN_CHANNELS
-    return 4 if big else None
+    if min(geo.out_shape) >= MIN_PLANE:
+        return 4
+    layouts = [layout(geo, m, lanes, registers) for m in SCHEDULES.values()]
+    fitting = [lay for lay in layouts if fits_core(lay.gemm_rows, lay.gemm_vectors, lanes)]
+    best = max(fitting, key=gain, default=None)
+    return best.m if best is not None and gain(best) >= MIN_GAIN else None
+
+
+def gain(lay: WinogradLayout) -> float:
+    """The direct conv's multiply-adds over the layout's: its GEMM's, the tiles padded to whole
+    panels, plus its transforms' operations (`transform_ops`) at TRANSFORM_OP_COST each."""
+    geo = lay.geo
+    c, k = geo.channels, geo.out_channels
+    per_input, per_output = transform_ops(lay.m)
+    direct = geo.batch * math.prod(geo.out_shape) * math.prod(geo.kernel) * c * k
+    positions = lay.alpha**2 * lay.columns
+    transforms = TRANSFORM_OP_COST * (per_input * c + per_output * k)
+    return direct / (positions * (c * k + transforms))
+
+
+def transform_ops(m: int) -> tuple[float, float]:
+    """Operations per tile position of one channel: of the input transform B^T d B (each of
+    its two passes takes each nonzero of B^T over alpha columns) and of the output's A^T M A."""
+    bt, _, at = (np.array(x) for x in MATRICES[m])
+    alpha = m + 2
+    per_input = 2 * alpha * np.count_nonzero(bt) / alpha**2
+    per_output = (alpha + m) * np.count_nonzero(at) / alpha**2
+    return float(per_input), float(per_output)
 
 
 @dataclass(frozen=True)
