@@ -8,7 +8,7 @@ another buffer at the output indices it is given, so a wrong index tuple shows, 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,13 +37,15 @@ def check_template(
     use_interpreter: bool = False,
     rtol: float = 1e-5,
     atol: float = 1e-6,
+    input_order: Sequence[str] | None = None,
 ) -> list[Kernel]:
-    """One node's template (optionally with the residual epilogue) against onnxruntime.
+    """One node's template (optionally with the residual epilogue) against onnxruntime;
+    `input_order` as `single_node_model`'s.
 
     Returns the kernels, for tests that check how they are scheduled.
     """
     inputs = {k: np.asarray(v) for k, v in inputs.items()}
-    model = single_node_model(op, inputs, attrs, constants, opset=opset)
+    model = single_node_model(op, inputs, attrs, constants, opset=opset, input_order=input_order)
     want = np.asarray(run_onnxruntime(model, inputs)[0])
     graph = run_passes(convert_model(model), IMPORT_PIPELINE)
     (node,) = graph.nodes

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tests.ops.kernel_checks import check
-from tests.ops.template_checks import loop_kinds
+from tests.ops.template_checks import check_template, loop_kinds
 from tests.ops.test_resize import resize_constants, scales4, sizes4
 
 F32 = np.float32
@@ -156,3 +156,74 @@ def test_a_bilinear_upsample_is_parallel_where_its_taps_make_the_work(mode, kind
     state = lower_kernels(convert_model(model), LoweringTarget(num_threads=2))
     assert 8192 < PARALLEL_MIN_ELEMENTS <= 4 * 8192
     assert loop_kinds(state.kernels) & {"parallel"} == kinds
+
+
+# ---- an integer upsample of the last axis as contiguous vectors (tvmc.ops.resize.template) -------
+def upsampled(kernels) -> bool:
+    """Whether the kernels include the contiguous upsample (not only the compute's gathers)."""
+    return any(k.name.endswith("resize_upsample") for k in kernels)
+
+
+@pytest.mark.parametrize("mode", ["linear", "nearest"])
+@pytest.mark.parametrize(
+    "coordinate_mode", ["half_pixel", "pytorch_half_pixel", "asymmetric", "align_corners"]
+)
+@pytest.mark.parametrize(("factor", "width"), [(2, 37), (3, 37), (8, 37), (16, 37), (16, 5)])
+@pytest.mark.parametrize("epilogue", [False, True])
+def test_an_integer_upsample_of_the_last_axis_reads_contiguous_vectors(
+    mode, coordinate_mode, factor, width, epilogue, rng
+):
+    """Rows of 37 by fewer than a vector's lanes (16 here): a vector or two of q's, a last one
+    moved back without an epilogue, edges element by element; by 16, each q's 16 outputs as a
+    vector, rows of 5 too (the edge q's with their own taps). Against onnxruntime, with and
+    without a fused epilogue that reads another tensor at the stored indices. align_corners's
+    weights do not repeat: the compute's path (its nearest taps may, over a run of q's:
+    `last_axis_period` checks every one)."""
+    image = rng.standard_normal((1, 3, 5, width)).astype(F32)
+    attrs = {"mode": mode, "coordinate_transformation_mode": coordinate_mode}
+    constants, order = resize_constants(scales=np.array([1, 1, 2, factor], F32))
+    exact = {"rtol": 0, "atol": 0} if mode == "nearest" else {}
+    kernels = check_template("Resize", {"x": image}, attrs, constants, opset=13,
+                             epilogue=epilogue, input_order=order, **exact)  # fmt: skip
+    if coordinate_mode != "align_corners":
+        assert upsampled(kernels)
+    elif mode == "linear" and width == 37:  # rows of 5 are few q's, each with its own taps
+        assert not upsampled(kernels)
+
+
+def test_an_integer_upsample_keeps_integers_and_only_the_last_axis(rng):
+    pixels = rng.integers(0, 255, (2, 3, 40)).astype(np.uint8)
+    constants, order = resize_constants(scales=np.array([1, 1, 4], F32))
+    kernels = check_template("Resize", {"x": pixels}, {"mode": "nearest"}, constants, opset=13,
+                             input_order=order, rtol=0, atol=0)  # fmt: skip
+    assert upsampled(kernels)
+
+
+def test_last_axis_period_of_a_bilinear_upsample_by_two():
+    """half_pixel x2: output 2q reads q-1 and q (weights 1/4, 3/4), 2q+1 reads q and q+1 (3/4,
+    1/4); the first and last q clamp their taps, so the repeating part is q in [1, n-1)."""
+    from tvmc.ops.resize.template import last_axis_period
+
+    attrs = {"sizes": [1, 16], "scales": [1.0, 2.0], "mode": "linear", "roi": None,
+             "coordinate_transformation_mode": "half_pixel", "exclude_outside": 0,
+             "nearest_mode": "round_prefer_floor", "cubic_coeff_a": -0.75}  # fmt: skip
+    period = last_axis_period(attrs, (1, 8))
+    assert period is not None
+    assert (period.factor, period.lo, period.hi) == (2, 1, 7)
+    assert period.offsets == ((-1, 0), (0, 1))
+    assert period.weights == ((0.25, 0.75), (0.75, 0.25))
+    assert last_axis_period({**attrs, "sizes": [1, 12], "scales": [1.0, 1.5]}, (1, 8)) is None
+    assert last_axis_period({**attrs, "mode": "cubic"}, (1, 8)) is None
+    # align_corners's weights change with q: the run is the middle q alone
+    corners = last_axis_period({**attrs, "coordinate_transformation_mode": "align_corners"},
+                               (1, 8))  # fmt: skip
+    assert corners is not None and corners.hi - corners.lo == 1
+
+
+@pytest.mark.parametrize("factor", [2, 16])
+def test_an_integer_upsample_runs_in_the_kernel_interpreter(factor, rng):
+    image = rng.standard_normal((1, 2, 3, 20)).astype(F32)
+    constants, order = resize_constants(scales=np.array([1, 1, 2, factor], F32))
+    kernels = check_template("Resize", {"x": image}, {"mode": "linear"}, constants, opset=13,
+                             input_order=order, use_interpreter=True)  # fmt: skip
+    assert upsampled(kernels)

@@ -298,6 +298,12 @@ TEMPLATE_CASES = {
     "RoiAlign": ("RoiAlign", [T(1, 2, 6, 6), T(2, 4), T(2, dtype="int64")], {}, {}),
     "Col2Im": ("Col2Im", [T(1, 4, 4)], {"image_shape": [3, 3], "block_shape": [2, 2]}, {}),
     "Det": ("Det", [T(2, 3, 3)], {}, {}),
+    "Resize": (  # a CPU's contiguous upsample; the compute's loop nest on a GPU
+        "Resize",
+        [T(1, 2, 8, 8)],
+        {"sizes": [1, 2, 16, 32], "scales": [1.0, 1.0, 2.0, 4.0], "mode": "linear"},
+        {},
+    ),
 }
 
 
