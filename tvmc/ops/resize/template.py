@@ -67,8 +67,9 @@ MAX_EDGES = 4
 
 
 def last_axis_period(attrs: Attrs, shape: tuple[int, ...]) -> Period | None:
-    """The last axis's Period, or None where it is not an integer upsample (by 2 or more) of
-    nearest or linear taps that repeat for a vector of q's."""
+    """The last axis's Period, or None where it is not an integer upsample (by 2 or more) with
+    nearest or linear taps; its run [lo, hi) is the q's around the middle one whose taps are the
+    middle one's, moved by q (the template wants a vector of them, or few q's outside)."""
     axis, in_len = len(shape) - 1, shape[-1] if shape else 0
     out_len = attrs["sizes"][axis] if shape else 0
     if attrs["mode"] not in ("nearest", "linear") or in_len < 2 or out_len % in_len:
@@ -82,11 +83,9 @@ def last_axis_period(attrs: Attrs, shape: tuple[int, ...]) -> Period | None:
     taps = index.reshape(in_len, factor, -1) - np.arange(in_len)[:, None, None]
     middle = in_len // 2
     offsets = taps[middle]
-    same = (taps == offsets).all(axis=(1, 2))
-    reach = (np.arange(in_len)[:, None, None] + offsets >= 0) & (
-        np.arange(in_len)[:, None, None] + offsets < in_len
-    )
-    same &= reach.all(axis=(1, 2))
+    reached = np.arange(in_len)[:, None, None] + offsets  # each q's taps, moved from the middle
+    inside = ((reached >= 0) & (reached < in_len)).all(axis=(1, 2))
+    same = (taps == offsets).all(axis=(1, 2)) & inside
     if weights is not None:
         w = weights.astype(np.float32).reshape(in_len, factor, -1)
         same &= (w == w[middle]).all(axis=(1, 2))
@@ -115,7 +114,8 @@ def resize_template(
     outputs: list[Buffer],
     epilogue: Epilogue | None,
 ) -> list[Kernel]:
-    """The upsample kernel where the last axis has a Period of a vector of q's or more (CPU),
+    """On a CPU, the upsample kernel where the last axis has a Period whose run holds a vector
+    of q's, or whose factor fills a vector and leaves at most MAX_EDGES q's outside its run;
     else the compute's loop nest."""
     (x,), (out,) = inputs, outputs
     out_type = TensorType(tuple(attrs["sizes"]), x.dtype)
