@@ -214,6 +214,14 @@ def test_last_axis_period_of_a_bilinear_upsample_by_two():
     assert period.weights == ((0.25, 0.75), (0.75, 0.25))
     assert last_axis_period({**attrs, "sizes": [1, 12], "scales": [1.0, 1.5]}, (1, 8)) is None
     assert last_axis_period({**attrs, "mode": "cubic"}, (1, 8)) is None
+    # an axis too long to check at compile time keeps the compute (tables of 2^28 outputs took
+    # 23 GB); the longest checked one is taken
+    from tvmc.ops.resize.template import MAX_CHECKED
+
+    longest = {**attrs, "sizes": [1, MAX_CHECKED]}
+    assert last_axis_period(longest, (1, MAX_CHECKED // 2)) is not None
+    longer = {**attrs, "sizes": [1, 2 * MAX_CHECKED]}
+    assert last_axis_period(longer, (1, MAX_CHECKED)) is None
     # align_corners's weights change with q: the run is the middle q alone
     corners = last_axis_period({**attrs, "coordinate_transformation_mode": "align_corners"},
                                (1, 8))  # fmt: skip
@@ -227,3 +235,16 @@ def test_an_integer_upsample_runs_in_the_kernel_interpreter(factor, rng):
     kernels = check_template("Resize", {"x": image}, {"mode": "linear"}, constants, opset=13,
                              input_order=order, use_interpreter=True)  # fmt: skip
     assert upsampled(kernels)
+
+
+def test_an_upsample_unrolls_at_most_max_chunks_vectors_a_q(rng):
+    """A q's outputs are unrolled vector by vector: up to MAX_CHUNKS vectors (16 lanes here) the
+    upsample kernel, beyond the compute (a factor of 4096 took 11 s to compile unrolled)."""
+    from tvmc.ops.resize.template import MAX_CHUNKS
+
+    image = rng.standard_normal((1, 1, 2, 3)).astype(F32)
+    for factor, taken in [(MAX_CHUNKS * 16, True), (MAX_CHUNKS * 16 + 16, False)]:
+        constants, order = resize_constants(scales=np.array([1, 1, 1, factor], F32))
+        kernels = check_template("Resize", {"x": image}, {"mode": "linear"}, constants,
+                                 opset=13, input_order=order)  # fmt: skip
+        assert upsampled(kernels) == taken

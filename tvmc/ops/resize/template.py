@@ -61,6 +61,12 @@ class Period:
         return self.lo + len(self.index) - self.hi
 
 
+# Output elements along the last axis, at most, whose taps the check builds at compile time (the
+# reference's tables of the whole axis); a longer axis keeps the compute
+MAX_CHECKED = 1 << 16
+# Vectors of one q's outputs, at most, that an upsample by `lanes` or more unrolls (a factor of
+# 4096 took 11 s to compile); a larger factor keeps the compute
+MAX_CHUNKS = 8
 # q's outside the repeating run that an upsample by `lanes` or more unrolls with their own taps
 # (an edge's clamped taps: one q a side for linear taps); more stay with the compute
 MAX_EDGES = 4
@@ -68,11 +74,14 @@ MAX_EDGES = 4
 
 def last_axis_period(attrs: Attrs, shape: tuple[int, ...]) -> Period | None:
     """The last axis's Period, or None where it is not an integer upsample (by 2 or more) with
-    nearest or linear taps; its run [lo, hi) is the q's around the middle one whose taps are the
-    middle one's, moved by q (the template wants a vector of them, or few q's outside)."""
+    nearest or linear taps, or is longer than MAX_CHECKED; its run [lo, hi) is the q's around
+    the middle one whose taps are the middle one's, moved by q (the template wants a vector of
+    them, or few q's outside)."""
     axis, in_len = len(shape) - 1, shape[-1] if shape else 0
     out_len = attrs["sizes"][axis] if shape else 0
     if attrs["mode"] not in ("nearest", "linear") or in_len < 2 or out_len % in_len:
+        return None
+    if out_len > MAX_CHECKED:
         return None
     if attrs["coordinate_transformation_mode"] == "tf_crop_and_resize":
         return None  # an extrapolated element is no tap
@@ -114,23 +123,27 @@ def resize_template(
     outputs: list[Buffer],
     epilogue: Epilogue | None,
 ) -> list[Kernel]:
-    """On a CPU, the upsample kernel where the last axis has a Period whose run holds a vector
-    of q's, or whose factor fills a vector and leaves at most MAX_EDGES q's outside its run;
-    else the compute's loop nest."""
+    """On a CPU, the upsample kernel where the last axis has a Period it takes (`_fits`), else
+    the compute's loop nest."""
     (x,), (out,) = inputs, outputs
     out_type = TensorType(tuple(attrs["sizes"]), x.dtype)
     read = compute.resize_compute(attrs, inputs, [out_type])[0]
     lanes = ctx.target.lanes(_work(x.dtype))
     period = last_axis_period(attrs, x.shape) if ctx.target.kind == "cpu" else None
     cost = compute.resize_element_cost(attrs, [x.type])
-    usable = period is not None and (
-        period.hi - period.lo >= lanes or period.factor >= lanes and period.edges <= MAX_EDGES
-    )
-    if not usable or x.buffer is None:
+    if period is None or x.buffer is None or not _fits(period, lanes):
         stored: Accessor = (lambda idx: epilogue(idx, read(idx))) if epilogue else read
         return [schedule_injective(ctx, "resize", [(out, out_type.ndim, stored)], cost)]
-    assert period is not None
     return [_upsample_kernel(ctx, attrs, x, out, out_type, read, period, lanes, cost, epilogue)]
+
+
+def _fits(period: Period, lanes: int) -> bool:
+    """Whether the upsample kernel takes `period`: interleaved, by a factor under `lanes` over a
+    run of a vector of q's or more; in chunks, by a factor of 1 to MAX_CHUNKS vectors with at
+    most MAX_EDGES q's outside the run."""
+    if period.factor < lanes:
+        return period.hi - period.lo >= lanes
+    return period.factor <= MAX_CHUNKS * lanes and period.edges <= MAX_EDGES
 
 
 def _work(dtype: str) -> str:
