@@ -5,9 +5,14 @@ The compute gathers: each output element computes its own source coordinate and 
 one lane at a time (a bilinear upsample: four gathers a vector). Upsampled by an integer factor
 s, the last axis repeats one pattern: output s*q + r reads input q + offset[r][t] with weight
 w[r][t], the same for every q away from the edges (`last_axis_period` checks it on the
-reference's own tables). There a vector of q's reads its taps as contiguous vectors, the s
-results are interleaved, and one contiguous store writes s vectors of output; the rows' other
-resized axes weigh whole input rows, and the edges go through the compute, element by element.
+reference's own tables). By a factor under a vector's lanes, a vector of q's reads its taps as
+contiguous vectors, the s results are interleaved, and one contiguous store writes s vectors of
+output, the row's ends going through the compute element by element; by a larger factor, each
+q's s outputs are vectors of their own, its few inputs broadcast and picked per lane, the edge
+q's unrolled with their own taps. The rows' other resized axes weigh whole input rows with the
+compute's expressions, and every sum keeps the compute's order: the same values, bit for bit.
+Long axes (MAX_CHECKED) and large factors (MAX_CHUNKS) keep the compute, so that compile time
+stays bounded.
 """
 
 from __future__ import annotations
