@@ -161,6 +161,37 @@ def resize_element_cost(attrs: Attrs, input_types: list[TensorType]) -> int:
     return TAPS[attrs["mode"]] ** len(resized_axes(attrs, input_types[0].shape))
 
 
+def interpolate(
+    attrs: Attrs,
+    axes: list[int],
+    taps: dict[int, list[Tap]],
+    idx: Indices,
+    leaf: Accessor,
+    work: str,
+) -> Expr:
+    """The sum over the taps of `axes` (the last outermost, the first innermost, as the
+    reference interpolates one axis at a time) of their weights times `leaf` at `idx` with
+    those axes' tapped indices; weighed in `work`."""
+    chosen = list(idx)
+
+    def over(k: int) -> Expr:  # axes[:k + 1] still to choose
+        if k < 0:
+            return leaf(tuple(chosen))
+        axis = axes[k]
+        total: Expr | None = None
+        for index, weight in taps[axis]:
+            chosen[axis] = index
+            inner = over(k - 1)
+            if weight is not None:
+                inner = inner.astype(work) * weight
+            total = inner if total is None else total + inner
+        assert total is not None
+        norm = _normalizer(attrs, taps[axis])
+        return total if norm is None else total / norm
+
+    return over(len(axes) - 1)
+
+
 def resize_compute(
     attrs: Attrs, inputs: list[TensorRef], out_types: list[TensorType]
 ) -> list[Accessor]:
@@ -173,24 +204,7 @@ def resize_compute(
 
     def read(idx: Indices) -> Expr:
         taps = {a: axis_taps(attrs, a, idx[a], x.shape[a], work) for a in resized}
-        chosen = list(idx)
-
-        def interpolate(k: int) -> Expr:  # axes resized[:k + 1] still to choose
-            if k < 0:
-                return x.read(tuple(chosen))
-            axis = resized[k]
-            total: Expr | None = None
-            for index, weight in taps[axis]:
-                chosen[axis] = index
-                inner = interpolate(k - 1)
-                if weight is not None:
-                    inner = inner.astype(work) * weight
-                total = inner if total is None else total + inner
-            assert total is not None
-            norm = _normalizer(attrs, taps[axis])
-            return total if norm is None else total / norm
-
-        value = interpolate(len(resized) - 1).astype(dtype)
+        value = interpolate(attrs, resized, taps, idx, x.read, work).astype(dtype)
         if crop:
             outside = _outside(attrs, idx, x.shape, resized)
             value = select(outside, literal(attrs["extrapolation_value"], dtype), value)

@@ -33,7 +33,6 @@ from tvmc.kernel import (
     broadcast,
     const,
     interleave,
-    let,
     loop,
     seq,
 )
@@ -42,23 +41,36 @@ from tvmc.ops.lowering import Accessor, Attrs, Epilogue, LowerContext, Template,
 from tvmc.ops.resize import compute
 from tvmc.ops.resize.definition import axis_taps
 from tvmc.ops.schedule.injective import PARALLEL_MIN_ELEMENTS, make_kernel, schedule_injective
-from tvmc.ops.schedule.microkernel import finalize, lane_index, unflatten
+from tvmc.ops.schedule.microkernel import finalize, lane_index, let_all, unflatten
 
 
 @dataclass(frozen=True, eq=False)
 class Period:
-    """An integer upsample of the last axis: output s*q + r (s = `factor`) is the sum over taps t
-    of weights[r][t] * input[q + offsets[r][t]] (one unweighted tap: nearest) for q in
-    [lo, hi), where that is exactly what the reference computes; `index` and `tap_weights`
-    ([q, r, t], absolute input indices, float32) are every q's own taps, the edges' included."""
+    """An integer upsample of the last axis by `factor` (s): output s*q + r is the sum over taps t
+    of weights[r][t] * input[q + offsets[r][t]] (one unweighted tap: nearest), the same for every
+    q in [lo, hi); `index` and `tap_weights` ([q, r, t], absolute input indices, float32) are
+    every q's own taps as the reference computes them, the edges' included."""
 
     factor: int
-    offsets: tuple[tuple[int, ...], ...]
-    weights: tuple[tuple[float, ...], ...] | None
     lo: int
     hi: int
     index: np.ndarray
     tap_weights: np.ndarray | None
+
+    def taps(self, q: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """q's taps: input offsets from q and weights, [r, t]."""
+        return self.index[q] - q, None if self.tap_weights is None else self.tap_weights[q]
+
+    @property
+    def offsets(self) -> tuple[tuple[int, ...], ...]:
+        """The run's offsets[r][t]."""
+        return tuple(tuple(int(o) for o in row) for row in self.taps(self.lo)[0])
+
+    @property
+    def weights(self) -> tuple[tuple[float, ...], ...] | None:
+        """The run's weights[r][t] (None: nearest)."""
+        w = self.taps(self.lo)[1]
+        return None if w is None else tuple(tuple(float(v) for v in row) for row in w)
 
     @property
     def edges(self) -> int:
@@ -110,15 +122,7 @@ def last_axis_period(attrs: Attrs, shape: tuple[int, ...]) -> Period | None:
         lo -= 1
     while hi < in_len and same[hi]:
         hi += 1
-    return Period(
-        factor,
-        tuple(tuple(int(o) for o in row) for row in offsets),
-        None if weights is None else tuple(tuple(float(v) for v in row) for row in w[middle]),
-        lo,
-        hi,
-        index.reshape(in_len, factor, -1),
-        None if weights is None else w,
-    )
+    return Period(factor, lo, hi, index.reshape(in_len, factor, -1), None if weights is None else w)
 
 
 def resize_template(
@@ -189,22 +193,9 @@ def _upsample_kernel(
 
         def input_row(j: Expr, width: int) -> Expr:
             """Input q's j..j+width-1 of this row, its other resized axes weighed."""
-            chosen = list(lead)
-
-            def weigh(k: int) -> Expr:
-                if k < 0:
-                    value = x.read((*chosen, lane_index(j, width)))
-                    return value.astype(work) if weighed else value
-                axis = rows_of[k]
-                total: Expr | None = None
-                for index, weight in taps[axis]:
-                    chosen[axis] = index
-                    term = weigh(k - 1) if weight is None else weigh(k - 1) * weight
-                    total = term if total is None else total + term
-                assert total is not None
-                return total
-
-            return weigh(len(rows_of) - 1)
+            value = compute.interpolate(attrs, rows_of, taps, lead, lambda at: x.read(
+                (*at, lane_index(j, width))), work)  # fmt: skip
+            return value.astype(work) if weighed else value
 
         def store(value: Expr, ow: Expr, width: int) -> Stmt:
             idx = (*lead, lane_index(ow, width))
@@ -216,18 +207,18 @@ def _upsample_kernel(
                 return _chunks(q, sources, weights, s, lanes, work,
                                lambda j: input_row(j, 1), store)  # fmt: skip
 
-            interior = np.array(period.offsets)
             edges = [*range(period.lo), *range(period.hi, x.shape[-1])]
             return seq(
                 loop("q", period.hi - period.lo, lambda i: at(
-                    const(period.lo) + i, interior, _array(period.weights))),
-                *(at(const(q), period.index[q] - q, _edge(period, q)) for q in edges),
+                    const(period.lo) + i, *period.taps(period.lo))),
+                *(at(const(q), *period.taps(q)) for q in edges),
             )  # fmt: skip
 
         def vector(q: Expr) -> Stmt:
             shifts = sorted({o for row_offsets in period.offsets for o in row_offsets})
-            return _let_rows(shifts, lambda shift: input_row(q + shift, lanes),
-                             lambda held: _store(held, q, period, lanes, work, store))  # fmt: skip
+            rows = [input_row(q + shift, lanes) for shift in shifts]
+            return let_all("row", rows, lambda held: _store(
+                dict(zip(shifts, held)), q, period, lanes, work, store))  # fmt: skip
 
         def element(ow: Expr) -> Stmt:
             idx = (*lead, ow)
@@ -247,26 +238,6 @@ def _upsample_kernel(
     return make_kernel(ctx.name("resize_upsample"), body)
 
 
-def _let_rows(
-    shifts: list[int], value: Callable[[int], Expr], body: Callable[[dict[int, Expr]], Stmt]
-) -> Stmt:
-    """`body({shift: var})` with each shift's input row bound once (its loads shared by the
-    outputs that tap it)."""
-    held: dict[int, Expr] = {}
-
-    def bind(k: int) -> Stmt:
-        if k == len(shifts):
-            return body(held)
-
-        def scope(var: Expr) -> Stmt:
-            held[shifts[k]] = var
-            return bind(k + 1)
-
-        return let(f"row{k}", value(shifts[k]), scope)
-
-    return bind(0)
-
-
 def _store(
     held: dict[int, Expr],
     q: Expr,
@@ -277,12 +248,13 @@ def _store(
 ) -> Stmt:
     """The s output vectors of q's vector, interleaved into one contiguous store."""
     phases = []
+    weights = period.weights
     for r, offsets in enumerate(period.offsets):
-        if period.weights is None:
+        if weights is None:
             phases.append(held[offsets[0]])
             continue
         total: Expr | None = None
-        for offset, weight in zip(offsets, period.weights[r]):
+        for offset, weight in zip(offsets, weights[r]):
             term = held[offset] * literal(weight, work)
             total = term if total is None else total + term
         assert total is not None
@@ -322,7 +294,8 @@ def _chunks(
             stores.append(store(total, q * factor + r0, n))
         return seq(*stores)
 
-    return _let_rows(shifts, lambda shift: input_at(q + shift), body)
+    return let_all("x", [input_at(q + shift) for shift in shifts],
+                   lambda held: body(dict(zip(shifts, held))))  # fmt: skip
 
 
 def _per_lane(values: list[Expr], lanes: int) -> Expr:
@@ -332,14 +305,6 @@ def _per_lane(values: list[Expr], lanes: int) -> Expr:
         return broadcast(distinct[0], lanes)
     splats = tuple(broadcast(v, lanes) for v in distinct)
     return Shuffle(splats, tuple(distinct.index(v) * lanes + i for i, v in enumerate(values)))
-
-
-def _array(weights: tuple[tuple[float, ...], ...] | None) -> np.ndarray | None:
-    return None if weights is None else np.array(weights, np.float32)
-
-
-def _edge(period: Period, q: int) -> np.ndarray | None:
-    return None if period.tap_weights is None else period.tap_weights[q]
 
 
 RESIZE = Template(resize_template, epilogue=True)
