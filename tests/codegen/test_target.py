@@ -81,7 +81,8 @@ def test_unknown_cpu_or_feature_is_a_clear_error(target, message):
 @pytest.mark.parametrize(
     "target, bits",
     [("llvm -mcpu=skylake-avx512", 512), ("llvm -mcpu=haswell", 256),
-     ("llvm -mattr=-avx512f", 256), ("llvm -mtriple=aarch64-linux-gnu", 128)],
+     ("llvm -mattr=-avx512f", 256), ("llvm -mcpu=znver4 -mattr=-avx512f", 256),
+     ("llvm -mcpu=znver4 -mattr=-avx512f,-avx", 128), ("llvm -mtriple=aarch64-linux-gnu", 128)],
 )  # fmt: skip
 def test_vector_width_from_features_or_cpu_name(target, bits):
     assert CPUTarget.parse(target).vector_bits == bits
@@ -115,3 +116,17 @@ def test_private_cache_of_the_host_or_a_named_cpu():
             assert CPUTarget.parse(f"llvm -mcpu={cpu}").private_cache_bytes == size
     if host != "x86-64":
         assert CPUTarget.parse("llvm -mcpu=x86-64").private_cache_bytes == 0
+
+
+@pytest.mark.parametrize(
+    "target, flops",
+    [("llvm -mcpu=znver5", 64), ("llvm -mcpu=znver5 -mattr=-avx512f", 32),
+     ("llvm -mcpu=znver4", 32), ("llvm -mcpu=znver3", 32), ("llvm -mcpu=znver1", 16),
+     ("llvm -mcpu=sapphirerapids", 64), ("llvm -mcpu=haswell", 32),
+     ("llvm -mcpu=x86-64", 0), ("llvm -mtriple=aarch64-linux-gnu", 0)],
+)  # fmt: skip
+def test_fma_flops_per_cycle_of_named_cpus(target, flops):
+    """Two FMA pipes of the documented width, capped by the target's vectors: Zen 5's 512-bit
+    pipes do 64 fp32 flops a cycle with AVX-512, 32 built for AVX2; Zen 4 runs a 512-bit FMA
+    over two 256-bit pipes; unknown CPUs and other architectures say 0."""
+    assert CPUTarget.parse(target).fma_flops_per_cycle == flops

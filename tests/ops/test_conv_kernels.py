@@ -1074,6 +1074,31 @@ def test_flat_channel_tiles_interpreted(rng):
     check_conv("Conv", x, w, PADDED, b, config=knobs, interpreted=True)
 
 
+def test_pointwise_pixel_tiles_that_outrun_the_l2_leave_for_channel_tiles():
+    """On two 512-bit FMA pipes (Zen 5: 64 flops a cycle, 48 KB L1, L2 filling 64 bytes a
+    cycle) an AVX-512 3x7 pixels tile asks 43 bytes a cycle of input where its panel (every
+    input channel's 7 vectors) outgrows L1: resnet50's 1x1 512->128 @28 and 256->64 @56 ran
+    at 60-70% of the peak, as 2x14 channels tiles at 85-88%. 64->256 @56's panel (28 KB)
+    stays in L1: pixels. A Zen 4 core (32 flops a cycle: 21 bytes asked) or one not known keeps
+    the pixels tiles."""
+    l2 = (1 << 20) // 4
+    zen5, zen4 = Core(48 << 10, 64, 2, 64), Core(32 << 10, 64, 2, 32)
+
+    def schedule(x_shape, w_shape, core, attrs=None):
+        geo = conv_geometry(x_shape, w_shape, attrs or {})
+        return plan({}, geo, 16, 32, l2, constant_weights=False, core=core).schedule
+
+    assert schedule((1, 512, 28, 28), (128, 512, 1, 1), zen5) == "channels"
+    assert schedule((1, 256, 56, 56), (64, 256, 1, 1), zen5) == "channels"
+    assert schedule((1, 64, 56, 56), (256, 64, 1, 1), zen5) == "pixels"
+    for core in (zen4, Core()):
+        assert schedule((1, 512, 28, 28), (128, 512, 1, 1), core) == "pixels"
+        assert schedule((1, 256, 56, 56), (64, 256, 1, 1), core) == "pixels"
+    # the rule reads pointwise convs only: a 3x3 conv's taps share their lines
+    assert schedule((1, 3, 224, 224), (64, 3, 7, 7), zen5, {"strides": [2, 2],
+                                                             "pads": [3, 3, 3, 3]}) == "pixels"
+
+
 def test_default_pack_input_where_far_planes_feed_many_blocks():
     """AVX2 6x2 pixels tiles of a Zen 3 (32 KB L1), pixels_outer: resnet50's 1x1 256->64 @56
     (11 channel blocks read 256 lines 12.5 KB apart) packs its tiles' input; 512->128 @28 in

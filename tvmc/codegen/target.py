@@ -66,6 +66,22 @@ L2_FILL_BYTES_PER_CYCLE = {
     cpu: 32 if cpu in ("znver1", "znver2", "znver3") else 64 for cpu in L1_DATA_BYTES
 }
 
+# Bits each of a core's two FMA pipes works on (the same sources): a cycle's vector FMAs do at
+# most 2 pipes x 2 flops x min(vector width, this) / 32 fp32 flops. Zen 1 splits a 256-bit FMA
+# over two 128-bit pipes; Zen 2 to 4 and Intel's cores since Haswell have two 256-bit pipes (Zen
+# 4 and the client AVX-512 cores run a 512-bit FMA over both: 32 flops a cycle); Zen 5 and
+# Intel's AVX-512 Xeons two 512-bit ones: 64 (Xeons of one 512-bit unit, some Silver and Gold
+# 5000s, and Zen 5's mobile parts, whose 512-bit datapath is split, share LLVM's names and are
+# judged as the others are).
+FMA_PIPE_BITS = {
+    "znver1": 128,
+    **dict.fromkeys(["znver2", "znver3", "znver4", "haswell", "broadwell", "skylake", "alderlake",
+                     "raptorlake", "icelake-client", "tigerlake", "rocketlake"], 256),
+    **dict.fromkeys(["znver5", "skylake-avx512", "cascadelake", "cooperlake", "icelake-server",
+                     "sapphirerapids", "emeraldrapids", "graniterapids"], 512),
+}  # fmt: skip
+FMA_PIPES = 2
+
 
 @functools.cache
 def init_llvm() -> ModuleType:
@@ -142,11 +158,13 @@ class CPUTarget:
 
     @property
     def vector_bits(self) -> int:
-        """The widest float SIMD register: from -mattr/host features, else the CPU's name."""
+        """The widest float SIMD register: from -mattr/host features, else the CPU's name (an
+        AVX-512 CPU told -avx512f keeps its AVX2)."""
         features = set(self.features.split(","))
         if "-avx512f" not in features and ("+avx512f" in features or self.cpu in _AVX512_CPUS):
             return 512
-        if "-avx" not in features and ({"+avx", "+avx2"} & features or self.cpu in _AVX2_CPUS):
+        named = self.cpu in _AVX2_CPUS or self.cpu in _AVX512_CPUS
+        if "-avx" not in features and ({"+avx", "+avx2"} & features or named):
             return 256
         return 128
 
@@ -174,6 +192,14 @@ class CPUTarget:
     def l2_fill_bytes_per_cycle(self) -> int:
         """How many bytes a cycle the L2 moves into L1, for x86 CPUs LLVM names (0: unknown)."""
         return self._named_x86(L2_FILL_BYTES_PER_CYCLE)
+
+    @property
+    def fma_flops_per_cycle(self) -> int:
+        """fp32 flops a cycle of this target's vector FMAs, for x86 CPUs LLVM names (0: unknown):
+        its pipes' width (`FMA_PIPE_BITS`) capped by the target's vectors (Zen 5 built for AVX2
+        does 32, with AVX-512 64)."""
+        pipe = self._named_x86(FMA_PIPE_BITS)
+        return FMA_PIPES * 2 * min(pipe, self.vector_bits) // 32
 
     def _core_figure(self, host_figure: Callable[[], int], table: dict[str, int]) -> int:
         """`host_figure()` where the target is this machine's CPU, else its `table` entry."""

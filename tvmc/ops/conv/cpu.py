@@ -189,16 +189,21 @@ STORE_COST = 3.0  # other widths (AVX-512's 16-lane transposes take a stage more
 
 def _estimate(
     geo: ConvGeometry, lanes: int, registers: int, pix: PixelTiling, pix_eff: float,
-    ch: ChannelTiling, ch_eff: float, pixel_limits: tuple[int, int],
+    ch: ChannelTiling, ch_eff: float, pixel_limits: tuple[int, int], core: Core | None = None,
+    itemsize: int = 4,
 ) -> str:  # fmt: skip
     """The schedule with the higher estimated useful multiply-adds per cycle (a model); one
     whose tile fits the core (`fits_core`) before one whose tile does not. A short first conv
     is judged by the pixels tile of `pixel_limits` (the limits without SHORT_FIRST_CONV_TILE):
     its 8 sums are how the pixels schedule runs best there, not a reason to leave it
-    (squeezenet's 3x3/2 3->64 went to a channels tile: 505 -> 905 us)."""
+    (squeezenet's 3x3/2 3->64 went to a channels tile: 505 -> 905 us). A pointwise pixels
+    tile that reads its input from L2 faster than the L2 sustains (`pixels_from_l2`: on two
+    512-bit FMA pipes) runs at that share of its rate."""
     if short_first_conv(geo, registers, lanes):
         pix, pix_eff = pixel_tiling(geo, lanes, *pixel_limits, registers)
-    pixels = (pixel_fits(geo, pix.mr, pix.nv, pix_eff, lanes), pix_eff * density(pix.mr, pix.nv))
+    streamed = max(1.0, pixels_from_l2(geo, pix, lanes, itemsize, core or Core()))
+    pixels = (pixel_fits(geo, pix.mr, pix.nv, pix_eff, lanes),
+              pix_eff * density(pix.mr, pix.nv) / streamed)  # fmt: skip
     store = 1 + STORE_COSTS.get(lanes, STORE_COST) * lanes / (geo.icg * len(geo.taps))
     channels = (fits_core(ch.mr, ch.nv, lanes, ch_eff), ch_eff * density(ch.mr, ch.nv) / store)
     return "channels" if channels > pixels else "pixels"
@@ -206,16 +211,24 @@ def _estimate(
 
 @dataclass(frozen=True)
 class Core:
-    """What the split default knows of a core besides its L2 (LoweringTarget's fields): its L1
-    data cache, the bytes a cycle its L2 moves into L1 (0: unknown) and the runtime's threads."""
+    """What the defaults know of a core besides its L2 (LoweringTarget's fields): its L1 data
+    cache, the bytes a cycle its L2 moves into L1 (0: unknown), the runtime's threads and the
+    fp32 flops a cycle of its vector FMAs (0: unknown, FLOPS_PER_CYCLE assumed)."""
 
     l1_bytes: int = 0
     l2_fill_bytes: int = 0
     threads: int = 1
+    flops_per_cycle: int = 0
 
     @classmethod
     def of(cls, target: LoweringTarget) -> Core:
-        return cls(target.l1_bytes, target.l2_fill_bytes, target.num_threads)
+        return cls(target.l1_bytes, target.l2_fill_bytes, target.num_threads,
+                   target.flops_per_cycle)  # fmt: skip
+
+    @property
+    def fma_flops(self) -> int:
+        """fp32 flops a cycle of the vector FMAs: the core's, else FLOPS_PER_CYCLE."""
+        return self.flops_per_cycle or FLOPS_PER_CYCLE
 
 
 @dataclass(frozen=True)
@@ -279,8 +292,10 @@ def plan(
     chn, chn_eff = channel_tiling(geo, lanes, *chn_limits, registers, flat_rows)
     depthwise = geo.depthwise and geo.ocg <= 8
     plain = limits(DEFAULTS["pixels"])  # what a short first conv's schedule is judged by
+    core = core or Core()
+    itemsize = np.dtype(dtype).itemsize
     direct = "depthwise" if depthwise else _estimate(
-        geo, lanes, registers, pix, pix_eff, chn, chn_eff, plain
+        geo, lanes, registers, pix, pix_eff, chn, chn_eff, plain, core, itemsize
     )  # fmt: skip
     # no schedule, or Winograd where it cannot run: the direct default
     schedule = direct if chosen is None or chosen in SCHEDULES else str(chosen)
@@ -288,7 +303,6 @@ def plan(
         schedule = "pixels"  # a tile loop builds the planes of one input channel only
     tiling = chn if schedule == "channels" else pix
     order = str(cfg.get("order", default_order(geo, schedule, lanes, tiling, registers)))
-    itemsize = np.dtype(dtype).itemsize
 
     def weights_ahead() -> bool:  # as the phased tile would (`default_prefetch`)
         unroll = str(cfg.get("unroll_taps", default_unroll(geo, schedule, tiling, registers)))
@@ -300,7 +314,6 @@ def plan(
         cfg.get("phased", default_phased(geo, registers, tiling, weights_ahead))
     )  # fmt: skip
     geo = geo if phased else geo.unphased()  # what the defaults below see (`Plan.geometry`)
-    core = core or Core()
     pad = channel_pad_to_lines(geo, tiling, lanes, itemsize)
     if not cfg.get("align_planes", default_align_planes(geo, order, core.l1_bytes, itemsize)):
         pad = 0
@@ -311,7 +324,7 @@ def plan(
         itemsize))  # fmt: skip
     split = int(cfg.get("split", default_split(
         geo, schedule, tiling, order, lanes, cache_elements, core.l1_bytes // itemsize,
-        core.l2_fill_bytes, core.threads, itemsize)))  # fmt: skip
+        core.l2_fill_bytes, core.threads, itemsize, core.fma_flops)))  # fmt: skip
     if split < 1 or geo.icg % split or schedule == "depthwise":
         split = 1
     packable = schedule == "pixels" and order == "pixels_outer" and len(geo.taps) == 1
@@ -551,7 +564,7 @@ MIN_L1_INPUT_CHUNK_STEPS = 2 * MIN_L1_CHUNK_STEPS
 def default_split(
     geo: ConvGeometry, schedule: str, tiling: PixelTiling | ChannelTiling, order: str,
     lanes: int, cache_elements: int, l1_elements: int = 0, l2_fill_bytes: int = 0,
-    threads: int = 1, itemsize: int = 4,
+    threads: int = 1, itemsize: int = 4, flops_per_cycle: int = FLOPS_PER_CYCLE,
 ) -> int:  # fmt: skip
     """Chunks of input channels to cut the reduction into by default: the fewest whose inner
     operand (what each outer step reads again: the input, channels_outer; all the weights,
@@ -589,7 +602,7 @@ def default_split(
     count = geo.group * ceil_div(geo.ocg, block)  # channel blocks
     in_l1 = (isinstance(tiling, ChannelTiling) and order == "channels_outer" and taps == 1
              and l1_elements > 0 and chunks_inside_blocks(count, threads)
-             and streams_from_l2(tiling, lanes, itemsize, l2_fill_bytes))  # fmt: skip
+             and streams_from_l2(tiling, lanes, itemsize, l2_fill_bytes, flops_per_cycle))
     input_, weights = geo.batch * geo.channel_stride, taps * block  # per input channel
     if order != "channels_outer":
         input_, weights = geo.group * span, taps * count * block
@@ -621,17 +634,43 @@ def default_split(
     return weights_in_l1 or fits_l2 or 1
 
 
-def streams_from_l2(tiling: ChannelTiling, lanes: int, itemsize: int, l2_fill_bytes: int) -> bool:
+def streams_from_l2(
+    tiling: ChannelTiling, lanes: int, itemsize: int, l2_fill_bytes: int,
+    flops_per_cycle: int = FLOPS_PER_CYCLE,
+) -> bool:  # fmt: skip
     """Whether a pointwise conv's channels tile reading its weights from L2 needs more bytes a
-    cycle than the L2 sustains into L1 (half its documented fill rate: a Zen 3 core streamed
-    ~17 of its 32, a 4x3 AVX2 tile asking 27 ran at 66-69% of the peak, a 6x2 one asking 21 at
-    76-79%). A step reads NV weight vectors and a line of input (the MR pixels of the next
-    input channel) in the cycles of its MR x NV FMAs."""
-    if l2_fill_bytes <= 0:
-        return False
+    cycle than the L2 sustains into L1 (`l2_demand`). A step reads NV weight vectors and a
+    line of input (the MR pixels of the next input channel) in the cycles of its MR x NV FMAs
+    (at `flops_per_cycle`)."""
     step_bytes = tiling.nv * lanes * itemsize + LINE_BYTES
-    cycles = tiling.mr * tiling.nv * 2 * lanes / FLOPS_PER_CYCLE
-    return step_bytes / cycles > l2_fill_bytes / 2
+    return l2_demand(step_bytes, tiling.mr * tiling.nv, lanes, flops_per_cycle, l2_fill_bytes) > 1
+
+
+def l2_demand(
+    step_bytes: int, fmas: int, lanes: int, flops_per_cycle: int, l2_fill_bytes: int
+) -> float:  # fmt: skip
+    """The bytes a cycle a reduction step reads from L2 (`step_bytes` in the cycles of its
+    `fmas` vector FMAs of `lanes` lanes at `flops_per_cycle`) over what the L2 sustains into L1:
+    half its documented fill rate (a Zen 3 core streamed ~17 of its 32: a 4x3 AVX2 channels
+    tile asking 27 ran at 66-69% of the peak, a 6x2 one asking 21 at 76-79%; on the Zen 5, a
+    3x7 AVX-512 pixels tile asking 43 of its 64 at 60-70%, docs/performance.md, "Pointwise
+    pixel tiles on two 512-bit FMA pipes"). 0 where the fill rate is unknown."""
+    if l2_fill_bytes <= 0:
+        return 0.0
+    cycles = fmas * 2 * lanes / (flops_per_cycle or FLOPS_PER_CYCLE)
+    return step_bytes / cycles / (l2_fill_bytes / 2)
+
+
+def pixels_from_l2(
+    geo: ConvGeometry, tiling: PixelTiling, lanes: int, itemsize: int, core: Core
+) -> float:  # fmt: skip
+    """`l2_demand` of a pointwise conv's pixels tile whose input panel (every input channel's
+    NV vectors, which each channel block reads again) outgrows L1: a step reads NV vectors of
+    one channel; 0 where the panel stays in L1, the conv has taps or the core is unknown."""
+    width = tiling.nv * lanes * itemsize
+    if len(geo.taps) != 1 or core.l1_bytes <= 0 or geo.icg * width <= core.l1_bytes:
+        return 0.0
+    return l2_demand(width, tiling.mr * tiling.nv, lanes, core.fma_flops, core.l2_fill_bytes)
 
 
 def conv_lowering(
@@ -1063,10 +1102,12 @@ def geometry_of(
     if uses_columns(geo):
         return columns_geometry(geo)
     lanes = target.lanes(accumulator_dtype(x.dtype))
-    return tiled_geometry(geo.stuffed(), lanes, target.vector_registers)
+    return tiled_geometry(geo.stuffed(), lanes, target.vector_registers, Core.of(target))
 
 
-def tiled_geometry(geo: ConvGeometry, lanes: int, registers: int) -> ConvGeometry:
+def tiled_geometry(
+    geo: ConvGeometry, lanes: int, registers: int, core: Core | None = None
+) -> ConvGeometry:  # fmt: skip
     """The geometry a conv's tiles run over: a pointwise conv's planes as one row (`flattened`)
     where the default plan's tile (pixels or channels) fills more of its lanes so, by
     MIN_FLAT_GAIN (AVX2's 16-wide pixel tiles on rows of 56: 14 of 16 lanes, resnet50's 1x1
@@ -1076,11 +1117,11 @@ def tiled_geometry(geo: ConvGeometry, lanes: int, registers: int) -> ConvGeometr
     flat = geo.flattened()
     if flat is geo or geo.depthwise:
         return geo
-    filled = [_default_fill(g, lanes, registers) for g in (geo, flat)]
+    filled = [_default_fill(g, lanes, registers, core) for g in (geo, flat)]
     return flat if filled[1] > filled[0] * MIN_FLAT_GAIN else geo
 
 
-def _default_fill(geo: ConvGeometry, lanes: int, registers: int) -> float:
+def _default_fill(geo: ConvGeometry, lanes: int, registers: int, core: Core | None) -> float:
     """The useful share of the lanes of the tile the default plan takes (pixels or channels)."""
     pix, pix_eff = pixel_tiling(
         geo, lanes, *default_limits("pixels", registers, geo, lanes), registers
@@ -1088,7 +1129,9 @@ def _default_fill(geo: ConvGeometry, lanes: int, registers: int) -> float:
     chn, chn_eff = channel_tiling(
         geo, lanes, *default_limits("channels", registers, geo, lanes), registers
     )
-    schedule = _estimate(geo, lanes, registers, pix, pix_eff, chn, chn_eff, DEFAULTS["pixels"])
+    schedule = _estimate(
+        geo, lanes, registers, pix, pix_eff, chn, chn_eff, DEFAULTS["pixels"], core
+    )  # fmt: skip
     return pix_eff if schedule == "pixels" else chn_eff
 
 
@@ -1243,7 +1286,7 @@ def _tiled_for(
     if epilogue is not None and not epilogue.flat_planes:
         return geo
     lanes = ctx.target.lanes(accumulator_dtype(dtype))
-    return tiled_geometry(geo, lanes, ctx.target.vector_registers)
+    return tiled_geometry(geo, lanes, ctx.target.vector_registers, Core.of(ctx.target))
 
 
 def conv_transpose_template(

@@ -74,8 +74,10 @@ def density(mr: int, nv: int) -> float:
 
 # What the default tilings assume of a core (documented by Intel and AMD, not measured): the
 # x86 cores with FMA since Haswell do 32 fp32 flops per cycle (two 256-bit FMA pipes; Zen 4 runs
-# a 512-bit FMA on both, Intel's two-unit AVX-512 Xeons do 64), at a latency of 4 cycles
-# (Haswell 5), and load two vectors or broadcasts per cycle (Zen 3/4 three of up to 256 bits).
+# a 512-bit FMA on both, Zen 5 and Intel's two-unit AVX-512 Xeons do 64), at a latency of 4
+# cycles (Haswell 5), and load two vectors or broadcasts per cycle (Zen 3/4 three of up to 256
+# bits). The L2 rules take a named CPU's own rate (`CPUTarget.fma_flops_per_cycle`); the
+# register tiles' fit (`fits_core`) keeps 32: on Zen 5 its tiles have 8 accumulators or more.
 FLOPS_PER_CYCLE = 32
 FMA_LATENCY = 4
 LOADS_PER_CYCLE = 2
