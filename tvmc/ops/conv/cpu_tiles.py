@@ -77,7 +77,8 @@ def density(mr: int, nv: int) -> float:
 # a 512-bit FMA on both, Zen 5 and Intel's two-unit AVX-512 Xeons do 64), at a latency of 4
 # cycles (Haswell 5), and load two vectors or broadcasts per cycle (Zen 3/4 three of up to 256
 # bits). The L2 rules take a named CPU's own rate (`CPUTarget.fma_flops_per_cycle`); the
-# register tiles' fit (`fits_core`) keeps 32: on Zen 5 its tiles have 8 accumulators or more.
+# register tiles' fit (`fits_core`) keeps 32 (the heavy convs' AVX-512 tiles have 8 accumulators
+# or more; not revisited for Zen 5).
 FLOPS_PER_CYCLE = 32
 FMA_LATENCY = 4
 LOADS_PER_CYCLE = 2
