@@ -1095,8 +1095,8 @@ def test_pointwise_pixel_tiles_that_outrun_the_l2_leave_for_channel_tiles():
         assert schedule((1, 512, 28, 28), (128, 512, 1, 1), core) == "pixels"
         assert schedule((1, 256, 56, 56), (64, 256, 1, 1), core) == "pixels"
     # the rule reads pointwise convs only: a 3x3 conv's taps share their lines
-    assert schedule((1, 3, 224, 224), (64, 3, 7, 7), zen5, {"strides": [2, 2],
-                                                             "pads": [3, 3, 3, 3]}) == "pixels"
+    first = {"strides": [2, 2], "pads": [3, 3, 3, 3]}
+    assert schedule((1, 3, 224, 224), (64, 3, 7, 7), zen5, first) == "pixels"
 
 
 def test_default_pack_input_where_far_planes_feed_many_blocks():

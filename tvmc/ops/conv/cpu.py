@@ -600,9 +600,11 @@ def default_split(
         block, span = tiling.mr, (width + geo.max_tap_offset if tiling.chunks > 1
                                   else tiling.rows * geo.plane[-1] + width)  # fmt: skip
     count = geo.group * ceil_div(geo.ocg, block)  # channel blocks
-    in_l1 = (isinstance(tiling, ChannelTiling) and order == "channels_outer" and taps == 1
-             and l1_elements > 0 and chunks_inside_blocks(count, threads)
-             and streams_from_l2(tiling, lanes, itemsize, l2_fill_bytes, flops_per_cycle))
+    streams = isinstance(tiling, ChannelTiling) and streams_from_l2(
+        tiling, lanes, itemsize, l2_fill_bytes, flops_per_cycle
+    )  # fmt: skip
+    in_l1 = (streams and order == "channels_outer" and taps == 1 and l1_elements > 0
+             and chunks_inside_blocks(count, threads))  # fmt: skip
     input_, weights = geo.batch * geo.channel_stride, taps * block  # per input channel
     if order != "channels_outer":
         input_, weights = geo.group * span, taps * count * block
