@@ -153,6 +153,23 @@ def test_conv_default_is_in_space(op, shapes, attrs, target):
     assert chosen == plan({}, geo, lanes, registers)
 
 
+@pytest.mark.parametrize("cin, cout, hw", [(32, 128, 2), (96, 16, 2), (48, 192, 2), (128, 128, 2)])
+def test_conv_default_of_a_one_tap_flat_tile_is_in_space(cin, cout, hw):
+    """An AVX2 flat channels tile defaults to unrolling "all" its taps; of a 1x1 conv that is
+    its one tap, which the space names "none" (`offered_unroll`): the default is a config
+    (mobilenet_v2's and efficientnet's 1x1 convs over 2x2 planes had none)."""
+    shapes = [(1, cin, hw, hw), (cout, cin, 1, 1)]
+    attrs = {"kernel_shape": [1, 1], "strides": [1, 1], "pads": [0] * 4, "dilations": [1, 1],
+             "group": 1}  # fmt: skip
+    full = OPS["Conv"].normalize_attrs(attrs, "Conv")
+    geo = geometry_of("Conv", full, [TensorType(x, "float32") for x in shapes], AVX2)
+    space = space_of("Conv", shapes, attrs, AVX2)
+    assert space.default_index is not None
+    want = plan({}, geo, 8, 16)
+    assert want.unroll_taps == "none"
+    assert plan(space.get(space.default_index).values, geo, 8, 16) == want
+
+
 @pytest.mark.parametrize("op,shapes,attrs", [w for w in WORKLOADS if w[0] in ("MatMul", "Gemm")])
 def test_gemm_default_index_builds_the_default_kernels(op, shapes, attrs):
     space = space_of(op, shapes, attrs)

@@ -318,7 +318,8 @@ def plan(
     if not cfg.get("align_planes", default_align_planes(geo, order, core.l1_bytes, itemsize)):
         pad = 0
     geo = geo.with_channel_pad(pad) if pad else geo  # what the defaults below see (`Plan.geometry`)
-    unroll = str(cfg.get("unroll_taps", default_unroll(geo, schedule, tiling, registers)))
+    unroll = offered_unroll(geo, str(cfg.get("unroll_taps", default_unroll(
+        geo, schedule, tiling, registers))))  # fmt: skip
     fetch = cfg.get("prefetch", default_prefetch(
         geo, schedule, order, cache_elements, registers, tiling, lanes, unroll,
         itemsize))  # fmt: skip
@@ -1164,6 +1165,18 @@ def conv_space(op: str) -> Callable[[Attrs, list[TensorType], LoweringTarget], C
 
     space.__doc__ = f"The knob space of a {op} workload."
     return space
+
+
+def offered_unroll(geo: ConvGeometry, unroll: str) -> str:
+    """The unroll_taps value of the same taps a step as `unroll` that the space names
+    (`offered_unrolls`): "none" for one tap a step, "row" for a kernel of one row. A 1x1 conv's
+    "all" builds the code of its "none"; said one way, the default plan is a config's plan (an
+    AVX2 flat channels tile over mobilenet_v2's 1x1 32->128 @2x2 defaulted to "all", which
+    no config of the space named: its space had no default config)."""
+    steps = Reduction.taps_per_step(geo)
+    if unroll not in steps:
+        return unroll
+    return next(u for u in ("none", "row", "all") if steps[u] == steps[unroll])
 
 
 def offered_unrolls(geo: ConvGeometry) -> list[str]:
