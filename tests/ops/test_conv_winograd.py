@@ -17,7 +17,7 @@ from tests.ops.test_conv_kernels import AVX2, check_conv, randn
 from tvmc.codegen import CPUTarget
 from tvmc.graph import TensorType
 from tvmc.ops import OPS
-from tvmc.ops.conv.cpu import geometry_of, plan
+from tvmc.ops.conv.cpu import Core, geometry_of, plan
 from tvmc.ops.conv.cpu_tiles import fits_core
 from tvmc.ops.conv.cpu_winograd import (
     MIN_GAIN,
@@ -191,6 +191,21 @@ def test_small_planes_take_the_tile_of_the_best_gain_whose_gemm_fits_the_core():
     # channel pair and tile)
     few = layout(geometry((1, 32, 8, 8), (32, 32, 3, 3), PAD1), 2, 8, 16)
     assert gain(few) < gain(f2)
+
+
+def test_small_planes_keep_the_direct_conv_on_cores_of_more_flops_a_cycle():
+    """Below MIN_PLANE the rule was measured to pay on a core of 32 flops a cycle; on the Zen 5
+    (64) zfnet512's 12x12 F4 convs lost to the direct conv (the GEMM streams its transformed
+    weights from memory), so a core of more flops a cycle keeps the direct conv there; planes
+    of MIN_PLANE and more take F4 on any core."""
+    twelve = geometry((1, 512, 12, 12), (512, 512, 3, 3), PAD1)
+    fourteen = geometry((1, 512, 14, 14), (512, 512, 3, 3), PAD1)
+    assert default_tile(twelve, "float32", LANES, REGISTERS, 32) == 4
+    assert default_tile(twelve, "float32", LANES, REGISTERS, 64) is None
+    assert default_tile(fourteen, "float32", LANES, REGISTERS, 64) == 4
+    zen5 = Core(48 << 10, 64, 2, 64)
+    assert not isinstance(plan({}, twelve, LANES, REGISTERS, core=zen5).tiling, WinogradLayout)
+    assert isinstance(plan({}, twelve, LANES, REGISTERS, core=Core()).tiling, WinogradLayout)
 
 
 def test_space_offers_winograd_and_its_default(rng):

@@ -18,7 +18,8 @@ Knobs (ctx.config; `plan` reads them, with the defaults in `default_limits` and 
   (F(2x2,3x3) / F(4x4,3x3): cpu_winograd; 3x3 stride-1 ungrouped float32 convs with constant
   weights, others fall back to the direct default). Default: the Winograd tile
   `cpu_winograd.default_tile` picks where it pays (F4 on planes of 13x13 and more, F2 or F4 by
-  the GEMM's padded multiply-adds below), else the cheapest direct one by `_estimate`.
+  the GEMM's padded multiply-adds below on cores of 32 flops a cycle), else the cheapest direct
+  one by `_estimate`.
 - tile_vectors / tile_rows: the NV and MR limits the chosen schedule picks its register tile
   under (defaults: 8 / 6 for "pixels" and "depthwise", 4 / 14 for "channels", 2 / 14 on
   16-register targets; for Winograd
@@ -273,8 +274,9 @@ def plan(
             if PHASED in rest[2:] or UNPHASED in rest[2:]:
                 cfg["phased"] = PHASED in rest[2:]
 
+    core = core or Core()
     winograd = constant_weights and eligible(geo, dtype)
-    m = default_tile(geo, dtype, lanes, registers) if winograd else None
+    m = default_tile(geo, dtype, lanes, registers, core.fma_flops) if winograd else None
     chosen = cfg.get("schedule", f"winograd{m}" if m else None)
     if chosen in SCHEDULES and winograd:
         vectors, rows = int(cfg.get("tile_vectors", 0)), int(cfg.get("tile_rows", 0))
@@ -292,7 +294,6 @@ def plan(
     chn, chn_eff = channel_tiling(geo, lanes, *chn_limits, registers, flat_rows)
     depthwise = geo.depthwise and geo.ocg <= 8
     plain = limits(DEFAULTS["pixels"])  # what a short first conv's schedule is judged by
-    core = core or Core()
     itemsize = np.dtype(dtype).itemsize
     direct = "depthwise" if depthwise else _estimate(
         geo, lanes, registers, pix, pix_eff, chn, chn_eff, plain, core, itemsize

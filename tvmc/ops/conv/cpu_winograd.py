@@ -103,6 +103,12 @@ MIN_GAIN = 1.3
 # What a transform's operation costs in the GEMM's multiply-adds there (its short vectors, the
 # strips' loads and stores, stores lane by lane): 1.4-3.0 fit those small convs.
 TRANSFORM_OP_COST = 3.0
+# Below MIN_PLANE a plane's few tiles use each transformed weight few times (F4 on 12x12: 9, 4.5
+# useful flops a byte), so the GEMM streams its weights from memory; the rule above paid on a
+# core of FLOPS_PER_CYCLE (the Zen 3) but lost zfnet512 4-13% end to end on the Zen 5 (64 flops
+# a cycle: its 512->512 @12 read 37.7 MB of them at 11 GB/s, 74% of the direct conv's speed).
+# Cores of more flops a cycle keep the direct conv there until `gain` counts that traffic.
+SMALL_PLANE_MAX_FLOPS = FLOPS_PER_CYCLE
 
 
 def eligible(geo: ConvGeometry, dtype: str) -> bool:
@@ -120,13 +126,19 @@ def eligible(geo: ConvGeometry, dtype: str) -> bool:
     )
 
 
-def default_tile(geo: ConvGeometry, dtype: str, lanes: int, registers: int) -> int | None:
+def default_tile(
+    geo: ConvGeometry, dtype: str, lanes: int, registers: int,
+    flops_per_cycle: int = FLOPS_PER_CYCLE,
+) -> int | None:  # fmt: skip
     """m of the Winograd schedule an eligible conv gets by default, None for the direct conv:
-    F4 on planes of MIN_PLANE and more, below them the tile `gain` rates best if by MIN_GAIN."""
+    F4 on planes of MIN_PLANE and more, below them the tile `gain` rates best if by MIN_GAIN,
+    on cores of at most SMALL_PLANE_MAX_FLOPS flops a cycle (`flops_per_cycle`)."""
     if not eligible(geo, dtype) or min(geo.channels, geo.out_channels) < MIN_CHANNELS:
         return None
     if min(geo.out_shape) >= MIN_PLANE:
         return 4
+    if flops_per_cycle > SMALL_PLANE_MAX_FLOPS:
+        return None
     layouts = [layout(geo, m, lanes, registers) for m in SCHEDULES.values()]
     fitting = [lay for lay in layouts if fits_core(lay.gemm_rows, lay.gemm_vectors, lanes)]
     best = max(fitting, key=gain, default=None)
