@@ -602,11 +602,10 @@ def default_split(
         block, span = tiling.mr, (width + geo.max_tap_offset if tiling.chunks > 1
                                   else tiling.rows * geo.plane[-1] + width)  # fmt: skip
     count = geo.group * ceil_div(geo.ocg, block)  # channel blocks
-    streams = isinstance(tiling, ChannelTiling) and streams_from_l2(
-        tiling, lanes, itemsize, l2_fill_bytes, flops_per_cycle
-    )  # fmt: skip
-    in_l1 = (streams and order == "channels_outer" and taps == 1 and l1_elements > 0
-             and chunks_inside_blocks(count, threads))  # fmt: skip
+    in_l1 = (isinstance(tiling, ChannelTiling) and order == "channels_outer" and taps == 1
+             and l1_elements > 0 and chunks_inside_blocks(count, threads)
+             and streams_from_l2(tiling, lanes, itemsize, l2_fill_bytes,
+                                 flops_per_cycle))  # fmt: skip
     input_, weights = geo.batch * geo.channel_stride, taps * block  # per input channel
     if order != "channels_outer":
         input_, weights = geo.group * span, taps * count * block
@@ -654,14 +653,15 @@ def l2_demand(
     step_bytes: int, fmas: int, lanes: int, flops_per_cycle: int, l2_fill_bytes: int
 ) -> float:  # fmt: skip
     """The bytes a cycle a reduction step reads from L2 (`step_bytes` in the cycles of its
-    `fmas` vector FMAs of `lanes` lanes at `flops_per_cycle`) over what the L2 sustains into L1:
-    half its documented fill rate (a Zen 3 core streamed ~17 of its 32: a 4x3 AVX2 channels
-    tile asking 27 ran at 66-69% of the peak, a 6x2 one asking 21 at 76-79%; on the Zen 5, a
-    3x7 AVX-512 pixels tile asking 43 of its 64 at 60-70%, docs/performance.md, "Pointwise
-    pixel tiles on two 512-bit FMA pipes"). 0 where the fill rate is unknown."""
+    `fmas` vector FMAs of `lanes` lanes at `flops_per_cycle`, the core's: `Core.fma_flops`)
+    over what the L2 sustains into L1: half its documented fill rate (a Zen 3 core streamed
+    ~17 of its 32: a 4x3 AVX2 channels tile asking 27 ran at 66-69% of the peak, a 6x2 one
+    asking 21 at 76-79%; on the Zen 5, a 3x7 AVX-512 pixels tile asking 43 of its 64 at
+    60-70%, docs/performance.md, "Pointwise pixel tiles on two 512-bit FMA pipes"). 0 where
+    the fill rate is unknown."""
     if l2_fill_bytes <= 0:
         return 0.0
-    cycles = fmas * 2 * lanes / (flops_per_cycle or FLOPS_PER_CYCLE)
+    cycles = fmas * 2 * lanes / flops_per_cycle
     return step_bytes / cycles / (l2_fill_bytes / 2)
 
 
