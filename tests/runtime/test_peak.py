@@ -95,6 +95,36 @@ def test_a_busy_or_implausible_figure_is_not_cached(monkeypatch, cache):
     assert peak.peak_gflops(1)[0] == 90.0 and _cached(cache)["measurements"] == 1
 
 
+def test_a_burst_above_the_cached_peak_raises_it(monkeypatch, cache):
+    """A first measurement in a slow spell (88.5 where bursts reach 96) does not stay: a
+    benchmark's best burst raises the cached figure, never lowers it, and counts as no
+    measurement (the first MEASUREMENTS processes still measure)."""
+    version = peak.KERNEL_VERSION
+    cache.write_text(json.dumps({peak.cpu_key(): {"gflops": 88.5, "measurements": 1,
+                                                  "kernel": version}}))  # fmt: skip
+    assert peak.record_core_peak(96.0) == 96.0
+    assert _cached(cache) == {"gflops": 96.0, "measurements": 1, "kernel": version}
+    assert peak.record_core_peak(90.0) == 96.0 and _cached(cache)["gflops"] == 96.0
+    assert peak.record_core_peak(1e308) == 96.0 and _cached(cache)["gflops"] == 96.0
+    monkeypatch.setattr(peak, "measure_core_peak_gflops", lambda: 91.0)
+    assert peak.peak_gflops(1) == (96.0, f"96 per core on {peak.cpu_key().split('/')[0]} "
+                                         "(measured) x 1 cores")  # fmt: skip
+    assert _cached(cache) == {"gflops": 96.0, "measurements": 2, "kernel": version}
+
+
+def test_a_burst_with_nothing_cached_leaves_the_measurements_to_come(monkeypatch, cache):
+    assert peak.record_core_peak(95.0) == 95.0
+    assert _cached(cache)["measurements"] == 0
+    monkeypatch.setattr(peak, "measure_core_peak_gflops", lambda: 99.0)
+    assert peak.peak_gflops(1)[0] == 99.0 and _cached(cache)["measurements"] == 1
+
+
+def test_bursts_keep_their_best():
+    bursts = peak.PeakBursts()
+    figures = [bursts(0.001) for _ in range(3)]
+    assert bursts.best == max(figures) and peak.plausible(bursts.best)
+
+
 def test_one_core_measures_a_plausible_peak():
     """The kernel runs and its figure is at least a vector FMA per cycle at 1 GHz."""
     core = peak.measure_core_peak_gflops(bursts=3, burst_seconds=0.002)
