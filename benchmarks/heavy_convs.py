@@ -87,9 +87,10 @@ from tvmc.runtime.peak import PeakBursts, measure_core_peak_gflops, peak_gflops,
 TARGET_SHARE = 0.9
 
 
-def default_plan(task, target: CPUTarget, direct: bool = False) -> str:
-    """The schedule and register tile (MR rows x NV vectors) the default config picks."""
-    chosen = default_conv_plan(task, target, direct)
+def default_plan(task, target: CPUTarget, direct: bool = False, threads: int = 0) -> str:
+    """The schedule and register tile (MR rows x NV vectors) the default config picks (for
+    `threads`, default the runtime's)."""
+    chosen = default_conv_plan(task, target, direct, threads)
     t = chosen.tiling
     if isinstance(t, WinogradLayout):
         return f"{chosen.schedule} GEMM {t.gemm_rows}x{t.gemm_vectors} (effective GFLOP/s)"
@@ -109,11 +110,12 @@ def default_plan(task, target: CPUTarget, direct: bool = False) -> str:
             f"{lines}")  # fmt: skip
 
 
-def default_conv_plan(task, target: CPUTarget, direct: bool = False):
-    """The plan the default config of a Conv task gets for `target` (float32); `direct`: the
-    direct conv's (the default where Winograd does not apply)."""
+def default_conv_plan(task, target: CPUTarget, direct: bool = False, threads: int = 0):
+    """The plan the default config of a Conv task gets for `target` (float32) on `threads`
+    (default the runtime's); `direct`: the direct conv's (the default where Winograd does not
+    apply)."""
     lanes = target.vector_bits // 32
-    core = Core.of(LoweringTarget.of_cpu(target, num_threads()))
+    core = Core.of(LoweringTarget.of_cpu(target, threads or num_threads()))
     return plan({}, conv_geometry(task, target), lanes, target.vector_registers,
                 target.private_cache_bytes // 4, constant_weights=not direct, core=core)  # fmt: skip
 
@@ -177,15 +179,16 @@ def cache_flush_array() -> np.ndarray:
 
 
 def cpu_timed(
-    task, config, flush: np.ndarray | None = None, only_weights: bool = False
-) -> Callable[[], float]:
+    task, config, flush: np.ndarray | None = None, only_weights: bool = False,
+    build_threads: int = 1,
+) -> Callable[[], float]:  # fmt: skip
     """A function running `config` once on this thread (1 thread), returning its CPU seconds;
     with `flush`, each run first writes it (out of the timing): weights and input come from
     memory, as in a model whose weights do not all fit in the caches. `only_weights`: then the
     input, output and temps are read back into the caches (out of the timing), so that only the
     constants (packed weights, bias, tables) come from memory, as in a model, where the input
     was just written by the previous layer."""
-    built = build(MeasureInput(task, config), check_correctness=False, threads=1)
+    built = build(MeasureInput(task, config), check_correctness=False, threads=build_threads)
     module = load_object(built.object_code, built.kernels)
     arrays = allocate_buffers(built)
     calls = [(module[k.name], [ctypes.c_void_p(arrays[p[0]].ctypes.data) for p in k.params])
@@ -331,6 +334,9 @@ def main() -> None:
                         help="--cold, then read the activations back into the caches")  # fmt: skip
     parser.add_argument("--all-blocks", action="store_true",
                         help="with --cpu-time: count every block, quiet or not")  # fmt: skip
+    parser.add_argument("--build-threads", type=int, default=1,
+                        help="with --cpu-time: the code (plans, parallel loops) of a model run "
+                             "on this many threads, timed on one")  # fmt: skip
     parser.add_argument("--target", default="llvm", help="a CPU target that runs here")
     parser.add_argument("--dump-plans", help="write the default plans (JSON) and stop")
     parser.add_argument("--baseline-plans", help="with --cpu-time: also time these plans")
@@ -386,7 +392,7 @@ def main() -> None:
         runs, owners = [], []  # every conv's runs, timed in alternation over the whole run
         for i, (_, t) in enumerate(tasks):
             chosen = direct_entity(t, target) if args.direct else default_entity()
-            runs.append(cpu_timed(t, chosen, flush, args.cold_weights))
+            runs.append(cpu_timed(t, chosen, flush, args.cold_weights, args.build_threads))
             owners.append((i, False))
             other = other_order(t) if args.orders else None
             if args.prefetch:
@@ -394,7 +400,7 @@ def main() -> None:
             if t.label in baseline and baseline[t.label] != json_shaped(default_knobs(t)):
                 other = config_of(baseline[t.label])
             if other is not None:
-                runs.append(cpu_timed(t, other, flush, args.cold_weights))
+                runs.append(cpu_timed(t, other, flush, args.cold_weights, args.build_threads))
                 owners.append((i, True))
         seconds = cpu_seconds(runs, args.rounds, gate)
         best = [0.0] * len(tasks)
@@ -430,7 +436,7 @@ def main() -> None:
         below += share < TARGET_SHARE
         print(f"{name:16} {task.label[:44]:44} {task.flops / 1e6:7.0f} {gflops:8.1f} "
               f"{share:6.1%}" + (f" {moment:6.1%}" if moment is not None else "")
-              + f"  {default_plan(task, target, args.direct)}"
+              + f"  {default_plan(task, target, args.direct, args.build_threads)}"
               + (f"  ({other:.1f}: {other / peak:.1%}"
                  + (f", moment {other_moment:.1%}" if other_moment is not None else "") + ")"
                  if other is not None else "")

@@ -23,10 +23,17 @@ from tests.onnx_helpers import assert_close, run_onnxruntime, single_node_model
 from tvmc.codegen import CPUTarget, emit_cpu, load_shared
 from tvmc.frontend import convert_model
 from tvmc.graph import Node, TensorType
-from tvmc.kernel import Buffer, Kernel, kernel_str, loop, maximum
+from tvmc.kernel import Buffer, Kernel, const, kernel_str, loop, maximum, seq
 from tvmc.kernel.interpret import interpret
 from tvmc.ops import OPS
-from tvmc.ops.conv.cpu import Core, default_limits, geometry_of, plan, tiled_geometry
+from tvmc.ops.conv.cpu import (
+    Core,
+    default_limits,
+    geometry_of,
+    next_outer_step,
+    plan,
+    tiled_geometry,
+)
 from tvmc.ops.conv.cpu_tiles import (
     PACE_SLACK,
     Ahead,
@@ -1513,5 +1520,42 @@ def test_paced_weight_prefetches_stay_inside_the_weights(split, rng):
         use_interpreter=True,
         config={"in_place": False, "prefetch": True, "schedule": "channels",
                 "order": "channels_outer", "split": split, "tile_vectors": 1, "tile_rows": 3},
+        **TOL,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("size,blocks,parts", [(1, 4, 3), (2, 5, 4), (3, 9, 2), (4, 16, 1)])
+def test_a_group_of_blocks_fetches_what_its_loop_runs_next(size, blocks, parts):
+    """Chunks inside groups of channel blocks run (group, chunk, block): each block fetches the
+    weights of the block and chunk the loop runs next (the group's first block in the next
+    chunk after its last; the next group's first after its last chunk), the very last its own:
+    with the next block of the same chunk, a group of one block fetched nothing it read."""
+    order = [(g * size + k, k, part) for g in range(-(-blocks // size)) for part in range(parts)
+             for k in range(size) if g * size + k < blocks]  # fmt: skip
+    fetched = Buffer("fetched", (len(order), 2), "int32")
+    stores = []
+    for i, (b, k, part) in enumerate(order):
+        blocks_on, chunks_on = next_outer_step(const(b), const(k), const(part), size, blocks, parts)
+        stores += [fetched.store((i, 0), const(b) + blocks_on),
+                   fetched.store((i, 1), const(part) + chunks_on)]  # fmt: skip
+    out = np.full((len(order), 2), -1, np.int32)
+    interpret(Kernel("next_steps", (fetched,), seq(*stores)), out)
+    visited = [(b, part) for b, _, part in order]
+    assert [tuple(row) for row in out] == visited[1:] + visited[-1:]
+
+
+@pytest.mark.parametrize("out_channels", [128, 136])  # 16-lane blocks: groups of 1; of 2, short
+def test_groups_of_blocks_fetching_ahead_stay_inside_the_weights(out_channels, rng):
+    # 8 or 9 channel blocks on 2 threads run their chunks inside groups of blocks, whose
+    # prefetches go back to the group's first block and on to the next group's: the
+    # interpreter reads each prefetched element
+    check_lowered(
+        "Conv",
+        {"x": randn(rng, 1, 16, 5, 5)},
+        {},
+        constants={"w": randn(rng, out_channels, 16, 1, 1), "b": randn(rng, out_channels)},
+        use_interpreter=True,
+        config={"in_place": False, "prefetch": True, "schedule": "channels",
+                "order": "channels_outer", "split": 4, "tile_vectors": 1, "tile_rows": 3},
         **TOL,
     )  # fmt: skip

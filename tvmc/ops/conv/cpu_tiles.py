@@ -238,6 +238,10 @@ class Ahead:
     operand: str  # "weights" or "input"
     inner: Expr  # this tile's position among the tiles of its outer step
     tiles: int
+    # weights only: (channel blocks, chunks) from this outer step's weights to the next's, where
+    # the loop does not go on to the next block of the same chunk (chunks inside groups of
+    # blocks, `_tile_loop`); None: the next block's, the last block fetching its own
+    next_step: tuple[Expr, Expr] | None = None
 
 
 def _ahead_lines(ahead: Ahead, chunk: int, itemsize: int, aligned: bool) -> list[Expr]:
@@ -286,12 +290,17 @@ def _weights_ahead(
     ops: Operands, ahead: Ahead, block: Expr, cols: int, w_step: Expr, step: Expr,
     split: Split | None,
 ) -> list[Stmt]:  # fmt: skip
-    """Prefetches of the next channel block's weights for the step at `w_step` (the last
-    block fetches its own: nothing is read past the weights)."""
+    """Prefetches of the next outer step's weights for the step at `w_step`: the next channel
+    block's (the last block fetches its own: nothing is read past the weights), or where
+    `ahead.next_step` says."""
     geo, red, taps = ops.geo, ops.reduction, ops.reduction.taps
     block_elems = geo.icg * len(geo.taps) * cols
-    last = ops.weights.size // block_elems - 1
-    shift = select(block // geo.icg < last, const(block_elems), const(0))
+    if ahead.next_step is None:
+        last = ops.weights.size // block_elems - 1
+        shift = select(block // geo.icg < last, const(block_elems), const(0))
+    else:
+        blocks_on, chunks_on = ahead.next_step
+        shift = blocks_on * block_elems + chunks_on * (red.channels * len(geo.taps) * cols)
     aligned = cols * ops.weights.itemsize % LINE_BYTES == 0
     line = per_line(ops.weights.itemsize)
     lines = taps * cols // line  # a step's, where aligned
