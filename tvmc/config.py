@@ -83,8 +83,8 @@ GOMP_SPINCOUNT_ENV = "GOMP_SPINCOUNT"
 os.environ.setdefault(GOMP_SPINCOUNT_ENV, "1000000")
 
 # The fp32 peak (GFLOP/s) tuning summaries compare with; default: one core's, the best of the
-# first three processes' measurements per CPU model by an FMA kernel (tvmc.runtime.peak), cached,
-# times the physical cores used.
+# first three processes' measurements per CPU model by an FMA kernel (tvmc.runtime.peak), cached
+# (a benchmark's faster peak bursts raise it), times the physical cores used.
 PEAK_GFLOPS_ENV = "TVMC_PEAK_GFLOPS"
 # Where tvmc caches what it measures or builds for this machine (the peak, the thread pool, the
 # CPU as LLVM names it); default: ~/.cache/tvmc.

@@ -883,8 +883,8 @@ def next_outer_step(
     the block and chunk `_tile_loop`'s groups run next: the group's next block, else its first
     block in the next chunk, else the next group's first block in the first chunk; (0, 0)
     after the last. Fetching the next block of the same chunk instead, a group's last block
-    fetched what the loop reads a whole group later (in a group of one block, every fetch:
-    densenet121's 1x1 convs @14 on two threads)."""
+    fetched what the loop reads a whole group later (in a group of one block, every fetch;
+    Zen 3, resnet50's 1x1 1024->256 @14 built for two threads, groups of two: 1.01-1.07x)."""
     in_group = (k < size - 1) & (b + 1 < blocks)
     next_chunk = part < parts - 1
     next_group = b + (size - k) < blocks
