@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 
 import numpy as np
@@ -77,19 +78,39 @@ def _runs(*blocks_per_run: list[float]):
     return [run(blocks) for blocks in blocks_per_run]
 
 
+class _Bursts:
+    """Fake peak bursts: the given GFLOP/s in turn, keeping the best as PeakBursts does."""
+
+    def __init__(self, values):
+        self.values, self.best = iter(values), 0.0
+
+    def __call__(self) -> float:
+        value = next(self.values)
+        self.best = max(self.best, value)
+        return value
+
+
 def test_only_blocks_between_quiet_bursts_count_and_rounds_go_on_to_find_them():
-    """A block counts where the peak bursts just before and after it were quiet; rounds go on
-    until each run has its rounds of quiet blocks, and a run that never met one (within
-    MAX_ROUNDS_FACTOR x rounds) keeps its fastest block."""
+    """A block counts where the peak bursts just before and after it reached 90% of the
+    core's peak; rounds go on until each run has its rounds of quiet blocks, and a run that
+    never met one (within MAX_ROUNDS_FACTOR x rounds) keeps its fastest block. Each block's
+    seconds times the bursts around it give the conv's share of the core's rate then."""
     # round 1: burst 100, a's block, burst 100 (a quiet), b's block, burst 50 (b slow);
     # round 2: burst 50, a's block (slow), burst 100, b's block, burst 100 (b quiet)
-    bursts = iter([100, 100, 50, 50, 100, 100])
-    gate = heavy_convs.QuietGate(lambda: next(bursts), gflops=90)
+    gate = heavy_convs.QuietGate(_Bursts([100, 100, 50, 50, 100, 100]), core_peak=100)
     runs = _runs([3.0, 1.0], [0.5, 2.0])
     assert heavy_convs.cpu_seconds(runs, 1, gate) == [3.0, 2.0]  # not a's 1.0 nor b's 0.5
     assert gate.counted == [1, 1] and gate.quiet_blocks == 2 and gate.blocks == 4
+    assert gate.paced == [[3.0 * 100, 1.0 * 75], [0.5 * 75, 2.0 * 100]]
+    assert gate.share_of_bursts(0, 1.5e11) == 1.5e11 / 1e9 / statistics.median([300, 75])
 
-    slow = heavy_convs.QuietGate(lambda: 50.0, gflops=90)
+    # a burst beyond the cached peak raises the bar: 90% of 120, not of 100
+    gate = heavy_convs.QuietGate(_Bursts([120, 110] + [100] * 20), core_peak=100)
+    rounds = heavy_convs.MAX_ROUNDS_FACTOR
+    assert heavy_convs.cpu_seconds(_runs([1.0] * rounds, [1.0] * rounds), 1, gate) == [1.0, 1.0]
+    assert gate.counted == [1, 0]
+
+    slow = heavy_convs.QuietGate(_Bursts([50.0] * 100), core_peak=100)
     rounds = 2 * heavy_convs.MAX_ROUNDS_FACTOR
     runs = _runs([7.0 - i / 10 for i in range(rounds)], [8.0] * rounds)
     assert heavy_convs.cpu_seconds(runs, 2, slow) == [7.0 - (rounds - 1) / 10, 8.0]
