@@ -241,10 +241,6 @@ class QuietGate:
     def gflops(self) -> float:
         return QUIET_SHARE * max(self.core_peak, self.bursts.best)
 
-    def burst(self) -> float:
-        """GFLOP/s of one peak burst now."""
-        return self.bursts()
-
     def quiet(self, burst: float) -> bool:
         return burst >= self.gflops
 
@@ -268,10 +264,10 @@ def cpu_seconds(
     ran = 0
     while ran < rounds or (gate and min(counted) < rounds and ran < MAX_ROUNDS_FACTOR * rounds):
         ran += 1
-        before = gate.burst() if gate else math.inf
+        before = gate.bursts() if gate else math.inf
         for i, run in enumerate(runs):
             block = min(run() for _ in range(5))
-            after = gate.burst() if gate else math.inf
+            after = gate.bursts() if gate else math.inf
             fastest[i] = min(fastest[i], block)
             if not gate or (gate.quiet(before) and gate.quiet(after)):
                 fastest_quiet[i] = min(fastest_quiet[i], block)
@@ -345,6 +341,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.direct and not args.cpu_time:
         parser.error("--direct times with --cpu-time only")
+    if args.build_threads != 1 and not args.cpu_time:
+        parser.error("--build-threads times with --cpu-time only")
+    if args.build_threads < 1:
+        parser.error(f"--build-threads must be 1 or more, got {args.build_threads}")
     target = CPUTarget.parse(args.target)
     tasks = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -173,8 +173,7 @@ def _core_peak() -> tuple[float, str]:
     cached = read_cache(path)  # another process may have measured meanwhile
     best, count = _entry(cached.get(key))
     best = max(best, core)
-    entry = {"gflops": round(best, 1), "measurements": count + 1, "kernel": KERNEL_VERSION}
-    write_cache(path, {**cached, key: entry})
+    _store(path, cached, key, best, count + 1)
     return best, "measured"
 
 
@@ -189,9 +188,14 @@ def record_core_peak(gflops: float) -> float:
     if not plausible(gflops):
         return best
     if gflops > best:
-        entry = {"gflops": round(gflops, 1), "measurements": count, "kernel": KERNEL_VERSION}
-        write_cache(path, {**cached, key: entry})
+        _store(path, cached, key, gflops, count)
     return max(best, gflops)
+
+
+def _store(path: str, cached: dict, key: str, gflops: float, measurements: int) -> None:
+    """Writes `cached` with the entry of `key` replaced."""
+    entry = {"gflops": round(gflops, 1), "measurements": measurements, "kernel": KERNEL_VERSION}
+    write_cache(path, {**cached, key: entry})
 
 
 def _entry(value: object) -> tuple[float, int]:
