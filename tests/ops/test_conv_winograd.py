@@ -16,18 +16,27 @@ import pytest
 from tests.ops.test_conv_kernels import AVX2, check_conv, randn
 from tvmc.codegen import CPUTarget
 from tvmc.graph import TensorType
+from tvmc.kernel import Buffer, const, ramp, seq
+from tvmc.kernel.expr import Broadcast, Load, Ramp
+from tvmc.kernel.interpret import interpret
+from tvmc.kernel.visitor import children
 from tvmc.ops import OPS
 from tvmc.ops.conv.cpu import Core, geometry_of, plan
 from tvmc.ops.conv.cpu_tiles import fits_core
 from tvmc.ops.conv.cpu_winograd import (
+    MATRICES,
     MIN_GAIN,
     WinogradLayout,
+    apply_matrix,
     default_tile,
     eligible,
     gain,
     layout,
+    transposed_columns,
+    two_sided,
 )
 from tvmc.ops.lowering import LoweringTarget
+from tvmc.ops.schedule.injective import make_kernel
 
 TARGET = LoweringTarget(num_threads=2)
 LANES, REGISTERS = TARGET.lanes("float32"), TARGET.vector_registers
@@ -246,3 +255,68 @@ def test_layout_covers_the_plane_and_the_strip_overrun():
             assert lay.pitch >= width + 2 and lay.pitch - m < width + 2
             assert lay.tiles_h * m >= 9 and lay.columns % (lay.gemm_vectors * LANES) == 0
             assert lay.columns >= 2 * lay.tiles
+
+
+def _distinct_ops(exprs) -> int:
+    """Arithmetic nodes (binary ops and multiply-adds) of the expressions' DAG, each once."""
+    seen: set[int] = set()
+
+    def visit(node) -> None:
+        if id(node) in seen or isinstance(node, (Load, Broadcast, Ramp)):
+            return
+        seen.add(id(node))
+        for child in children(node):
+            visit(child)
+
+    for e in exprs:
+        visit(e)
+    return sum(1 for _ in seen)
+
+
+@pytest.mark.parametrize("m", [2, 4])
+@pytest.mark.parametrize("which", [0, 2], ids=["input B^T d B", "output A^T M A"])
+def test_two_sided_transforms_compute_the_matrix_products(m, which, rng):
+    """The factored transforms (shared sums, differences and even/odd halves, multiply-adds)
+    give matrix @ d @ matrix^T, run by the interpreter."""
+    matrix = np.array(MATRICES[m][which], dtype=np.float64)
+    rows, cols = matrix.shape
+    src = Buffer("d", (cols * cols * LANES,))
+    dst = Buffer("out", (rows * rows * LANES,))
+    d = [[src[ramp((i * cols + j) * LANES, LANES)] for j in range(cols)] for i in range(cols)]
+    out = two_sided(matrix.tolist(), d, LANES)
+    body = seq(*(dst.store(ramp((i * rows + j) * LANES, LANES), out[i][j])
+                 for i in range(rows) for j in range(rows)))  # fmt: skip
+    data = rng.standard_normal((cols, cols, LANES)).astype(np.float32)
+    result = np.zeros((rows, rows, LANES), np.float32)
+    kernel = make_kernel("t", body)
+    arrays = {"d": data.reshape(-1), "out": result.reshape(-1)}
+    interpret(kernel, *(arrays[b.name] for b in kernel.params))
+    expected = np.einsum("ai,ijl,bj->abl", matrix, data.astype(np.float64), matrix)
+    np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max())
+
+
+def test_f4_transforms_take_fewer_operations_than_row_by_row():
+    """F4's B^T on one column: 13 operations (30 row by row, without multiply-adds); A^T: 10."""
+    src = Buffer("d", (6 * LANES,))
+    column = [src[ramp(i * LANES, LANES)] for i in range(6)]
+    bt, _, at = MATRICES[4]
+    assert _distinct_ops(apply_matrix(bt, column, LANES)) == 13
+    assert _distinct_ops(apply_matrix(at, column, LANES)) == 10
+
+
+@pytest.mark.parametrize("m,n", [(2, 4), (2, 8), (4, 4), (4, 8), (4, 16)])
+def test_transposed_columns_pick_each_tiles_column(m, n, rng):
+    """Column j of n consecutive tiles (m apart in a strip row, alpha = m + 2 wide), by
+    transposes within 4-lane groups: lane t holds position start + j + m * t."""
+    alpha, start = m + 2, 3
+    src = Buffer("s", (start + n * m + 2,))
+    dst = Buffer("out", (alpha * n,))
+    columns = transposed_columns(src, const(start), m, n, alpha)
+    body = seq(*(dst.store(ramp(j * n, n), c) for j, c in enumerate(columns)))
+    data = rng.standard_normal(src.shape).astype(np.float32)
+    result = np.zeros(dst.shape, np.float32)
+    kernel = make_kernel("t", body)
+    arrays = {"s": data, "out": result}
+    interpret(kernel, *(arrays[b.name] for b in kernel.params))
+    expected = [data[start + j + m * np.arange(n)] for j in range(alpha)]
+    np.testing.assert_array_equal(result.reshape(alpha, n), np.array(expected))

@@ -9,14 +9,20 @@ errors near 2e-5 of max |y| against 1e-7 for the direct conv). Three kernels:
 1. input (parallel over (n, c)): the channel's zero-padded input in local scratch, laid out as
    *strips*: strip (i, ty) is padded row ty * m + i, `pitch` = tiles_w * m columns wide. Tile p
    (row-major over tiles_h x tiles_w) then starts at offset p * m of every strip row i, so one
-   vector covers consecutive tiles across tile rows with loads of constant stride m. V[t, c, P]
-   = B^T d B for each of the alpha^2 positions t.
+   vector covers consecutive tiles across tile rows with loads of constant stride m, which a
+   transpose within 4-lane groups turns into columns (`transposed_columns`). V[t, c, P] =
+   B^T d B for each of the alpha^2 positions t, in two passes through L1 (d B row by row, then
+   B^T column by column), with the shared sums and differences of `apply_matrix`.
 2. GEMM: M[t] = U[t] @ V[t] for each t, U[t] = (G g G^T)[t] (K x C) transformed at compile time
    and packed into row blocks (`pack_a`: a step's MR broadcasts from one cache line, not MR
    rows of U: 1.2-2x on the GEMMs of 14x14 planes); the MatMul template's register-tiled GEMM
    (tvmc.ops.linalg.cpu), V read in place.
 3. output (parallel over (n, k)): A^T M A per tile into local strips (stores m apart), then the
    output rows copied out through bias and the epilogue, as contiguous vectors.
+
+V and M take a row or two more per plane than they use (`plane_rows`): the transforms read or
+write the same element of all alpha^2 planes at once, and planes a whole number of pages apart
+put those 36 lines in one set of the L1 (2-2.4x on the transforms of 14x14-28x28 planes).
 
 Why `pitch` = tiles_w * m and not the padded width: a tile row's last tile reads 2 columns past
 it, which are the next strip's first 2 (finite input values). They only feed outputs at or past
@@ -31,6 +37,7 @@ is eligible.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -48,6 +55,7 @@ from tvmc.kernel import (
     allocate,
     broadcast,
     const,
+    fma,
     if_then_else,
     interleave,
     let,
@@ -254,26 +262,72 @@ def weight_transform(w: np.ndarray, m: int) -> np.ndarray:
     return np.ascontiguousarray(u.reshape(-1, *w.shape[:2]), dtype=np.float32)
 
 
-def lincomb(coefficients: Sequence[float], vectors: Sequence[Expr], lanes: int) -> Expr:
-    """sum(c * v) over the nonzero coefficients; +-1 as adds and subtracts."""
-    total: Expr | None = None
-    for c, v in zip(coefficients, vectors):
-        if c == 0:
-            continue
-        term = v if abs(c) == 1 else broadcast(float(abs(c)), lanes) * v
-        if total is None:
-            total = broadcast(0.0, lanes) - term if c < 0 else term
+Terms = dict[int, float]  # a linear combination: vector index -> nonzero coefficient
+
+
+def lincomb(terms: Terms, vectors: Sequence[Expr], lanes: int) -> Expr:
+    """sum(c * vectors[i]) over `terms`: a +1 term first, then adds and subtracts for +-1 and
+    multiply-adds (one rounding each) for the other coefficients."""
+    order = sorted(terms, key=lambda i: terms[i] != 1)
+    first, *rest = order
+    c = terms[first]
+    total = vectors[first] if c == 1 else broadcast(float(c), lanes) * vectors[first]
+    for i in rest:
+        c, v = terms[i], vectors[i]
+        if c == 1:
+            total = total + v
+        elif c == -1:
+            total = total - v
         else:
-            total = total - term if c < 0 else total + term
-    assert total is not None, "a transform row has a nonzero coefficient"
+            total = fma(broadcast(float(c), lanes), v, total)
     return total
 
 
+def lincomb_ops(terms: Terms) -> int:
+    """Operations `lincomb` spends on `terms`."""
+    return len(terms) - 1 + (1 not in terms.values())
+
+
+def apply_matrix(matrix: Sequence[Sequence[float]], d: Sequence[Expr], lanes: int) -> list[Expr]:
+    """matrix @ d for a column d of vector expressions, in fewer operations than row by row
+    (the F4 transforms' 30 and 20 operations a column as written fall to 13 and 10):
+
+    - two columns that every row takes in equal or opposite measure enter as their sum and
+      difference, computed once (A^T's columns 1, 2 and 3, 4);
+    - two rows that are e + o and e - o of sparser e and o share e and o (B^T's rows 1, 2 and
+      3, 4).
+    """
+    vectors = list(d)
+    rows: list[Terms] = [{j: float(c) for j, c in enumerate(row) if c} for row in matrix]
+    for j, k in itertools.combinations(range(len(d)), 2):
+        both = [r for r in rows if j in r or k in r]
+        if len(both) < 2 or any(abs(r.get(k, 0.0)) != abs(r.get(j, 0.0)) for r in both):
+            continue
+        plus, minus = len(vectors), len(vectors) + 1
+        vectors += [vectors[j] + vectors[k], vectors[j] - vectors[k]]
+        for r in both:
+            cj, ck = r.pop(j), r.pop(k)
+            r[plus if cj == ck else minus] = cj
+    out: list[Expr | None] = [None] * len(rows)
+    for a, b in itertools.combinations(range(len(rows)), 2):
+        if out[a] is not None or out[b] is not None:
+            continue
+        keys = rows[a].keys() | rows[b].keys()
+        even = {i: c for i in keys if (c := (rows[a].get(i, 0.0) + rows[b].get(i, 0.0)) / 2)}
+        odd = {i: c for i in keys if (c := (rows[a].get(i, 0.0) - rows[b].get(i, 0.0)) / 2)}
+        shared = lincomb_ops(even) + lincomb_ops(odd) + 2  # then e + o and e - o
+        if not even or not odd or shared >= lincomb_ops(rows[a]) + lincomb_ops(rows[b]):
+            continue
+        e, o = lincomb(even, vectors, lanes), lincomb(odd, vectors, lanes)
+        out[a], out[b] = e + o, e - o
+    return [v if v is not None else lincomb(r, vectors, lanes) for v, r in zip(out, rows)]
+
+
 def two_sided(matrix: Sequence[Sequence[float]], d: list[list[Expr]], lanes: int) -> list:
-    """matrix @ d @ matrix^T on a grid of vector expressions."""
-    rows = [[lincomb(row, [d[i][j] for i in range(len(d))], lanes) for j in range(len(d[0]))]
-            for row in matrix]  # fmt: skip
-    return [[lincomb(col, r, lanes) for col in matrix] for r in rows]
+    """matrix @ d @ matrix^T on a grid of vector expressions (`apply_matrix` down each column
+    of d, then along each row of the result)."""
+    columns = [apply_matrix(matrix, [row[j] for row in d], lanes) for j in range(len(d[0]))]
+    return [apply_matrix(matrix, [col[i] for col in columns], lanes) for i in range(len(matrix))]
 
 
 def over_tiles(lay: WinogradLayout, body) -> Stmt:
@@ -286,16 +340,55 @@ def over_tiles(lay: WinogradLayout, body) -> Stmt:
 
 def deinterleaved(s: Buffer, start: Expr, lay: WinogradLayout) -> list[Expr]:
     """Row i of n consecutive tiles from strip row i at `start`: alpha vectors of n lanes, the
-    j-th holding column j of each tile (positions start + j + m * lane). Two contiguous loads of
-    n * m floats (at 0 and at alpha - m, columns 0..m-1 and the rest) and a pick of lanes from
-    one of them each, instead of alpha loads of stride m that span (n - 1) * m + 1 floats."""
+    j-th holding column j of each tile (position start + j + m * lane). Where n is a whole number
+    of 4-lane groups, `transposed_columns`; else two contiguous loads of n * m floats (at 0 and
+    at alpha - m, columns 0..m-1 and the rest) and a pick of lanes from one of them each."""
     m, n, a = lay.m, lay.vector, lay.alpha
+    if n % 4 == 0 and m in (2, 4):
+        return transposed_columns(s, start, m, n, a)
     near, far = s[ramp(start, n * m)], s[ramp(start + (a - m), n * m)]
     return [
         Shuffle((near,), tuple(j + m * lane for lane in range(n))) if j < m
         else Shuffle((far,), tuple(j - (a - m) + m * lane for lane in range(n)))
         for j in range(a)
     ]  # fmt: skip
+
+
+def transposed_columns(s: Buffer, start: Expr, m: int, n: int, alpha: int) -> list[Expr]:
+    """`deinterleaved` by a transpose within each 4-lane group (AVX's unpack and shufps: two
+    steps for m = 4, one for m = 2) and one permute a column to put its tiles in order; columns
+    m.. are columns 0.. of the next tile, one lane on, the last lane read alone. On AVX2 the
+    lowering of the m stride-m picks of a span took 7 shuffles a column, and kept each of the
+    36 columns of an F4 chunk in registers that the transform then spilled."""
+    loads = [s[ramp(start + k * n, n)] for k in range(m)]
+    labels = [list(range(k * n, (k + 1) * n)) for k in range(m)]  # span position of each lane
+
+    def pick(i: int, j: int, picks: list[int]) -> tuple[Expr, list[int]]:
+        both = labels[i] + labels[j]
+        return Shuffle((vectors[i], vectors[j]), tuple(picks)), [both[p] for p in picks]
+
+    def grouped(pattern: tuple[int, ...]) -> list[int]:  # per 4-lane group; n + i: the 2nd's
+        return [g * 4 + p for g in range(n // 4) for p in pattern]
+
+    vectors = loads
+    if m == 4:  # unpack pairs (0, 1) and (2, 3): lo, hi; then shufps halves of lo and hi
+        lo_hi = [pick(i, i + 1, grouped(pat)) for i in (0, 2)
+                 for pat in ((0, n, 1, n + 1), (2, n + 2, 3, n + 3))]  # fmt: skip
+        vectors, labels = [v for v, _ in lo_hi], [lab for _, lab in lo_hi]
+        pairs = [(0, 2, (0, 1, n, n + 1)), (0, 2, (2, 3, n + 2, n + 3)),
+                 (1, 3, (0, 1, n, n + 1)), (1, 3, (2, 3, n + 2, n + 3))]  # fmt: skip
+    else:
+        pairs = [(0, 1, (0, 2, n, n + 2)), (0, 1, (1, 3, n + 1, n + 3))]
+    columns = []
+    for j, (a, b, pattern) in enumerate(pairs):
+        vector, lab = pick(a, b, grouped(pattern))
+        assert all(pos % m == j for pos in lab), "a transposed vector mixes columns"
+        order = sorted(range(n), key=lambda lane: lab[lane])
+        columns.append(vector if order == list(range(n)) else Shuffle((vector,), tuple(order)))
+    for j in range(m, alpha):
+        last = broadcast(s[start + n * m + (j - m)], n)
+        columns.append(Shuffle((columns[j - m], last), tuple(range(1, n + 1))))
+    return columns
 
 
 def input_kernel_body(lay: WinogradLayout, x: Buffer, v: Buffer, parallel: bool) -> Stmt:
@@ -307,17 +400,25 @@ def input_kernel_body(lay: WinogradLayout, x: Buffer, v: Buffer, parallel: bool)
     tiled = replace(geo, out_shape=(lay.tiles_h * m, lay.pitch - 2))
     real = geo.batch * lay.tiles
 
-    def channel(s: Buffer, nb: Expr, c: Expr) -> Stmt:
-        def row(i: int, ty: Var) -> Stmt:
+    def channel(s: Buffer, half: Buffer, nb: Expr, c: Expr) -> Stmt:
+        def fill(i: int, ty: Var) -> Stmt:
             base = (i * lay.tiles_h + ty) * lay.pitch
             return fill_row(tiled, x, nb, c, s, base, (0, 0), (ty * m + i,), lay.lanes)
 
+        # B^T d B in two passes through `half` (alpha^2 vectors, L1): d B of each strip row in
+        # a loop, then B^T down each column. As one expression the 36 columns and their sums
+        # outlived AVX2's 16 registers and the transform spilled 90 of them a chunk.
         def tiles(p0: Var) -> Stmt:
-            d = [deinterleaved(s, p0 * m + i * strip, lay) for i in range(a)]
-            out = two_sided(bt, d, n)
+            def strip_row(i: Var) -> Stmt:
+                db = apply_matrix(bt, deinterleaved(s, p0 * m + i * strip, lay), n)
+                return seq(*(half.store(ramp((i * a + j) * n, n), e) for j, e in enumerate(db)))
+
+            def column(j: int) -> Stmt:
+                out = apply_matrix(bt, [half[ramp((i * a + j) * n, n)] for i in range(a)], n)
+                return seq(*(v.store((i * a + j, c, col), e) for i, e in enumerate(out)))
+
             col = ramp(nb * lay.tiles + p0, n)
-            return seq(*(v.store((i * a + j, c, col), out[i][j])
-                         for i in range(a) for j in range(a)))  # fmt: skip
+            return seq(loop("i", a, strip_row), *(column(j) for j in range(a)))
 
         # the GEMM reads the padding columns (never the output): zeros, not stale workspace
         # bits that could be denormals, which slow the FMAs
@@ -328,7 +429,7 @@ def input_kernel_body(lay: WinogradLayout, x: Buffer, v: Buffer, parallel: bool)
 
         pad = vector_range(real, lay.columns, lay.lanes, zeros)
         return seq(
-            *(loop("ty", lay.tiles_h, lambda ty, i=i: row(i, ty)) for i in range(a)),
+            *(loop("ty", lay.tiles_h, lambda ty, i=i: fill(i, ty)) for i in range(a)),
             s.store(ramp(const(lay.strips_size - 2), 2), broadcast(0.0, 2)),
             over_tiles(lay, tiles),
             None
@@ -339,11 +440,16 @@ def input_kernel_body(lay: WinogradLayout, x: Buffer, v: Buffer, parallel: bool)
         )
 
     def at(nc: Var) -> Stmt:
-        def scratch(s: Buffer) -> Stmt:
+        def scratch(s: Buffer, half: Buffer) -> Stmt:
             return let("nb", nc // geo.channels, lambda nb: let(
-                "c", nc % geo.channels, lambda c: channel(s, nb, c)))  # fmt: skip
+                "c", nc % geo.channels, lambda c: channel(s, half, nb, c)))  # fmt: skip
 
-        return allocate("strips", (lay.strips_size,), scratch, x.dtype)
+        return allocate(
+            "strips",
+            (lay.strips_size,),
+            lambda s: allocate("half", (a * a * n,), lambda h: scratch(s, h), x.dtype),
+            x.dtype,
+        )
 
     count = geo.batch * geo.channels
     return loop("nc", count, at, "parallel" if parallel and count > 1 else "serial")
@@ -401,8 +507,8 @@ def winograd_lowering(
     geo, a2 = lay.geo, lay.alpha**2
     k, c, p = geo.out_channels, geo.channels, lay.columns
     u = weight_transform(weights, lay.m)
-    v = ctx.temp((a2, c, p), "float32", "winograd_v")
-    mm = ctx.temp((a2, k, p), "float32", "winograd_m")
+    v = ctx.temp((a2, plane_rows(c, p, a2), p), "float32", "winograd_v")
+    mm = ctx.temp((a2, plane_rows(k, p, a2), p), "float32", "winograd_m")
     kernels = [make_kernel(ctx.name("winograd_input"), input_kernel_body(lay, x, v, parallel))]
     u_type = TensorType((a2, k, c), "float32")
     u_ref = TensorRef("winograd_u", u_type, _packed_by_the_gemm, None, u)
@@ -411,6 +517,22 @@ def winograd_lowering(
     kernels += gemm_kernels(replace(ctx, config=tile), u_ref, v_ref, mm, None, pack_a=True)
     body = output_kernel_body(lay, mm, bias, out, epilogue, parallel)
     return [*kernels, make_kernel(ctx.name("winograd_output"), body)]
+
+
+def plane_rows(rows: int, columns: int, planes: int) -> int:
+    """Rows a plane of V or M takes (`rows` and up to 16 unused): the fewest that put the
+    same element of the alpha^2 planes, which the transforms read or write together, in as many
+    different sets of a 4 KB-way L1 as there are planes (up to its 64). 128 channels of 216
+    columns made each plane exactly 27 pages: the 36 stores of an F4 chunk went to one set,
+    evicting each other's lines from its 8 ways between the chunk's two halves of a line."""
+    line, sets = 64, 4096 // 64
+
+    def spread(r: int) -> int:
+        return len({(t * r * columns * 4 // line) % sets for t in range(planes)})
+
+    want = min(planes, sets)
+    return next((r for r in range(rows, rows + 17) if spread(r) >= want),
+                max(range(rows, rows + 17), key=spread))  # fmt: skip
 
 
 def _packed_by_the_gemm(idx: tuple[Expr, ...]) -> Expr:
