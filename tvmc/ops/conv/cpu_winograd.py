@@ -357,9 +357,8 @@ def deinterleaved(s: Buffer, start: Expr, lay: WinogradLayout) -> list[Expr]:
 def transposed_columns(s: Buffer, start: Expr, m: int, n: int, alpha: int) -> list[Expr]:
     """`deinterleaved` by a transpose within each 4-lane group (AVX's unpack and shufps: two
     steps for m = 4, one for m = 2) and one permute a column to put its tiles in order; columns
-    m.. are columns 0.. of the next tile, one lane on, the last lane read alone. On AVX2 the
-    lowering of the m stride-m picks of a span took 7 shuffles a column, and kept each of the
-    36 columns of an F4 chunk in registers that the transform then spilled."""
+    m.. are columns 0.. of the next tile, one lane on, the last lane read alone. On AVX2 LLVM
+    lowered each stride-m pick of a span to about 7 shuffles (permutes and blends)."""
     loads = [s[ramp(start + k * n, n)] for k in range(m)]
     labels = [list(range(k * n, (k + 1) * n)) for k in range(m)]  # span position of each lane
 
