@@ -270,7 +270,7 @@ def _distinct_ops(exprs) -> int:
 
     for e in exprs:
         visit(e)
-    return sum(1 for _ in seen)
+    return len(seen)
 
 
 @pytest.mark.parametrize("m", [2, 4])

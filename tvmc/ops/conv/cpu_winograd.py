@@ -359,28 +359,25 @@ def transposed_columns(s: Buffer, start: Expr, m: int, n: int, alpha: int) -> li
     steps for m = 4, one for m = 2) and one permute a column to put its tiles in order; columns
     m.. are columns 0.. of the next tile, one lane on, the last lane read alone. On AVX2 LLVM
     lowered each stride-m pick of a span to about 7 shuffles (permutes and blends)."""
-    loads = [s[ramp(start + k * n, n)] for k in range(m)]
-    labels = [list(range(k * n, (k + 1) * n)) for k in range(m)]  # span position of each lane
+    Labelled = tuple[Expr, list[int]]  # a vector and the span position of each of its lanes
+    loads: list[Labelled] = [(s[ramp(start + k * n, n)], list(range(k * n, (k + 1) * n)))
+                             for k in range(m)]  # fmt: skip
 
-    def pick(i: int, j: int, picks: list[int]) -> tuple[Expr, list[int]]:
-        both = labels[i] + labels[j]
-        return Shuffle((vectors[i], vectors[j]), tuple(picks)), [both[p] for p in picks]
+    def pick(x: Labelled, y: Labelled, pattern: tuple[int, ...]) -> Labelled:
+        """Lanes of x and y (n + i: y's lane i), `pattern` in each 4-lane group."""
+        picks = [g * 4 + p for g in range(n // 4) for p in pattern]
+        both = x[1] + y[1]
+        return Shuffle((x[0], y[0]), tuple(picks)), [both[p] for p in picks]
 
-    def grouped(pattern: tuple[int, ...]) -> list[int]:  # per 4-lane group; n + i: the 2nd's
-        return [g * 4 + p for g in range(n // 4) for p in pattern]
-
-    vectors = loads
-    if m == 4:  # unpack pairs (0, 1) and (2, 3): lo, hi; then shufps halves of lo and hi
-        lo_hi = [pick(i, i + 1, grouped(pat)) for i in (0, 2)
-                 for pat in ((0, n, 1, n + 1), (2, n + 2, 3, n + 3))]  # fmt: skip
-        vectors, labels = [v for v, _ in lo_hi], [lab for _, lab in lo_hi]
-        pairs = [(0, 2, (0, 1, n, n + 1)), (0, 2, (2, 3, n + 2, n + 3)),
-                 (1, 3, (0, 1, n, n + 1)), (1, 3, (2, 3, n + 2, n + 3))]  # fmt: skip
+    if m == 4:  # unpack (0, 1) and (2, 3) into lo and hi halves, then shufps of those
+        lo01, hi01, lo23, hi23 = (pick(loads[i], loads[i + 1], pat) for i in (0, 2)
+                                  for pat in ((0, n, 1, n + 1), (2, n + 2, 3, n + 3)))  # fmt: skip
+        picked = [pick(x, y, pat) for x, y in ((lo01, lo23), (hi01, hi23))
+                  for pat in ((0, 1, n, n + 1), (2, 3, n + 2, n + 3))]  # fmt: skip
     else:
-        pairs = [(0, 1, (0, 2, n, n + 2)), (0, 1, (1, 3, n + 1, n + 3))]
+        picked = [pick(loads[0], loads[1], pat) for pat in ((0, 2, n, n + 2), (1, 3, n + 1, n + 3))]
     columns = []
-    for j, (a, b, pattern) in enumerate(pairs):
-        vector, lab = pick(a, b, grouped(pattern))
+    for j, (vector, lab) in enumerate(picked):
         assert all(pos % m == j for pos in lab), "a transposed vector mixes columns"
         order = sorted(range(n), key=lambda lane: lab[lane])
         columns.append(vector if order == list(range(n)) else Shuffle((vector,), tuple(order)))
