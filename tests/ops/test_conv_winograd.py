@@ -31,7 +31,9 @@ from tvmc.ops.conv.cpu_winograd import (
     default_tile,
     eligible,
     gain,
+    grouped_plane,
     layout,
+    plane_rows,
     transposed_columns,
     two_sided,
 )
@@ -85,6 +87,62 @@ def test_winograd_matches_onnxruntime(x_shape, w_shape, attrs, schedule, rng):
     check_conv("Conv", x, w, attrs, None, config={"schedule": schedule}, epilogue=True, tol=tol)
 
 
+GROUPED = [
+    ((1, 32, 10, 10), (48, 16, 3, 3), {"group": 2, **PAD1}),  # 2 groups of 16 -> 24
+    ((2, 64, 9, 7), (64, 16, 3, 3), {"group": 4, "pads": [0, 1, 2, 0]}),  # batch 2, 4 groups
+    ((1, 48, 12, 12), (54, 16, 3, 3), {"group": 3, **PAD1}),  # 18 a group: MR divides that
+]
+
+
+@pytest.mark.parametrize("x_shape,w_shape,attrs", GROUPED)
+@pytest.mark.parametrize("schedule", ["winograd2", "winograd4"])
+def test_grouped_winograd_matches_onnxruntime(x_shape, w_shape, attrs, schedule, rng):
+    """A GEMM per (position, group): each group's outputs read only its own channels (random
+    weights would show one group's channels leaking into another's)."""
+    x, w, b = randn(rng, *x_shape), randn(rng, *w_shape), randn(rng, w_shape[0])
+    geo = geometry(x_shape, w_shape, attrs)
+    lay = plan({"schedule": schedule}, geo, LANES, REGISTERS).tiling
+    assert isinstance(lay, WinogradLayout) and geo.group > 1
+    assert geo.ocg % lay.gemm_rows == 0, "MR divides a group's output channels"
+    tol = tolerance(x, w)
+    check_conv("Conv", x, w, attrs, b, config={"schedule": schedule}, tol=tol)
+    check_conv("Conv", x, w, attrs, None, config={"schedule": schedule}, epilogue=True, tol=tol)
+
+
+def test_grouped_planes_keep_off_whole_pages():
+    """A group's rows are padded alike (the planes stay the GEMM's batches in memory), by as
+    many as spread a plane's groups together over the L1's sets; ungrouped planes index as
+    before."""
+    assert grouped_plane(5, const(3), 16, 1) == (5, const(3))
+    # 2 groups of 128 channels x 216 columns: a plane of 256 rows is 54 pages
+    rows = plane_rows(128, 216, 36, 2)
+    assert rows > 128
+    assert len({(t * 2 * rows * 216 * 4 // 64) % 64 for t in range(36)}) == 36
+
+
+def test_grouped_winograd_default_by_channels_a_group():
+    """alexnet's grouped 3x3 convs (2 groups of 192 on 12x12 planes) take Winograd by the
+    small-plane rule, counting a group's channels in the GEMM and every channel in the
+    transforms; groups of fewer than MIN_CHANNELS (ResNeXt's 4, depthwise 1) stay direct."""
+    alexnet = geometry((1, 384, 12, 12), (384, 192, 3, 3), {"group": 2, **PAD1})
+    assert eligible(alexnet, "float32")
+    assert default_tile(alexnet, "float32", 8, 16) == 4
+    ungrouped = geometry((1, 192, 12, 12), (192, 192, 3, 3), PAD1)
+    # each group is that conv: the same gain, the transforms and GEMMs twice over
+    assert gain(layout(alexnet, 4, 8, 16)) == pytest.approx(gain(layout(ungrouped, 4, 8, 16)))
+    # on large planes too, groups take Winograd only by the gain rule: 3 groups of 16 (a
+    # RegNet's width) are modelled at 0.8-0.9x, 4 groups of 56 at 1.8x
+    sixteen = geometry((1, 48, 28, 28), (48, 16, 3, 3), {"group": 3, **PAD1})
+    assert eligible(sixteen, "float32") and default_tile(sixteen, "float32", 8, 16) is None
+    wide = geometry((1, 224, 14, 14), (224, 56, 3, 3), {"group": 4, **PAD1})
+    assert default_tile(wide, "float32", 8, 16) == 4
+    resnext = geometry((1, 128, 28, 28), (128, 4, 3, 3), {"group": 32, **PAD1})
+    depthwise = geometry((1, 32, 28, 28), (32, 1, 3, 3), {"group": 32, **PAD1})
+    for geo in (resnext, depthwise):
+        assert not eligible(geo, "float32")
+        assert not isinstance(plan({}, geo, LANES, REGISTERS).tiling, WinogradLayout)
+
+
 @pytest.mark.parametrize("schedule", ["winograd2", "winograd4"])
 def test_winograd_strips_beyond_the_stack_limit(schedule, rng):
     """A 300x310 plane's strips (F4: 6 x 75 x 312 floats, 560 KB) come from the heap."""
@@ -128,6 +186,18 @@ def test_winograd_conv_transpose_of_stride_1(rng):
                tol=tolerance(x, w))  # fmt: skip
 
 
+def test_grouped_conv_transpose_of_stride_1(rng):
+    """A grouped stride-1 ConvTranspose: the stuffed conv's weights are regrouped, then
+    transformed per group."""
+    x_shape, w_shape = (1, 32, 9, 9), (32, 24, 3, 3)  # 2 groups: 16 in, 24 out each
+    x, w, b = randn(rng, *x_shape), randn(rng, *w_shape), randn(rng, 48)
+    attrs = {"group": 2, **PAD1}
+    geo = geometry(x_shape, w_shape, attrs, "ConvTranspose")
+    assert plan({"schedule": "winograd4"}, geo, LANES, REGISTERS).schedule == "winograd4"
+    check_conv("ConvTranspose", x, w, attrs, b, config={"schedule": "winograd4"},
+               tol=tolerance(x, w))  # fmt: skip
+
+
 def test_runtime_weights_fall_back_to_the_direct_conv(rng):
     """Winograd transforms the weights at compile time: a runtime weight runs the direct conv."""
     x_shape, w_shape = (1, 16, 14, 14), (16, 16, 3, 3)
@@ -146,7 +216,7 @@ def test_runtime_weights_fall_back_to_the_direct_conv(rng):
         ((1, 16, 14, 14), (16, 16, 3, 3), {"dilations": [2, 2], "pads": [2, 2, 2, 2]},
          "float32", "dilated"),
         ((1, 16, 14, 14), (16, 8, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}, "float32",
-         "grouped"),
+         "groups of 8 channels"),
         ((1, 16, 14, 14), (16, 16, 5, 5), {"pads": [2, 2, 2, 2]}, "float32", "5x5"),
         ((1, 16, 14, 14), (16, 16, 3, 3), PAD1, "float16", "float16"),
         ((1, 16, 14), (16, 16, 3), {"pads": [1, 1]}, "float32", "1-D"),

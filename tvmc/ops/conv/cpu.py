@@ -15,11 +15,11 @@ to that columns or stuffed conv. A 3x3 stride-1 conv may run as Winograd instead
 
 Knobs (ctx.config; `plan` reads them, with the defaults in `default_limits` and `_estimate`):
 - schedule: "pixels", "channels", "depthwise" (direct convs) or "winograd2" / "winograd4"
-  (F(2x2,3x3) / F(4x4,3x3): cpu_winograd; 3x3 stride-1 ungrouped float32 convs with constant
-  weights, others fall back to the direct default). Default: the Winograd tile
-  `cpu_winograd.default_tile` picks where it pays (F4 on planes of 13x13 and more, F2 or F4 by
-  the GEMM's padded multiply-adds below on cores of 32 flops a cycle), else the cheapest direct
-  one by `_estimate`.
+  (F(2x2,3x3) / F(4x4,3x3): cpu_winograd; 3x3 stride-1 float32 convs with constant weights,
+  grouped ones with 16 or more channels a group; others fall back to the direct default).
+  Default: the Winograd tile `cpu_winograd.default_tile` picks where it pays (F4 on planes of
+  13x13 and more, F2 or F4 by the GEMM's padded multiply-adds below on cores of 32 flops a
+  cycle, and for grouped convs on any plane), else the cheapest direct one by `_estimate`.
 - tile_vectors / tile_rows: the NV and MR limits the chosen schedule picks its register tile
   under (defaults: 8 / 6 for "pixels" and "depthwise", 4 / 14 for "channels", 2 / 14 on
   16-register targets; for Winograd

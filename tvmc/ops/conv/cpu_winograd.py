@@ -29,10 +29,15 @@ it, which are the next strip's first 2 (finite input values). They only feed out
 the conv's output width, since tiles_w * m >= out_width + 2 (`WinogradLayout`), and
 Winograd's algebra cancels them exactly up to rounding.
 
-Chosen where `eligible` (3x3, stride 1, dilation 1, ungrouped, 2-D, float32, constant weights)
-and `default_tile` says it pays: measured per conv on an AMD Zen 4 (planes of 13x13 and more)
-and a Zen 3 (smaller planes; docs/performance.md, "Winograd"). The tuner may pick it anywhere it
-is eligible.
+Grouped convs run one GEMM per (position, group): V and M hold each plane's channels group by
+group, each group's rows padded alike (`plane_rows`), so that [alpha^2, rows, P] is the GEMM's
+[alpha^2 * groups, rows a group, P] as it stands in memory, and U is [alpha^2 * groups, K / g,
+C / g]. The transforms are per channel and do not see the groups.
+
+Chosen where `eligible` (3x3, stride 1, dilation 1, 2-D, float32, constant weights; grouped
+only with MIN_CHANNELS or more a group) and `default_tile` says it pays: measured per conv on an
+AMD Zen 4 (planes of 13x13 and more) and a Zen 3 (smaller planes, groups; docs/performance.md,
+"Winograd"). The tuner may pick it anywhere it is eligible.
 """
 
 from __future__ import annotations
@@ -120,13 +125,16 @@ SMALL_PLANE_MAX_FLOPS = FLOPS_PER_CYCLE
 
 
 def eligible(geo: ConvGeometry, dtype: str) -> bool:
-    """Whether the Winograd schedules can compute this conv (weights must also be constant)."""
+    """Whether the Winograd schedules can compute this conv (weights must also be constant).
+    A grouped conv only with MIN_CHANNELS or more input and output channels a group: its GEMMs
+    are a group's, and one over a few channels (a depthwise conv's: one) leaves the transforms'
+    work alone, which is never worth a config of the tuner's space."""
     return (
         geo.kernel == (3, 3)
         and geo.strides == (1, 1)
         and geo.dilations == (1, 1)
         and geo.upsample == (1, 1)
-        and geo.group == 1
+        and (geo.group == 1 or min(geo.icg, geo.ocg) >= MIN_CHANNELS)
         and not geo.transposed
         and dtype == "float32"
         and all(p >= 0 for p in geo.pad_begin)
@@ -140,12 +148,16 @@ def default_tile(
 ) -> int | None:  # fmt: skip
     """m of the Winograd schedule an eligible conv gets by default, None for the direct conv:
     F4 on planes of MIN_PLANE and more, below them the tile `gain` rates best if by MIN_GAIN,
-    on cores of at most SMALL_PLANE_MAX_FLOPS flops a cycle (`flops_per_cycle`)."""
-    if not eligible(geo, dtype) or min(geo.channels, geo.out_channels) < MIN_CHANNELS:
+    on cores of at most SMALL_PLANE_MAX_FLOPS flops a cycle (`flops_per_cycle`). Grouped convs
+    take the `gain` rule on every plane: only alexnet's were measured (12x12, 2 groups of 192:
+    F4 2.2x the direct conv), and a group's GEMM of a few dozen channels weighs the transforms
+    as the ungrouped table's 16-channel convs did (F4 1.1x modelled on 56x56)."""
+    if not eligible(geo, dtype) or min(geo.icg, geo.ocg) < MIN_CHANNELS:
         return None
-    if min(geo.out_shape) >= MIN_PLANE:
+    small = min(geo.out_shape) < MIN_PLANE
+    if not small and geo.group == 1:
         return 4
-    if flops_per_cycle > SMALL_PLANE_MAX_FLOPS:
+    if small and flops_per_cycle > SMALL_PLANE_MAX_FLOPS:
         return None
     layouts = [layout(geo, m, lanes, registers) for m in SCHEDULES.values()]
     fitting = [lay for lay in layouts if fits_core(lay.gemm_rows, lay.gemm_vectors, lanes)]
@@ -154,15 +166,16 @@ def default_tile(
 
 
 def gain(lay: WinogradLayout) -> float:
-    """The direct conv's multiply-adds over the layout's: its GEMM's, the tiles padded to whole
-    panels, plus its transforms' operations (`transform_ops`) at TRANSFORM_OP_COST each."""
+    """The direct conv's multiply-adds over the layout's: its GEMMs', the tiles padded to whole
+    panels, plus its transforms' operations (`transform_ops`) at TRANSFORM_OP_COST each (a
+    grouped conv's GEMMs reduce over a group's channels, its transforms take every channel)."""
     geo = lay.geo
     c, k = geo.channels, geo.out_channels
     per_input, per_output = transform_ops(lay.m)
-    direct = geo.batch * math.prod(geo.out_shape) * math.prod(geo.kernel) * c * k
+    direct = geo.batch * math.prod(geo.out_shape) * math.prod(geo.kernel) * geo.icg * k
     positions = lay.alpha**2 * lay.columns
     transforms = TRANSFORM_OP_COST * (per_input * c + per_output * k)
-    return direct / (positions * (c * k + transforms))
+    return direct / (positions * (geo.icg * k + transforms))
 
 
 def transform_ops(m: int) -> tuple[float, float]:
@@ -233,9 +246,9 @@ def layout(
     (`fits_core`) where any does: AVX2's 8 x 1, 9 loads for 8 FMAs, ran 1.3-1.5x slower than
     the 4 x 3 the cycle count put second)."""
     tiles = geo.batch * WinogradLayout(geo, m, lanes, 1, 1).tiles
-    k = geo.out_channels
+    k = geo.ocg  # a GEMM's rows: a group's output channels
 
-    def rows_for(nv: int) -> int:  # the most rows dividing K that fit the registers
+    def rows_for(nv: int) -> int:  # the most rows dividing K / g that fit the registers
         limit = min(rows or MAX_GEMM_ROWS, max_rows(nv, registers), k)
         return max(r for r in range(1, max(1, limit) + 1) if k % r == 0)
 
@@ -243,7 +256,7 @@ def layout(
         mr = rows_for(nv)
         per_cycle = FLOPS_PER_CYCLE / (2 * lanes)
         step = max(mr * nv / per_cycle, (mr + nv) / LOADS_PER_CYCLE, FMA_LATENCY)
-        return -(-tiles // (nv * lanes)) * -(-k // mr) * step
+        return -(-tiles // (nv * lanes)) * -(-k // mr) * step * geo.group
 
     def fits(nv: int) -> bool:  # enough independent FMAs, no more loads than they hide
         useful = tiles / (-(-tiles // (nv * lanes)) * nv * lanes)
@@ -387,8 +400,17 @@ def transposed_columns(s: Buffer, start: Expr, m: int, n: int, alpha: int) -> li
     return columns
 
 
+def grouped_plane(t: int, channel: Expr, per_group: int, groups: int) -> tuple[Expr | int, Expr]:
+    """(GEMM batch, row) of `channel`'s row in plane t of V or M, whose rows run group by
+    group (module doc): (t, channel) ungrouped."""
+    if groups == 1:
+        return t, channel
+    return t * groups + channel // per_group, channel % per_group
+
+
 def input_kernel_body(lay: WinogradLayout, x: Buffer, v: Buffer, parallel: bool) -> Stmt:
-    """V[t, c, n * tiles + p] = (B^T d B)[t] of tile p of channel (n, c), per (n, c)."""
+    """V[t, c, n * tiles + p] = (B^T d B)[t] of tile p of channel (n, c), per (n, c) (for
+    groups, at `grouped_plane`'s batch and row)."""
     geo, a, m, n = lay.geo, lay.alpha, lay.m, lay.vector
     bt = MATRICES[m][0]
     strip = lay.tiles_h * lay.pitch  # from strip row i to i + 1
@@ -397,6 +419,9 @@ def input_kernel_body(lay: WinogradLayout, x: Buffer, v: Buffer, parallel: bool)
     real = geo.batch * lay.tiles
 
     def channel(s: Buffer, half: Buffer, nb: Expr, c: Expr) -> Stmt:
+        def row_of(t: int) -> tuple[Expr | int, Expr]:
+            return grouped_plane(t, c, geo.icg, geo.group)
+
         def fill(i: int, ty: Var) -> Stmt:
             base = (i * lay.tiles_h + ty) * lay.pitch
             return fill_row(tiled, x, nb, c, s, base, (0, 0), (ty * m + i,), lay.lanes)
@@ -411,7 +436,7 @@ def input_kernel_body(lay: WinogradLayout, x: Buffer, v: Buffer, parallel: bool)
 
             def column(j: int) -> Stmt:
                 out = apply_matrix(bt, [half[ramp((i * a + j) * n, n)] for i in range(a)], n)
-                return seq(*(v.store((i * a + j, c, col), e) for i, e in enumerate(out)))
+                return seq(*(v.store((*row_of(i * a + j), col), e) for i, e in enumerate(out)))
 
             col = ramp(nb * lay.tiles + p0, n)
             return seq(loop("i", a, strip_row), *(column(j) for j in range(a)))
@@ -421,7 +446,7 @@ def input_kernel_body(lay: WinogradLayout, x: Buffer, v: Buffer, parallel: bool)
         zero = const(0.0, v.dtype)
 
         def zeros(p: Expr) -> Stmt:
-            return seq(*(v.store((t, c, p), zero) for t in range(a * a)))
+            return seq(*(v.store((*row_of(t), p), zero) for t in range(a * a)))
 
         pad = vector_range(real, lay.columns, lay.lanes, zeros)
         return seq(
@@ -464,7 +489,8 @@ def output_kernel_body(
     def channel(s: Buffer, nb: Expr, k: Expr) -> Stmt:
         def tiles(p0: Var) -> Stmt:
             col = ramp(nb * lay.tiles + p0, n)
-            d = [[mm[i * a + j, k, col] for j in range(a)] for i in range(a)]
+            d = [[mm[(*grouped_plane(i * a + j, k, geo.ocg, geo.group), col)] for j in range(a)]
+                 for i in range(a)]  # fmt: skip
             y = two_sided(at_, d, n)
             # tile row i of n tiles is n * m contiguous floats of strip i: one store of the
             # row's m vectors interleaved, not m stores of stride m lane by lane
@@ -500,31 +526,31 @@ def winograd_lowering(
     bias: TensorRef | None, out: Buffer, epilogue: Epilogue | None, parallel: bool,
 ) -> list[Kernel]:  # fmt: skip
     """The three kernels computing `out` = conv(x, weights) + bias, then the epilogue."""
-    geo, a2 = lay.geo, lay.alpha**2
-    k, c, p = geo.out_channels, geo.channels, lay.columns
-    u = weight_transform(weights, lay.m)
-    v = ctx.temp((a2, plane_rows(c, p, a2), p), "float32", "winograd_v")
-    mm = ctx.temp((a2, plane_rows(k, p, a2), p), "float32", "winograd_m")
+    geo, a2, g = lay.geo, lay.alpha**2, lay.geo.group
+    k, c, p = geo.ocg, geo.icg, lay.columns  # a GEMM's: one group's
+    u = weight_transform(weights, lay.m).reshape(a2 * g, k, c)  # U[t, K, C/g], K by group
+    v = ctx.temp((a2 * g, plane_rows(c, p, a2, g), p), "float32", "winograd_v")
+    mm = ctx.temp((a2 * g, plane_rows(k, p, a2, g), p), "float32", "winograd_m")
     kernels = [make_kernel(ctx.name("winograd_input"), input_kernel_body(lay, x, v, parallel))]
-    u_type = TensorType((a2, k, c), "float32")
+    u_type = TensorType((a2 * g, k, c), "float32")
     u_ref = TensorRef("winograd_u", u_type, _packed_by_the_gemm, None, u)
-    v_ref = ref_of_buffer("winograd_v", TensorType((a2, c, p), "float32"), v)
+    v_ref = ref_of_buffer("winograd_v", TensorType((a2 * g, c, p), "float32"), v)
     tile = {"tile_m": lay.gemm_rows, "tile_n": lay.gemm_vectors}
     kernels += gemm_kernels(replace(ctx, config=tile), u_ref, v_ref, mm, None, pack_a=True)
     body = output_kernel_body(lay, mm, bias, out, epilogue, parallel)
     return [*kernels, make_kernel(ctx.name("winograd_output"), body)]
 
 
-def plane_rows(rows: int, columns: int, planes: int) -> int:
-    """Rows a plane of V or M takes (`rows` and up to 16 unused): the fewest that put the
-    same element of the alpha^2 planes, which the transforms read or write together, in as many
-    different sets of a 4 KB-way L1 as there are planes (up to its 64). 128 channels of 216
-    columns made each plane exactly 27 pages: the 36 stores of an F4 chunk went to one set,
+def plane_rows(rows: int, columns: int, planes: int, groups: int = 1) -> int:
+    """Rows each group of a plane of V or M takes (`rows` and up to 16 unused): the fewest that
+    put the same element of the alpha^2 planes, which the transforms read or write together, in
+    as many different sets of a 4 KB-way L1 as there are planes (up to its 64). 128 channels of
+    216 columns made each plane exactly 27 pages: the 36 stores of an F4 chunk went to one set,
     evicting each other's lines from its 8 ways between the chunk's two halves of a line."""
     line, sets = 64, 4096 // 64
 
     def spread(r: int) -> int:
-        return len({(t * r * columns * 4 // line) % sets for t in range(planes)})
+        return len({(t * groups * r * columns * 4 // line) % sets for t in range(planes)})
 
     want = min(planes, sets)
     return next((r for r in range(rows, rows + 17) if spread(r) >= want),
