@@ -151,6 +151,26 @@ def without_so(members: dict[str, bytes]) -> dict[str, bytes]:
     return {k: v for k, v in members.items() if k != "mod.so"}
 
 
+def object_code(edit) -> Change:
+    """mod.o edited (a package without mod.so, so that mod.o is what loads)."""
+    return both(without_so, lambda members: {**members, "mod.o": edit(members["mod.o"])})
+
+
+def relocations_far_off(code: bytes) -> bytes:
+    """Every relocation of mod.o's first table moved 64 KB on: within the ELF's bounds checks'
+    reach only where they look at what a relocation patches."""
+    from tvmc.codegen.elf import HEADER, SECTION
+
+    shoff, shnum = HEADER.unpack_from(code)[6], HEADER.unpack_from(code)[12]
+    headers = [SECTION.unpack_from(code, shoff + i * SECTION.size) for i in range(shnum)]
+    _, _, _, _, offset, size, _, _, _, _ = next(h for h in headers if h[1] == 4 and h[5])
+    table = bytearray(code[offset : offset + size])
+    for at in range(0, size, 24):
+        where = int.from_bytes(table[at : at + 8], "little") + (1 << 16)
+        table[at : at + 8] = where.to_bytes(8, "little")
+    return code[:offset] + bytes(table) + code[offset + size :]
+
+
 PROFILE = ("--profile",)
 CASES: dict[str, Case] = {
     "workspace_bytes=0": Case(workspace(0), r"does not fit in the workspace"),
@@ -161,6 +181,14 @@ CASES: dict[str, Case] = {
     "mod.so byte flipped": Case(flip_byte("mod.so"), r"mod.so is corrupt", digests=False),
     "mod.o byte flipped": Case(both(without_so, flip_byte("mod.o")), r"mod.o is corrupt", False),
     "mod.json edited, digests not": Case(workspace(0), r"mod.json is corrupt", digests=False),
+    "mod.o empty": Case(object_code(lambda c: b""), r"mod.o does not load: not an ELF object"),
+    "mod.o random bytes": Case(
+        object_code(lambda c: bytes(range(256)) * 64), r"mod.o does not load: not an ELF object"
+    ),
+    "mod.o truncated": Case(object_code(lambda c: c[: len(c) // 2]), r"mod.o does not load"),
+    "mod.o relocations off its code": Case(
+        object_code(relocations_far_off), r"mod.o does not load: .*relocation"
+    ),
     "input buffer shrunk": Case(retype("x", shape=[N, C, W // 2]), r"kernel .* takes"),
     "output buffer shrunk": Case(retype("cat", shape=[N, C * W]), r"kernel .* takes"),
     "output dtype halved": Case(retype("cat", dtype="float16"), r"kernel .* takes"),

@@ -9,6 +9,7 @@ A .so loads with ctypes alone; LLVM (llvmlite) is imported only to JIT an object
 from __future__ import annotations
 
 import ctypes
+import faulthandler
 import os
 import shutil
 import subprocess
@@ -20,6 +21,7 @@ import numpy as np
 
 from tvmc.codegen import pool, threads
 from tvmc.codegen.abi import LAYOUT_BYTES, LAYOUT_SYMBOL, NUM_THREADS_SYMBOL, KernelSignature
+from tvmc.codegen.elf import ObjectError, check_object
 from tvmc.dtypes import numpy_dtype
 
 if TYPE_CHECKING:
@@ -127,7 +129,22 @@ def load_shared(artifact: CPUArtifact) -> LoadedModule:
 
 
 def load_object(object_code: bytes, kernels: Sequence[KernelSignature]) -> LoadedModule:
-    """Loads object bytes without a linker, into a fresh MCJIT engine."""
+    """Loads object bytes without a linker, into a fresh MCJIT engine; bytes that are not a
+    well-formed object for this machine raise ObjectError (a RuntimeError), which LLVM's
+    reader would not: it trusts the headers (`tvmc.codegen.elf`). Code from outside goes
+    through `probe_object` first."""
+    check_object(object_code)
+    engine = _engine(object_code)
+    addresses = {k.name: engine.get_function_address(k.name) for k in kernels}
+    missing = [n for n, a in addresses.items() if not a]
+    if missing:
+        raise RuntimeError(f"kernels missing from the object: {missing}")
+    nthreads = engine.get_global_value_address(NUM_THREADS_SYMBOL) or None
+    layout = engine.get_global_value_address(LAYOUT_SYMBOL) or None
+    return LoadedModule(kernels, addresses, nthreads, engine, layout)
+
+
+def _engine(object_code: bytes):  # -> llvmlite's ExecutionEngine, the object added and resolved
     import llvmlite.binding as llvm  # here only: a mod.so loads without libLLVM
 
     from tvmc.codegen.target import init_llvm
@@ -140,13 +157,34 @@ def load_object(object_code: bytes, kernels: Sequence[KernelSignature]) -> Loade
     engine = llvm.create_mcjit_compiler(owner, tm)
     engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
     engine.finalize_object()
-    addresses = {k.name: engine.get_function_address(k.name) for k in kernels}
-    missing = [n for n, a in addresses.items() if not a]
-    if missing:
-        raise RuntimeError(f"kernels missing from the object: {missing}")
-    nthreads = engine.get_global_value_address(NUM_THREADS_SYMBOL) or None
-    layout = engine.get_global_value_address(LAYOUT_SYMBOL) or None
-    return LoadedModule(kernels, addresses, nthreads, engine, layout)
+    return engine
+
+
+def probe_object(object_code: bytes) -> None:
+    """Raises ObjectError where loading `object_code` would kill this process: after
+    `check_object`'s structure, LLVM's JIT still trusts what it reads (a relocation whose
+    target lands out of range, a symbol that resolves nowhere) and aborts or segfaults, so the
+    object is loaded once in a forked child first, its stderr (LLVM's messages) discarded. A
+    child that fails with a Python exception passes: `load_object` then raises it here. Without
+    fork (not POSIX), only the structure is checked."""
+    check_object(object_code)
+    if not hasattr(os, "fork"):
+        return
+    pid = os.fork()
+    if pid == 0:  # the child: nothing but the load, then out without Python's cleanup
+        status = 1
+        try:
+            faulthandler.disable()  # its dump of the crash would go to the parent's stderr
+            os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+            _engine(object_code)
+            status = 0
+        finally:
+            os._exit(status)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        raise ObjectError(f"LLVM's loader died on it (signal {os.WTERMSIG(status)})")
+    if os.WEXITSTATUS(status) not in (0, 1):
+        raise ObjectError(f"LLVM's loader died on it (exit status {os.WEXITSTATUS(status)})")
 
 
 def load_jit(artifact: CPUArtifact) -> LoadedModule:
