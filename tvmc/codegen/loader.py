@@ -160,6 +160,9 @@ def _engine(object_code: bytes):  # -> llvmlite's ExecutionEngine, the object ad
     return engine
 
 
+PROBE_RAISED, PROBE_FAILED = 3, 4  # a probe child's exit: a Python exception, anything else
+
+
 def probe_object(object_code: bytes) -> None:
     """Raises ObjectError where loading `object_code` would kill this process: after
     `check_object`'s structure, LLVM's JIT still trusts what it reads (a relocation whose
@@ -172,18 +175,20 @@ def probe_object(object_code: bytes) -> None:
         return
     pid = os.fork()
     if pid == 0:  # the child: nothing but the load, then out without Python's cleanup
-        status = 1
+        status = PROBE_FAILED
         try:
             faulthandler.disable()  # its dump of the crash would go to the parent's stderr
             os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
             _engine(object_code)
             status = 0
+        except Exception:
+            status = PROBE_RAISED
         finally:
             os._exit(status)
     _, status = os.waitpid(pid, 0)
     if os.WIFSIGNALED(status):
         raise ObjectError(f"LLVM's loader died on it (signal {os.WTERMSIG(status)})")
-    if os.WEXITSTATUS(status) not in (0, 1):
+    if os.WEXITSTATUS(status) not in (0, PROBE_RAISED):  # LLVM's fatal errors may exit(1)
         raise ObjectError(f"LLVM's loader died on it (exit status {os.WEXITSTATUS(status)})")
 
 
