@@ -14,7 +14,7 @@ import random
 import pytest
 
 from tests.kernel.examples import CPU_EXAMPLES
-from tvmc.codegen import emit_cpu, load_object
+from tvmc.codegen import CPUTarget, emit_cpu, load_object
 from tvmc.codegen.elf import (
     HEADER,
     RELA,
@@ -63,6 +63,22 @@ def test_the_objects_our_codegen_writes_pass():
     check_object(real_object())
     probe_object(real_object())
     assert any(s[1] == SHT_RELA and s[5] for s in sections(real_object()))
+
+
+@pytest.mark.parametrize(
+    "target,machine",
+    [("llvm -mtriple=aarch64-linux-gnu", 183), ("llvm -mcpu=sapphirerapids", 62)],
+    ids=["aarch64", "avx512"],
+)  # fmt: skip
+def test_cross_objects_pass_for_their_machine(target, machine):
+    """A package for another CPU is loaded (mod.o only) where it runs: its relocations (AArch64's
+    ADR/ADD/CALL26 and GOT pairs) must be ones the check accepts."""
+    kernels = [CPU_EXAMPLES[name]().kernel for name in sorted(CPU_EXAMPLES)]
+    code = emit_cpu(kernels, CPUTarget.parse(target)).object_code
+    check_object(code, machine)
+    other = 62 if machine == 183 else 183
+    with pytest.raises(ObjectError, match=f"ELF machine {machine}"):
+        check_object(code, other)
 
 
 DAMAGED = {
