@@ -256,7 +256,7 @@ def layout(
         mr = rows_for(nv)
         per_cycle = FLOPS_PER_CYCLE / (2 * lanes)
         step = max(mr * nv / per_cycle, (mr + nv) / LOADS_PER_CYCLE, FMA_LATENCY)
-        return -(-tiles // (nv * lanes)) * -(-k // mr) * step * geo.group
+        return -(-tiles // (nv * lanes)) * -(-k // mr) * step
 
     def fits(nv: int) -> bool:  # enough independent FMAs, no more loads than they hide
         useful = tiles / (-(-tiles // (nv * lanes)) * nv * lanes)
