@@ -1,6 +1,6 @@
 """Object bytes from outside (a package's mod.o) are checked before LLVM's JIT reads them:
-`check_object` refuses what is not a well-formed relocatable object, `probe_object` what would
-kill the process anyway. Damaged objects are made from a real one, field by field, and by
+`check_object` refuses what is not a well-formed relocatable object, `load_object`'s probe what
+would kill the process anyway. Damaged objects are made from a real one, field by field, and by
 random bytes in its headers and tables, each loaded in a forked child (a crash kills it, not
 pytest)."""
 
@@ -26,7 +26,6 @@ from tvmc.codegen.elf import (
     check_object,
     host_machine,
 )
-from tvmc.codegen.loader import probe_object
 
 pytestmark = pytest.mark.skipif(host_machine() is None, reason="an ELF machine tvmc knows")
 
@@ -60,8 +59,8 @@ def first_rela(code: bytes) -> int:
 
 
 def test_the_objects_our_codegen_writes_pass():
-    check_object(real_object())
-    probe_object(real_object())
+    check_object(real_object(), host_machine())
+    load_object(real_object(), [], probe=True)
     assert any(s[1] == SHT_RELA and s[5] for s in sections(real_object()))
 
 
@@ -139,21 +138,20 @@ def test_damaged_objects_are_refused_with_the_reason(case):
     damage, reason = DAMAGED[case]
     code = damage(real_object())
     with pytest.raises(ObjectError, match=reason):
-        check_object(code)
+        check_object(code, host_machine())
     with pytest.raises(RuntimeError, match=reason):  # ObjectError is one: callers catch it
         load_object(code, [])
 
 
 def loads_in_a_child(code: bytes) -> str:
-    """'loaded', 'refused' or how the child died, for `probe_object` then `load_object`."""
+    """'loaded', 'refused' or how the child died, for `load_object` with its probe."""
     pid = os.fork()
     if pid == 0:
         status = 2
         try:
             faulthandler.disable()
             os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
-            probe_object(code)
-            load_object(code, [])
+            load_object(code, [], probe=True)
             status = 0
         except RuntimeError:
             status = 3

@@ -10,8 +10,9 @@ passes; that is the object our own codegen writes (tvmc.codegen.llvm_cpu).
 
 from __future__ import annotations
 
-import platform
 import struct
+
+from tvmc.codegen.host import host_triple, triple_arch
 
 HEADER = struct.Struct("<16sHHIQQQIHHHHHH")  # Elf64_Ehdr
 SECTION = struct.Struct("<IIQQQQIIQQ")  # Elf64_Shdr
@@ -28,7 +29,8 @@ SYMBOL_BINDINGS = {0, 1, 2}  # local, global, weak
 PC32 = {62: 2}  # the 32-bit PC-relative relocation, which must reach a symbol of the object
 MAX_ALIGN = 1 << 16  # LLVM keeps alignments in 32 bits (2**32 became 0, which it asserts on)
 MAX_NOBITS = 1 << 28  # zero-filled sections LLVM allocates (ours hold a few globals)
-MACHINES = {"x86_64": 62, "amd64": 62, "aarch64": 183, "arm64": 183}  # e_machine by host
+MACHINES = {"x86_64": 62, "aarch64": 183, "arm64": 183}  # e_machine by triple_arch
+NOT_ELF = ("darwin", "macos", "ios", "windows", "win32")  # hosts whose objects are not ELF
 # The relocation types LLVM's JIT resolves that code generation for these machines emits
 # (x86-64: 64, PC32, PLT32, GOTPCREL, 32, 32S, PC64, GOTPCRELX, REX_GOTPCRELX; AArch64: ABS and
 # PREL 64/32/16, MOVW_UABS, ADR, ADD, LDST, branches, GOT page and offset): it aborts the
@@ -45,14 +47,18 @@ class ObjectError(RuntimeError):
 
 
 def host_machine() -> int | None:
-    """The ELF e_machine of this host (None where tvmc does not know it)."""
-    return MACHINES.get(platform.machine().lower())
+    """The ELF e_machine of this host's objects: None where they are not ELF (Mach-O, COFF) or
+    the architecture is not one tvmc knows."""
+    triple = host_triple()
+    if any(name in triple for name in NOT_ELF):
+        return None
+    return MACHINES.get(triple_arch(triple))
 
 
-def check_object(code: bytes, machine: int | None = None) -> None:
+def check_object(code: bytes, machine: int) -> None:
     """Raises ObjectError unless `code` is an ELF64 little-endian relocatable object for
-    `machine` (default: this host's) whose every table lies within it and whose symbols and
-    relocations refer to entries that exist."""
+    `machine` (an e_machine: `host_machine()`) whose every table lies within it and whose
+    symbols and relocations refer to entries that exist."""
     if len(code) < HEADER.size or code[:4] != b"\x7fELF":
         raise ObjectError(f"not an ELF object ({len(code)} bytes)")
     ident, kind, arch, _, _, _, shoff, _, ehsize, _, _, shentsize, shnum, shstrndx = (
@@ -60,11 +66,10 @@ def check_object(code: bytes, machine: int | None = None) -> None:
     )
     if ident[4] != 2 or ident[5] != 1:
         raise ObjectError("not a 64-bit little-endian ELF object")
-    want = host_machine() if machine is None else machine
     if kind != ET_REL:
         raise ObjectError(f"ELF type {kind}, not a relocatable object")
-    if want is not None and arch != want:
-        raise ObjectError(f"code for ELF machine {arch}, this machine is {want}")
+    if arch != machine:
+        raise ObjectError(f"code for ELF machine {arch}, this machine is {machine}")
     if ehsize != HEADER.size or shentsize != SECTION.size or not 0 < shnum < SHN_LORESERVE:
         raise ObjectError("malformed ELF header")
     if shoff + shnum * SECTION.size > len(code) or shstrndx >= shnum:
@@ -80,12 +85,11 @@ def check_object(code: bytes, machine: int | None = None) -> None:
         if kind == SHT_NOBITS and size > MAX_NOBITS:
             raise ObjectError(f"section {i} asks for {size} zero bytes")
     _check_names(code, sections, sections[shstrndx], "section")
+    symbols = {i: _check_symbols(code, sections, s, i)
+               for i, s in enumerate(sections) if s[1] == SHT_SYMTAB}  # fmt: skip
     for i, section in enumerate(sections):
-        kind = section[1]
-        if kind == SHT_SYMTAB:
-            _check_symbols(code, sections, section, i)
-        elif kind in (SHT_RELA, SHT_REL):
-            _check_relocations(code, sections, section, i, arch)
+        if section[1] in (SHT_RELA, SHT_REL):
+            _check_relocations(code, sections, section, i, arch, symbols.get(section[6]))
 
 
 def _check_names(
@@ -108,7 +112,8 @@ def _entries(code: bytes, section: tuple, entry: struct.Struct, i: int) -> list[
     return list(entry.iter_unpack(code[offset : offset + size]))
 
 
-def _check_symbols(code: bytes, sections: list[tuple], symtab: tuple, i: int) -> None:
+def _check_symbols(code: bytes, sections: list[tuple], symtab: tuple, i: int) -> list[tuple]:
+    """The symbol table's entries, each checked."""
     symbols = _entries(code, symtab, SYMBOL, i)
     _check_names(code, sections, sections[symtab[6]], "symbol", [s[0] for s in symbols])
     for _, info, _, shndx, value, _ in symbols:
@@ -118,14 +123,18 @@ def _check_symbols(code: bytes, sections: list[tuple], symtab: tuple, i: int) ->
             raise ObjectError(f"a symbol in section {shndx} of {len(sections)}")
         if 0 < shndx < len(sections) and value > sections[shndx][5]:
             raise ObjectError(f"a symbol past the end of section {shndx}")
+    return symbols
 
 
-def _check_relocations(code: bytes, sections: list[tuple], table: tuple, i: int, arch: int) -> None:
-    symtab, target = sections[table[6]], table[7]
-    if symtab[1] != SHT_SYMTAB or target >= len(sections):
+def _check_relocations(
+    code: bytes, sections: list[tuple], table: tuple, i: int, arch: int,
+    symbols: list[tuple] | None,
+) -> None:  # fmt: skip
+    """`symbols`: the entries of the symbol table the relocations name (None: not one)."""
+    target = table[7]
+    if symbols is None or target >= len(sections):
         raise ObjectError(f"section {i}: relocations without their symbols or section")
-    count = symtab[5] // SYMBOL.size
-    where = [s[3] for s in SYMBOL.iter_unpack(code[symtab[4] : symtab[4] + count * SYMBOL.size])]
+    count = len(symbols)
     limit = sections[target][5]
     known, wide = RELOCATIONS.get(arch), WIDE_RELOCATIONS.get(arch, set())
     entry = RELA if table[1] == SHT_RELA else REL
@@ -136,7 +145,7 @@ def _check_relocations(code: bytes, sections: list[tuple], table: tuple, i: int,
         width = 8 if kind in wide else 4
         if info >> 32 >= count or offset + width > limit:
             raise ObjectError(f"section {i}: a relocation past its symbols or section")
-        if kind == PC32.get(arch) and not 0 < where[info >> 32] < len(sections):
+        if kind == PC32.get(arch) and not 0 < symbols[info >> 32][3] < len(sections):
             raise ObjectError(f"section {i}: a 32-bit PC-relative relocation leaves the object")
         if width == 4 and addend and not -(1 << 31) <= addend[0] < 1 << 31:
             raise ObjectError(f"section {i}: a 32-bit relocation's addend {addend[0]}")

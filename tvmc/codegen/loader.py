@@ -21,7 +21,7 @@ import numpy as np
 
 from tvmc.codegen import pool, threads
 from tvmc.codegen.abi import LAYOUT_BYTES, LAYOUT_SYMBOL, NUM_THREADS_SYMBOL, KernelSignature
-from tvmc.codegen.elf import ObjectError, check_object
+from tvmc.codegen.elf import ObjectError, check_object, host_machine
 from tvmc.dtypes import numpy_dtype
 
 if TYPE_CHECKING:
@@ -128,12 +128,19 @@ def load_shared(artifact: CPUArtifact) -> LoadedModule:
         return load_library(path, artifact.kernels)  # dlopen keeps the mapping after unlink
 
 
-def load_object(object_code: bytes, kernels: Sequence[KernelSignature]) -> LoadedModule:
-    """Loads object bytes without a linker, into a fresh MCJIT engine; bytes that are not a
-    well-formed object for this machine raise ObjectError (a RuntimeError), which LLVM's
-    reader would not: it trusts the headers (`tvmc.codegen.elf`). Code from outside goes
-    through `probe_object` first."""
-    check_object(object_code)
+def load_object(
+    object_code: bytes, kernels: Sequence[KernelSignature], probe: bool = False
+) -> LoadedModule:  # fmt: skip
+    """Loads object bytes without a linker, into a fresh MCJIT engine. LLVM's JIT trusts what
+    it reads and aborts or segfaults on a damaged object, so first: where this host's objects
+    are ELF, bytes that are not a well-formed object for it raise ObjectError (a RuntimeError;
+    `tvmc.codegen.elf`); with `probe` (code from outside), the object is loaded once in a
+    forked child (`_probe`), and a child the loader kills raises ObjectError."""
+    machine = host_machine()
+    if machine is not None:
+        check_object(object_code, machine)
+    if probe:
+        _probe(object_code)
     engine = _engine(object_code)
     addresses = {k.name: engine.get_function_address(k.name) for k in kernels}
     missing = [n for n, a in addresses.items() if not a]
@@ -163,14 +170,11 @@ def _engine(object_code: bytes):  # -> llvmlite's ExecutionEngine, the object ad
 PROBE_RAISED, PROBE_FAILED = 3, 4  # a probe child's exit: a Python exception, anything else
 
 
-def probe_object(object_code: bytes) -> None:
-    """Raises ObjectError where loading `object_code` would kill this process: after
-    `check_object`'s structure, LLVM's JIT still trusts what it reads (a relocation whose
-    target lands out of range, a symbol that resolves nowhere) and aborts or segfaults, so the
-    object is loaded once in a forked child first, its stderr (LLVM's messages) discarded. A
-    child that fails with a Python exception passes: `load_object` then raises it here. Without
-    fork (not POSIX), only the structure is checked."""
-    check_object(object_code)
+def _probe(object_code: bytes) -> None:
+    """Loads the object in a forked child, its stderr (LLVM's messages) discarded: after the
+    structure's check LLVM still trusts what it reads (a relocation whose target lands out of
+    range, a symbol that resolves nowhere). A child that raised passes: the load here raises
+    the same. Without fork (not POSIX), nothing."""
     if not hasattr(os, "fork"):
         return
     pid = os.fork()

@@ -32,13 +32,7 @@ from tvmc.codegen.abi import KernelSignature, Launch
 from tvmc.codegen.cuda_target import CUDA_ARCHS, CUDATarget
 from tvmc.codegen.host import host_cpu
 from tvmc.codegen.layout import ptx_layout
-from tvmc.codegen.loader import (
-    LoadedModule,
-    link_shared,
-    load_library,
-    load_object,
-    probe_object,
-)
+from tvmc.codegen.loader import LoadedModule, link_shared, load_library, load_object
 from tvmc.dtypes import as_dtype, is_narrow, numpy_dtype, register_narrow_types
 from tvmc.errors import PackageError, UsageError
 from tvmc.memory import machine_memory
@@ -410,8 +404,7 @@ def load_module(
             logger.warning("%s: mod.so does not load here (%s); loading mod.o instead", path, exc)
     if module is None:
         try:
-            probe_object(contents.object_code)
-            module, code = load_object(contents.object_code, contents.kernels), OBJECT
+            module, code = load_object(contents.object_code, contents.kernels, probe=True), OBJECT
         except RuntimeError as exc:
             raise PackageError(f"{path!r}: mod.o does not load: {exc}") from None
     check_layout(repr(path), code, module.layout, contents.plan())
