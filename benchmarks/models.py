@@ -49,10 +49,11 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+import onnx
 from baselines import onnxruntime_session, openvino_session, openvino_version
 from core_latency import describe, far_apart, fastest_seen, round_trip_ns, sampled_ns
 from peak import paired_speedups, shared_core_share
-from suite import SUITES, BenchModel, by_names, suite
+from suite import SUITES, BenchModel, by_names, rebatched, suite
 
 import tvmc
 from tvmc.codegen import load_shared, num_threads
@@ -254,13 +255,46 @@ def fixed_threads(executor: Executor):
     return call
 
 
-def bench_model(model: BenchModel, tmp: str, repeat: int, threads: int, tuned: str | None,
-                fixed: bool = False, seconds: float = 0.0) -> dict:  # fmt: skip
-    """One model's row: load and compile times, medians of tvmc (and tuned), the baselines
-    (at least `repeat` runs each, spanning at least `seconds`: `timing_plan`)."""
+def batched_path(model: BenchModel, tmp: str, batch: int) -> str:
+    """The model's ONNX file, rewritten for `batch` images where that is more than one
+    (`suite.rebatched`); LeftOut where its inputs have no batch dim to set."""
     path = model.onnx_path(tmp)
-    inputs = model.inputs(path)
-    sessions, gaps = baseline_sessions(path, inputs, threads)
+    if batch == 1:
+        return path
+    try:
+        proto = rebatched(onnx.load(path), batch)
+    except (ValueError, onnx.shape_inference.InferenceError) as exc:
+        raise LeftOut(f"cannot run at batch {batch}: {exc}") from exc
+    path = os.path.join(tmp, f"{model.name}_batch{batch}.onnx")
+    onnx.save(proto, path)
+    return path
+
+
+def check_batch(sessions: dict[str, Callable], batch: int) -> None:
+    """LeftOut where a baseline's outputs do not lead with `batch` (the graph holds a batch of
+    one in its constants: a Reshape to [1, -1], say), or where no baseline ran the model so."""
+    if batch == 1:
+        return
+    for name, session in sessions.items():
+        shapes = [np.shape(o) for o in session()]
+        if any(not s or s[0] != batch for s in shapes):
+            raise LeftOut(f"cannot run at batch {batch}: {name}'s outputs are {shapes}")
+
+
+def bench_model(model: BenchModel, tmp: str, repeat: int, threads: int, tuned: str | None,
+                fixed: bool = False, seconds: float = 0.0, batch: int = 1) -> dict:  # fmt: skip
+    """One model's row: load and compile times, medians of tvmc (and tuned), the baselines
+    (at least `repeat` runs each, spanning at least `seconds`: `timing_plan`), on `batch`
+    images a run."""
+    path = batched_path(model, tmp, batch)
+    inputs = model.inputs(path, batch)
+    try:
+        sessions, gaps = baseline_sessions(path, inputs, threads)
+    except LeftOut as exc:
+        if batch == 1:
+            raise
+        raise LeftOut(f"cannot run at batch {batch}: {exc}") from exc
+    check_batch(sessions, batch)
     baselines = list(sessions.values())
 
     start = time.perf_counter()
@@ -461,12 +495,17 @@ def main() -> None:
                         help="the timed runs of each runtime span at least this long, in blocks "
                              f"of at most {BLOCK_SECONDS} s")  # fmt: skip
     parser.add_argument("--tuned", metavar="DIR", help="records DIR/<model>.json to compare")
+    parser.add_argument("--batch", type=int, default=1, metavar="N",
+                        help="N images a run: each model's batch dim set to N (models whose "
+                             "graph holds a batch of one are left out, saying so)")  # fmt: skip
     parser.add_argument(
         "--fixed-threads",
         action="store_true",
         help="also time tvmc with its thread count fixed (no run-by-run choice)",
     )
     args = parser.parse_args()
+    if args.batch < 1:
+        parser.error(f"--batch must be at least 1, got {args.batch}")
     models = by_names(args.names) if args.names else suite(args.models)
     threads = num_threads()
     peak, source = peak_gflops(threads)
@@ -475,7 +514,7 @@ def main() -> None:
           f"at least {args.seconds:g} s per runtime, in alternating blocks of at most "
           f"{BLOCK_SECONDS:g} s; "
           f"peak {peak:.0f} GFLOP/s ({source}); OpenVINO {ov or 'not installed'}; "
-          f"load average {os.getloadavg()[0]:.1f}; "
+          f"load average {os.getloadavg()[0]:.1f}; batch {args.batch}; "
           "ratio: tvmc / the faster of onnxruntime and OpenVINO")  # fmt: skip
     if threads > 1:
         print(f"shared cores before: {shared_cores(threads)}; {cores_apart()}")
@@ -494,7 +533,7 @@ def main() -> None:
         for model in models:
             try:
                 r = bench_model(model, tmp, args.repeat, threads, args.tuned, args.fixed_threads,
-                                args.seconds)  # fmt: skip
+                                args.seconds, args.batch)  # fmt: skip
             except LeftOut as why:
                 left_out.append((model.name, str(why)))
                 print(f"{model.name:20} left out: {why}")

@@ -4,6 +4,7 @@ architectures with their stored inputs, each of a family named in manifest.json)
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from dataclasses import dataclass
@@ -11,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx.numpy_helper
+import onnx.shape_inference
 
 from tvmc.models import LIGHT_MODELS, light_model_inputs, randomized_light_model
 
@@ -35,13 +38,76 @@ class BenchModel:
             onnx.save(randomized_light_model(self.name), path)
         return path
 
-    def inputs(self, path: str) -> dict[str, np.ndarray]:
-        """The inputs by name: seeded random ones, or the zoo's stored input_0, input_1, ..."""
+    def inputs(self, path: str, batch: int = 1) -> dict[str, np.ndarray]:
+        """The inputs by name: seeded random ones (of the shapes `path` declares), or the zoo's
+        stored input_0, input_1, ... (each image's `batch` times over)."""
         if self.family == LIGHT_FAMILY:
             return light_model_inputs(onnx.load(path))
         entry = _zoo_manifest()[self.name]
         arrays = np.load(ZOO / f"{self.name}.npz")
-        return {x["name"]: arrays[f"input_{i}"] for i, x in enumerate(entry["inputs"])}
+        stored = {x["name"]: arrays[f"input_{i}"] for i, x in enumerate(entry["inputs"])}
+        return {name: np.concatenate([a] * batch) for name, a in stored.items()}
+
+
+def rebatched(model: onnx.ModelProto, batch: int) -> onnx.ModelProto:
+    """A copy of `model` whose graph inputs and outputs lead with `batch` where they declare a
+    leading dim of 1 or a named one (ValueError where an input declares another, or none).
+    A Reshape to a constant shape leading with 1, of an input leading with 1 (a flatten to
+    [1, -1], a split of heads [1, 16, 12, 64]), keeps its input's leading dim instead (0, as
+    Reshape reads it). Whether the graph then runs so (an Expand or a Concat of constant
+    shapes may still hold one image) is for a runtime to find: `benchmarks/models.py --batch`
+    runs it in onnxruntime first."""
+    model = copy.deepcopy(model)
+    _reshapes_keep_the_batch(model)
+    constants = {t.name for t in model.graph.initializer}
+    for value in [*model.graph.input, *model.graph.output]:
+        dims = value.type.tensor_type.shape.dim
+        if value.name in constants or (not dims and value in model.graph.output):
+            continue  # an output of no declared shape: inferred by each runtime
+        if not dims or (dims[0].HasField("dim_value") and dims[0].dim_value != 1):
+            lead = dims[0].dim_value if dims else "none"
+            raise ValueError(f"{value.name} has no batch dim of 1 to set (its first is {lead})")
+        dims[0].Clear()
+        dims[0].dim_value = batch
+    del model.graph.value_info[:]  # intermediate shapes of one image
+    return model
+
+
+def _reshapes_keep_the_batch(model: onnx.ModelProto) -> None:
+    """Reshapes of a constant shape [1, ...] whose input leads with 1 read [0, ...] instead, from
+    a shape of their own (the constant may have other readers)."""
+    probe = copy.deepcopy(model)
+    probe.ir_version = max(probe.ir_version, 4)  # initializers need not be inputs from IR 4
+    inferred = onnx.shape_inference.infer_shapes(probe)
+    leading = {}
+    for value in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
+        dims = value.type.tensor_type.shape.dim
+        if dims and dims[0].HasField("dim_value"):
+            leading[value.name] = dims[0].dim_value
+    constants = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+            constants[node.output[0]] = onnx.numpy_helper.to_array(node.attribute[0].t)
+    for i, node in enumerate(model.graph.node):
+        if node.op_type != "Reshape":
+            continue
+        shape = constants.get(node.input[1])
+        if shape is None or shape.ndim != 1 or not len(shape) or shape[0] != 1:
+            continue
+        if leading.get(node.input[0]) != 1:
+            continue
+        literal = any(a.name == "allowzero" and a.i for a in node.attribute)
+        if literal and 0 in shape:
+            continue  # a zero-sized dim held literally: 0 cannot mean the input's dim too
+        if literal:  # as torch exports it: 0 then reads as a zero-sized dim, so drop it
+            keep = [a for a in node.attribute if a.name != "allowzero"]
+            del node.attribute[:]
+            node.attribute.extend(keep)
+        kept = shape.copy()
+        kept[0] = 0
+        name = f"{node.input[1]}_batch_kept_{i}"
+        model.graph.initializer.append(onnx.numpy_helper.from_array(kept, name))
+        node.input[1] = name
 
 
 def _zoo_manifest() -> dict[str, dict]:

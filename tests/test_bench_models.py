@@ -224,3 +224,80 @@ def test_the_noisy_baseline_is_each_runtimes_faster_alone_cell():
     cells[2] = cell("alone", after, 0.1, "", True)
     assert noisy.alone_baseline(cells)[1]  # apart only when every alone cell was
     assert noisy.alone_baseline(cells[1:2]) == (loaded, False)  # no alone cell: the first cell
+
+
+def _conv_model(reshape_to: list[int] | None = None, dynamic: bool = False, allowzero: int = 0):
+    """x [1, 3, 8, 8] -> Conv 3->4 3x3 -> [1, 4, 6, 6], then Reshape'd to `reshape_to` where
+    given (allowzero as torch exports it: 1); `dynamic`: x's leading dim a name."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y" if reshape_to is None else "c"])]
+    inits = [w]
+    if reshape_to is not None:
+        inits.append(numpy_helper.from_array(np.array(reshape_to, np.int64), "shape"))
+        nodes.append(helper.make_node("Reshape", ["c", "shape"], ["y"], allowzero=allowzero))
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n" if dynamic else 1, 3, 8, 8])
+    out_shape = [1, 4, 6, 6] if reshape_to is None else None
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)
+    graph = helper.make_graph(nodes, "g", [x], [y], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _ran_on_four(proto, tmp_path, name: str) -> tuple[int, ...]:
+    import onnx
+    from suite import rebatched
+
+    path = str(tmp_path / f"{name}.onnx")
+    onnx.save(rebatched(proto, 4), path)
+    x = np.random.default_rng(0).standard_normal((4, 3, 8, 8)).astype(np.float32)
+    run = models.onnxruntime_session(path, {"x": x}, 1)
+    models.check_batch({"onnxruntime": run}, 4)  # LeftOut unless every output leads with 4
+    return run()[0].shape
+
+
+def test_a_model_rebatched_runs_on_that_many_images(tmp_path):
+    """Inputs and declared outputs of a leading 1 (or a named dim) lead with the batch and the
+    intermediate shapes of one image are dropped: onnxruntime runs the copy on 4 images."""
+    from suite import rebatched
+
+    for dynamic in (False, True):
+        proto = rebatched(_conv_model(dynamic=dynamic), 4)
+        dims = proto.graph.input[0].type.tensor_type.shape.dim
+        assert [d.dim_value for d in dims] == [4, 3, 8, 8]
+        assert proto.graph.output[0].type.tensor_type.shape.dim[0].dim_value == 4
+        assert not proto.graph.value_info
+        assert _ran_on_four(_conv_model(dynamic=dynamic), tmp_path, f"m{dynamic}") == (4, 4, 6, 6)
+
+
+def test_a_flatten_to_one_row_keeps_the_batch(tmp_path):
+    """A Reshape of the image to [1, -1] (the light models' flatten) or [1, 4, 36] (allowzero,
+    as torch exports) keeps the leading dim of its input on 4 images, not one row of 4."""
+    assert _ran_on_four(_conv_model([1, -1]), tmp_path, "flat") == (4, 144)
+    assert _ran_on_four(_conv_model([1, 4, 36], allowzero=1), tmp_path, "heads") == (4, 4, 36)
+
+
+def test_a_graph_holding_a_batch_of_one_is_left_out():
+    """Outputs that do not lead with the batch (a Concat with a constant of one image, say)
+    leave the model out, naming them, rather than timing another computation; an input whose
+    first dim is not 1 cannot be rebatched at all."""
+    from suite import rebatched
+
+    one_row = {"onnxruntime": lambda: [np.zeros((1, 576), np.float32)]}
+    with pytest.raises(models.LeftOut, match=r"batch 4: onnxruntime's outputs are \[\(1, 576\)\]"):
+        models.check_batch(one_row, 4)
+    models.check_batch(one_row, 1)  # batch 1: nothing to check
+    proto = _conv_model()
+    proto.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 2
+    with pytest.raises(ValueError, match="x has no batch dim of 1 to set"):
+        rebatched(proto, 4)
+
+
+def test_zoo_inputs_repeat_each_stored_image_per_batch():
+    from suite import by_names
+
+    model = by_names(["convnext"])[0]
+    one, four = model.inputs(model.onnx_path(""), 1), model.inputs(model.onnx_path(""), 4)
+    for name, a in one.items():
+        assert four[name].shape == (4, *a.shape[1:])
+        assert all(np.array_equal(four[name][i], a[0]) for i in range(4))
