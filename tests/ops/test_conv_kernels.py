@@ -1559,3 +1559,19 @@ def test_groups_of_blocks_fetching_ahead_stay_inside_the_weights(out_channels, r
                 "order": "channels_outer", "split": 4, "tile_vectors": 1, "tile_rows": 3},
         **TOL,
     )  # fmt: skip
+
+
+def test_a_plan_without_its_trailing_entries_takes_their_defaults():
+    """A plan knob of [schedule, tile_vectors, tile_rows] (and an order) leaves the order and
+    the unrolled taps to the defaults, as the same knobs left out of a config do; without
+    "flat" a channels tile stays within rows (5x2 over rows of 14, where 6x2 runs through)."""
+    geo = conv_geometry((1, 16, 14, 14), (32, 16, 3, 3), {"pads": [1, 1, 1, 1]})
+    for schedule in ("channels", "pixels"):
+        short = plan({"plan": [schedule, 2, 6]}, geo, 8, 16)
+        knobs = {"schedule": schedule, "tile_vectors": 2, "tile_rows": 6, "flat_rows": False}
+        assert short == plan(knobs, geo, 8, 16) and short.schedule == schedule
+    flat = plan({"plan": ["channels", 2, 6, "channels_outer", "all", "flat"]}, geo, 8, 16)
+    assert flat.tiling.flat and not plan({"plan": ["channels", 2, 6]}, geo, 8, 16).tiling.flat
+    ordered = plan({"plan": ["channels", 2, 6, "pixels_outer"]}, geo, 8, 16)
+    assert ordered.order == "pixels_outer"
+    assert ordered.unroll_taps == plan({"plan": ["channels", 2, 6]}, geo, 8, 16).unroll_taps

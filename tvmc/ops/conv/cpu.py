@@ -30,7 +30,9 @@ Knobs (ctx.config; `plan` reads them, with the defaults in `default_limits` and 
   where it sets `phased`, else the default's), [schedule, tile_vectors, tile_rows,
   unroll_taps] for "depthwise", [schedule, tile_vectors, tile_rows] for Winograd, in one knob
   (what the tuning space offers, so that no two configs differ only in knobs their schedule
-  does not read); trailing entries may be left out; it overrides the separate knobs.
+  does not read); the entries after tile_rows may be left out (order and unroll_taps
+  then take their defaults, and without "flat" a channels tile stays within rows); it
+  overrides the separate knobs.
 - unroll_taps: "all" kernel taps, one kernel "row" or "none" unrolled per step of the tap
   loop (default: `default_unroll`'s: "all" for flat channel tiles, "row" for AVX2 pixels
   tiles, else "none"). Unrolled taps of a channels tile's stride-1 row read overlapping inputs;
