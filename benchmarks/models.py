@@ -2,7 +2,7 @@
 and the model zoo (tests/models/zoo, its stored inputs).
 
     .venv/bin/python benchmarks/models.py [--models light|zoo|all] [--repeat 30] [--seconds 2]
-        [--tuned DIR] [model ...]
+        [--tuned DIR] [--batch N] [model ...]
 
 One process, same inputs, same thread count (2 by default, TVMC_NUM_THREADS to change), timed in
 alternating blocks. Per model: its family, tvmc load time, compile time, median latency of tvmc
@@ -20,6 +20,8 @@ code can differ by 20% in every round of a run. Printed: the tuned latency, its 
 faster baseline, its speedup over untuned, the noise (how far the control strayed from untuned:
 the largest per-round ratio either way, each pair timed back to back) and a flag where tuned is
 slower than both untuned executors in every round, i.e. beyond what identical code showed.
+With `--batch N` each model runs on N images a run (`suite.rebatched`), a model whose graph
+still holds one image left out with the reason.
 With `--fixed-threads` the same untuned executor also runs with its thread count fixed
 (TVMC_ADAPTIVE_THREADS=0) in the same alternation: the default (choosing the count run by run,
 tvmc/runtime/thread_choice.py) against fixed, per model and as a geometric mean.
@@ -271,8 +273,8 @@ def batched_path(model: BenchModel, tmp: str, batch: int) -> str:
 
 
 def check_batch(sessions: dict[str, Callable], batch: int) -> None:
-    """LeftOut where a baseline's outputs do not lead with `batch` (the graph holds a batch of
-    one in its constants: a Reshape to [1, -1], say), or where no baseline ran the model so."""
+    """LeftOut where a baseline's outputs do not lead with `batch`: the graph still holds one
+    image in its constants (a Concat with a constant of one image's shape, say)."""
     if batch == 1:
         return
     for name, session in sessions.items():
