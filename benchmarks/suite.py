@@ -76,17 +76,21 @@ def rebatched(model: onnx.ModelProto, batch: int) -> onnx.ModelProto:
 def _reshapes_keep_the_batch(model: onnx.ModelProto) -> None:
     """Reshapes of a constant shape [1, ...] whose input leads with 1 read [0, ...] instead, from
     a shape of their own (the constant may have other readers)."""
-    probe = copy.deepcopy(model)
-    probe.ir_version = max(probe.ir_version, 4)  # initializers need not be inputs from IR 4
-    inferred = onnx.shape_inference.infer_shapes(probe)
+    ir_version = model.ir_version
+    model.ir_version = max(ir_version, 4)  # initializers need not be inputs from IR 4
+    inferred = onnx.shape_inference.infer_shapes(model)  # a copy, shapes filled in
+    model.ir_version = ir_version
     leading = {}
     for value in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
         dims = value.type.tensor_type.shape.dim
         if dims and dims[0].HasField("dim_value"):
             leading[value.name] = dims[0].dim_value
-    constants = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+    shapes = {n.input[1] for n in model.graph.node if n.op_type == "Reshape"}
+    constants = {t.name: onnx.numpy_helper.to_array(t)
+                 for t in model.graph.initializer if t.name in shapes}  # fmt: skip
     for node in model.graph.node:
-        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+        if node.op_type == "Constant" and node.output[0] in shapes and node.attribute and (
+                node.attribute[0].name == "value"):  # fmt: skip
             constants[node.output[0]] = onnx.numpy_helper.to_array(node.attribute[0].t)
     for i, node in enumerate(model.graph.node):
         if node.op_type != "Reshape":
