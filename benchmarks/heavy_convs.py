@@ -93,7 +93,8 @@ def default_plan(task, target: CPUTarget, direct: bool = False, threads: int = 0
     chosen = default_conv_plan(task, target, direct, threads)
     t = chosen.tiling
     if isinstance(t, WinogradLayout):
-        return f"{chosen.schedule} GEMM {t.gemm_rows}x{t.gemm_vectors} (effective GFLOP/s)"
+        bands = f" bands of {t.band} tile rows" if t.band else ""
+        return f"{chosen.schedule} GEMM {t.gemm_rows}x{t.gemm_vectors}{bands} (effective GFLOP/s)"
     cut = ""
     if isinstance(t, PixelTiling) and (t.rows > 1 or t.chunks > 1):
         types, _ = task_types(task)
@@ -287,7 +288,7 @@ def other_order(task):
     """The default config with the other tile-loop order, or None where the space has none."""
     default = task.space.get(task.space.default_index)
     plan_ = tuple(default.values.get("plan", ()))
-    if len(plan_) < 4:
+    if len(plan_) < 4 or plan_[3] not in ORDERS:  # Winograd's fourth entry is its band
         return None
     flipped = (*plan_[:3], ORDERS[1 - ORDERS.index(plan_[3])], *plan_[4:])
     for i in range(len(task.space)):

@@ -24,18 +24,22 @@ from tvmc.ops import OPS
 from tvmc.ops.conv.cpu import Core, geometry_of, plan
 from tvmc.ops.conv.cpu_tiles import fits_core
 from tvmc.ops.conv.cpu_winograd import (
+    BAND_CACHE_FACTOR,
     MATRICES,
     MIN_GAIN,
     WinogradLayout,
     apply_matrix,
+    default_band,
     default_tile,
     eligible,
     gain,
     grouped_plane,
     layout,
+    offered_bands,
     plane_rows,
     transposed_columns,
     two_sided,
+    working_set,
 )
 from tvmc.ops.lowering import LoweringTarget
 from tvmc.ops.schedule.injective import make_kernel
@@ -87,6 +91,91 @@ def test_winograd_matches_onnxruntime(x_shape, w_shape, attrs, schedule, rng):
     check_conv("Conv", x, w, attrs, None, config={"schedule": schedule}, epilogue=True, tol=tol)
 
 
+# (schedule, band): bands of one tile row, of two (the last band past the plane's last tile row
+# where the rows are odd), of three for F2's shorter tiles
+BANDS = [("winograd4", 1), ("winograd4", 2), ("winograd2", 3)]
+
+
+@pytest.mark.parametrize("x_shape,w_shape,attrs", CASES)
+@pytest.mark.parametrize("schedule,band", BANDS)
+def test_blocked_winograd_matches_onnxruntime(x_shape, w_shape, attrs, schedule, band, rng):
+    """One kernel band by band (its V and M local, not NaN-filled temps: a column the GEMM
+    reads unwritten would show as a wrong output only by chance, so the interpreted test
+    below checks every access)."""
+    x, w, b = randn(rng, *x_shape), randn(rng, *w_shape), randn(rng, w_shape[0])
+    config = {"schedule": schedule, "band": band}
+    lay = plan(config, geometry(x_shape, w_shape, attrs), LANES, REGISTERS).tiling
+    assert isinstance(lay, WinogradLayout) and lay.band == min(band, lay.tiles_h)
+    tol = tolerance(x, w)
+    check_conv("Conv", x, w, attrs, b, config=config, tol=tol)
+    check_conv("Conv", x, w, attrs, None, config=config, epilogue=True, tol=tol)
+
+
+@pytest.mark.parametrize(
+    "x_shape,w_shape,attrs,band",
+    [
+        ((2, 5, 9, 13), (7, 5, 3, 3), {"pads": [0, 1, 2, 0]}, 2),  # 3 tile rows: 2 bands an image
+        ((1, 32, 6, 6), (48, 16, 3, 3), {"group": 2, **PAD1}, 1),  # groups
+    ],
+)
+def test_blocked_winograd_interpreted(x_shape, w_shape, attrs, band, rng):
+    """Every load and store of the blocked kernel within its buffer (the kernel interpreter
+    checks each), the last band's rows past the output never stored."""
+    x, w, b = randn(rng, *x_shape), randn(rng, *w_shape), randn(rng, w_shape[0])
+    config = {"plan": ["winograd4", 0, 0, band]}
+    check_conv("Conv", x, w, attrs, b, config=config, tol=tolerance(x, w), interpreted=True)
+
+
+L2 = 512 * 1024
+
+
+def test_default_band_where_v_and_m_outgrow_the_caches():
+    """Bands where the whole batch's V and M exceed BAND_CACHE_FACTOR L2s and a band's V and M
+    with U (which each band reads whole) fit in them, keeping the GEMM's tile and most of its
+    columns; none where the cache is unknown."""
+
+    def band(x_shape, w_shape, threads=1, cache=L2):
+        whole = layout(geometry(x_shape, w_shape, PAD1), 4, 8, 16)
+        return whole, default_band(whole, 16, cache, threads)
+
+    vgg, r = band((1, 64, 224, 224), (64, 64, 3, 3))  # V and M 59 MB
+    assert r > 0 and band((1, 64, 224, 224), (64, 64, 3, 3), threads=2)[1] > 0
+    chosen = layout(vgg.geo, 4, 8, 16, vgg.gemm_vectors, vgg.gemm_rows, r)
+    u_bytes = 36 * 64 * 64 * 4
+    assert working_set(chosen) + u_bytes <= BAND_CACHE_FACTOR * L2 < working_set(vgg)
+    assert (chosen.gemm_vectors, chosen.gemm_rows) == (vgg.gemm_vectors, vgg.gemm_rows)
+    assert band((1, 64, 224, 224), (64, 64, 3, 3), cache=0)[1] == 0
+    # densenet121's 3x3 128->32 @56 at batch 4 (measured best: 8 tile rows, 120 tiles, 5 panels)
+    assert band((4, 128, 56, 56), (32, 128, 3, 3))[1] == 8
+    # resnet50's 3x3 64 @56: V and M 4 MB at batch 1, within the caches; at batch 4 an image's
+    # with U past them, 8 tile rows (120 tiles, 5 panels) not
+    assert band((1, 64, 56, 56), (64, 64, 3, 3))[1] == 0
+    assert band((4, 64, 56, 56), (64, 64, 3, 3))[1] == 8
+    # densenet121's at batch 1: V and M 1.2x the budget, where bands must keep nearly every
+    # useful column (1.6x slower in bands of 8 tile rows, 2 threads)
+    assert band((1, 128, 56, 56), (32, 128, 3, 3))[1] == 0
+    # vgg19's 3x3 256 @56: U alone 9.4 MB
+    assert band((1, 256, 56, 56), (256, 256, 3, 3))[1] == 0
+
+
+def test_space_offers_bands_and_the_default_band():
+    """The space's Winograd plans come unblocked and in bands of a few sizes (by geometry);
+    the band the default picks for this core is a config of the space, its default."""
+    geo = geometry((4, 128, 56, 56), (32, 128, 3, 3), PAD1)
+    whole = layout(geo, 4, 8, 16)
+    bands = offered_bands(whole, 16)
+    assert bands[0] == 0 and len(bands) == len(set(bands)) > 1
+    assert all(layout(geo, 4, 8, 16, whole.gemm_vectors, whole.gemm_rows, b).gemm_vectors
+               == whole.gemm_vectors for b in bands)  # fmt: skip
+    target = LoweringTarget(vector_bits=256, num_threads=2, vector_registers=16, cache_bytes=L2)
+    types = [TensorType(s, "float32") for s in ((4, 128, 56, 56), (32, 128, 3, 3))]
+    space = OPS["Conv"].space(attrs_of((32, 128, 3, 3), PAD1), types, target)
+    default = space.get(space.default_index).values["plan"]
+    assert default[0] == "winograd4" and default[3] == default_band(whole, 16, L2, 2) > 0
+    plans = [space.get(i).values["plan"] for i in range(len(space))]
+    assert any(p[0] == "winograd4" and p[3] == 0 for p in plans)
+
+
 GROUPED = [
     ((1, 32, 10, 10), (48, 16, 3, 3), {"group": 2, **PAD1}),  # 2 groups of 16 -> 24
     ((2, 64, 9, 7), (64, 16, 3, 3), {"group": 4, "pads": [0, 1, 2, 0]}),  # batch 2, 4 groups
@@ -95,18 +184,19 @@ GROUPED = [
 
 
 @pytest.mark.parametrize("x_shape,w_shape,attrs", GROUPED)
-@pytest.mark.parametrize("schedule", ["winograd2", "winograd4"])
-def test_grouped_winograd_matches_onnxruntime(x_shape, w_shape, attrs, schedule, rng):
+@pytest.mark.parametrize("schedule,band", [("winograd2", 0), ("winograd4", 0), *BANDS])
+def test_grouped_winograd_matches_onnxruntime(x_shape, w_shape, attrs, schedule, band, rng):
     """A GEMM per (position, group): each group's outputs read only its own channels (random
-    weights would show one group's channels leaking into another's)."""
+    weights would show one group's channels leaking into another's), unblocked and in bands."""
     x, w, b = randn(rng, *x_shape), randn(rng, *w_shape), randn(rng, w_shape[0])
     geo = geometry(x_shape, w_shape, attrs)
-    lay = plan({"schedule": schedule}, geo, LANES, REGISTERS).tiling
+    config = {"schedule": schedule, "band": band}
+    lay = plan(config, geo, LANES, REGISTERS).tiling
     assert isinstance(lay, WinogradLayout) and geo.group > 1
     assert geo.ocg % lay.gemm_rows == 0, "MR divides a group's output channels"
     tol = tolerance(x, w)
-    check_conv("Conv", x, w, attrs, b, config={"schedule": schedule}, tol=tol)
-    check_conv("Conv", x, w, attrs, None, config={"schedule": schedule}, epilogue=True, tol=tol)
+    check_conv("Conv", x, w, attrs, b, config=config, tol=tol)
+    check_conv("Conv", x, w, attrs, None, config=config, epilogue=True, tol=tol)
 
 
 def test_grouped_planes_keep_off_whole_pages():

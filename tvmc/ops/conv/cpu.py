@@ -24,13 +24,17 @@ Knobs (ctx.config; `plan` reads them, with the defaults in `default_limits` and 
   under (defaults: 8 / 6 for "pixels" and "depthwise", 4 / 14 for "channels", 2 / 14 on
   16-register targets; for Winograd
   the GEMM's tile, default by cpu_winograd's cycle model).
+- band: Winograd only: tile rows a band of one kernel computes through all three steps, with
+  its V and M in the caches (`cpu_winograd.blocked_kernel_body`); 0 for the three kernels over
+  the whole batch. Default `cpu_winograd.default_band`: bands only where the whole batch's V and
+  M exceed the caches (a batch of several images, planes of 112x112 and more).
 - plan: [schedule, tile_vectors, tile_rows, order, unroll_taps] for "pixels" and "channels"
   (a "channels" one with an entry "flat" after those where its tile may run on through the
   output rows: flat_rows, without it tiles stay within rows; and "phased" or "unphased" last
   where it sets `phased`, else the default's), [schedule, tile_vectors, tile_rows,
-  unroll_taps] for "depthwise", [schedule, tile_vectors, tile_rows] for Winograd, in one knob
+  unroll_taps] for "depthwise", [schedule, tile_vectors, tile_rows, band] for Winograd, in one knob
   (what the tuning space offers, so that no two configs differ only in knobs their schedule
-  does not read); the entries after tile_rows may be left out (order and unroll_taps
+  does not read); the entries after tile_rows may be left out (order, unroll_taps and band
   then take their defaults, and without "flat" a channels tile stays within rows); it
   overrides the separate knobs.
 - unroll_taps: "all" kernel taps, one kernel "row" or "none" unrolled per step of the tap
@@ -83,7 +87,7 @@ computes the same result (up to rounding: Winograd's is larger, cpu_winograd).
   (`cpu_tiles.fits_core`: enough accumulators to hide the FMA latency, and no more loads than
   the core makes in the cycles of its FMAs).
 - Winograd (where eligible): F2 and F4, each with its distinct GEMM tiles
-  (`cpu_winograd.gemm_tiles`).
+  (`cpu_winograd.gemm_tiles`), unblocked and in the bands `cpu_winograd.offered_bands` names.
 
 `in_place` is not a knob of the space: reading an unpadded 1x1 input in place never loses to a
 plain copy, so the template's default (True) applies (a copy into planes on lines,
@@ -94,7 +98,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -146,10 +150,13 @@ from tvmc.ops.conv.cpu_transpose import columns_geometry, columns_lowering, uses
 from tvmc.ops.conv.cpu_winograd import (
     SCHEDULES,
     WinogradLayout,
+    banded,
+    default_band,
     default_tile,
     eligible,
     gemm_tiles,
     layout,
+    offered_bands,
     winograd_lowering,
 )
 from tvmc.ops.conv.definition import (
@@ -271,7 +278,8 @@ def plan(
     if "plan" in cfg:
         schedule, cfg["tile_vectors"], cfg["tile_rows"], *rest = cfg.pop("plan")
         cfg["schedule"] = schedule
-        cfg.update(zip(["order", "unroll_taps"] if schedule in ORDERED else ["unroll_taps"], rest))
+        after = ["order", "unroll_taps"] if schedule in ORDERED else ["unroll_taps"]
+        cfg.update(zip(["band"] if schedule in SCHEDULES else after, rest))
         if schedule == "channels":  # through the output's rows only where the plan says "flat"
             cfg["flat_rows"] = FLAT in rest[2:]
             if PHASED in rest[2:] or UNPHASED in rest[2:]:
@@ -283,7 +291,10 @@ def plan(
     chosen = cfg.get("schedule", f"winograd{m}" if m else None)
     if chosen in SCHEDULES and winograd:
         vectors, rows = int(cfg.get("tile_vectors", 0)), int(cfg.get("tile_rows", 0))
-        tiles = layout(geo, SCHEDULES[chosen], lanes, registers, vectors, rows)
+        whole = layout(geo, SCHEDULES[chosen], lanes, registers, vectors, rows)
+        cache = cache_elements * np.dtype(dtype).itemsize
+        band = int(cfg.get("band", default_band(whole, registers, cache, core.threads)))
+        tiles = banded(whole, band, registers) if band > 0 else whole
         return Plan(chosen, tiles, "", "none", True, False)
 
     def limits(default: tuple[int, int]) -> tuple[int, int]:
@@ -1184,6 +1195,7 @@ def conv_space(op: str) -> Callable[[Attrs, list[TensorType], LoweringTarget], C
             configs = phase_flips(configs, lambda entry: planned({"plan": entry}).phased)
 
         want = planned({})
+        configs = default_band_offered(configs, want, planned)
         configs.default_index = next(
             (i for i in range(len(configs)) if planned(configs.get(i).values) == want),
             None,
@@ -1192,6 +1204,23 @@ def conv_space(op: str) -> Callable[[Attrs, list[TensorType], LoweringTarget], C
 
     space.__doc__ = f"The knob space of a {op} workload."
     return space
+
+
+def default_band_offered(
+    configs: ConfigSpace, want: Plan, planned: Callable[[Mapping[str, Any]], Plan]
+) -> ConfigSpace:  # fmt: skip
+    """`configs` with the default plan's Winograd band where the space's bands, chosen by the
+    geometry alone (`offered_bands`), miss the one the default chose for this core's caches and
+    threads (`default_band`): the unblocked plan of its GEMM tile, in that band."""
+    if not isinstance(want.tiling, WinogradLayout) or not want.tiling.band:
+        return configs
+    (knob,) = configs.knobs
+    plans = list(knob.candidates)
+    if any(planned({"plan": p}) == want for p in plans):
+        return configs
+    whole = replace(want, tiling=replace(want.tiling, band=0))
+    entry = next(p for p in plans if len(p) == 4 and not p[3] and planned({"plan": p}) == whole)
+    return ConfigSpace().other(knob.name, [*plans, [*entry[:3], want.tiling.band]])
 
 
 def offered_unroll(geo: ConvGeometry, unroll: str) -> str:
@@ -1260,8 +1289,10 @@ def _space(geo: ConvGeometry, lanes: int, registers: int, winograd: bool) -> Con
             plans += [["channels", nv, mr, order, u, *[FLAT] * flat] for nv, mr in tiles
                       for order in ORDERS for u in unroll]  # fmt: skip
     if winograd:
-        plans += [[name, nv, mr] for name, m in SCHEDULES.items()
-                  for nv, mr in gemm_tiles(geo, m, lanes, registers)]  # fmt: skip
+        for name, m in SCHEDULES.items():
+            for nv, mr in gemm_tiles(geo, m, lanes, registers):
+                whole = layout(geo, m, lanes, registers, nv, mr)
+                plans += [[name, nv, mr, band] for band in offered_bands(whole, registers)]
     return ConfigSpace().other("plan", plans)
 
 

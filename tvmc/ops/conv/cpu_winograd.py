@@ -29,13 +29,22 @@ it, which are the next strip's first 2 (finite input values). They only feed out
 the conv's output width, since tiles_w * m >= out_width + 2 (`WinogradLayout`), and
 Winograd's algebra cancels them exactly up to rounding.
 
+In bands (`band` tile rows, `blocked_kernel_body`): one kernel, parallel over (image, band),
+runs all three steps on a band's tiles, with V and M of one band in local scratch. Unblocked,
+V and M of a whole batch or a large plane (densenet121's 3x3 128->32 @56 at batch 4: 20 MB,
+vgg19's 3x3 64 @224: 59 MB) go through memory between the kernels, written and read back
+twice; a band's stay in the caches (1.5-1.6x on those convs, Zen 3). The price: each band
+reads all of U, and a band's tiles are padded to whole GEMM panels (`default_band` weighs
+both).
+
 Grouped convs run one GEMM per (position, group): V and M hold each plane's channels group by
 group, each group's rows padded alike (`plane_rows`), so that [alpha^2, rows, P] is the GEMM's
 [alpha^2 * groups, rows a group, P] as it stands in memory, and U is [alpha^2 * groups, K / g,
 C / g]. The transforms are per channel and do not see the groups.
 
 Chosen where `eligible` (3x3, stride 1, dilation 1, 2-D, float32, constant weights; grouped
-only with MIN_CHANNELS or more a group) and `default_tile` says it pays: measured per conv on an
+only with MIN_CHANNELS or more a group) and `default_tile` says it pays, in bands where
+`default_band` says so: measured per conv on an
 AMD Zen 4 (planes of 13x13 and more) and a Zen 3 (smaller planes, groups; docs/performance.md,
 "Winograd"). The tuner may pick it anywhere it is eligible.
 """
@@ -44,7 +53,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -78,10 +87,10 @@ from tvmc.ops.conv.cpu_tiles import (
     max_rows,
 )
 from tvmc.ops.conv.geometry import ConvGeometry
-from tvmc.ops.linalg.cpu import gemm_kernels
+from tvmc.ops.linalg.cpu import gemm_kernels, pack_rows
 from tvmc.ops.lowering import Epilogue, LowerContext, TensorRef, ref_of_buffer
 from tvmc.ops.schedule.injective import make_kernel
-from tvmc.ops.schedule.microkernel import finalize
+from tvmc.ops.schedule.microkernel import finalize, let_all, register_tile
 
 # B^T, G and A^T of F(2x2,3x3) and F(4x4,3x3) (Lavin & Gray, "Fast Algorithms for CNNs").
 MATRICES = {
@@ -122,6 +131,18 @@ TRANSFORM_OP_COST = 3.0
 # a cycle: its 512->512 @12 read 37.7 MB of them at 11 GB/s, 74% of the direct conv's speed).
 # Cores of more flops a cycle keep the direct conv there until `gain` counts that traffic.
 SMALL_PLANE_MAX_FLOPS = FLOPS_PER_CYCLE
+
+
+# A band's V and M (`blocked_kernel_body`) are written and read back within the band, so they
+# should stay in the caches: at most BAND_CACHE_FACTOR times a core's L2 (the L3 a Zen 3 core
+# shares; Zen 3, one thread: densenet121's 3x3 128->32 @56 at batch 4 ran 5.7 ms in bands of
+# 2.8 MB, 6.6 in bands of 1.7 MB a sixth of them padding, 9.2 unblocked; vgg19's 3x3 64 @224
+# 18.2 ms in bands of 2.2 MB, 20.8 in bands of 8.8 MB, 27.9 unblocked). A band's tiles padded
+# to whole panels cost GEMM time the unblocked kernels may not spend (densenet121's 128->32
+# @56 at batch 1, V and M 5 MB: 1.2 ms unblocked, 1.5 in bands a sixth padding), so bands
+# must keep most of the unblocked GEMM's useful columns: at least BAND_MIN_USE of them.
+BAND_CACHE_FACTOR = 8
+BAND_MIN_USE = 0.85
 
 
 def eligible(geo: ConvGeometry, dtype: str) -> bool:
@@ -197,6 +218,7 @@ class WinogradLayout:
     lanes: int
     gemm_vectors: int  # NV of the GEMM's tile
     gemm_rows: int  # MR of the GEMM's tile
+    band: int = 0  # tile rows a band of the blocked kernel (`blocked_kernel_body`); 0: unblocked
 
     @property
     def alpha(self) -> int:
@@ -237,15 +259,29 @@ class WinogradLayout:
         """Tiles per vector of the transforms (fewer where an image has fewer tiles)."""
         return min(self.lanes, self.tiles)
 
+    @property
+    def bands(self) -> int:
+        """Bands of an image (blocked: `band` tile rows each, the last one's may lie past it)."""
+        return -(-self.tiles_h // self.band)
+
+    def band_layout(self) -> WinogradLayout:
+        """The layout of one band: `band` tile rows of one image, as a conv of that height."""
+        geo = replace(self.geo, batch=1, out_shape=(self.band * self.m, self.geo.out_shape[1]))
+        return replace(self, geo=geo, band=0)
+
 
 def layout(
-    geo: ConvGeometry, m: int, lanes: int, registers: int, vectors: int = 0, rows: int = 0
-) -> WinogradLayout:
+    geo: ConvGeometry, m: int, lanes: int, registers: int, vectors: int = 0, rows: int = 0,
+    band: int = 0,
+) -> WinogradLayout:  # fmt: skip
     """The layout for tile m with the GEMM tile of at most `vectors` x `rows` (0: the default,
     the fewest modelled cycles by cpu_tiles' core model among the tiles that fit the core
     (`fits_core`) where any does: AVX2's 8 x 1, 9 loads for 8 FMAs, ran 1.3-1.5x slower than
-    the 4 x 3 the cycle count put second)."""
-    tiles = geo.batch * WinogradLayout(geo, m, lanes, 1, 1).tiles
+    the 4 x 3 the cycle count put second), blocked in bands of `band` tile rows (0: not), whose
+    tiles are then a GEMM's columns."""
+    whole = WinogradLayout(geo, m, lanes, 1, 1)
+    band = min(max(0, band), whole.tiles_h)
+    tiles = band * whole.tiles_w if band else geo.batch * whole.tiles
     k = geo.ocg  # a GEMM's rows: a group's output channels
 
     def rows_for(nv: int) -> int:  # the most rows dividing K / g that fit the registers
@@ -265,7 +301,75 @@ def layout(
     widest = max(1, min(vectors or 4, -(-tiles // lanes)))
     candidates = [nv for nv in range(widest, 0, -1) if fits(nv)] or range(widest, 0, -1)
     nv = widest if vectors else min(candidates, key=cycles)
-    return WinogradLayout(geo, m, lanes, nv, rows_for(nv))
+    return WinogradLayout(geo, m, lanes, nv, rows_for(nv), band)
+
+
+def working_set(lay: WinogradLayout) -> int:
+    """Bytes of V and M (of one band where `lay.band`, else of the whole batch)."""
+    columns = lay.band_layout().columns if lay.band else lay.columns
+    return 4 * lay.alpha**2 * lay.geo.group * (lay.geo.icg + lay.geo.ocg) * columns
+
+
+def useful(lay: WinogradLayout, threads: int) -> float:
+    """The share of the GEMM's columns that are tiles of the output, with bands dealt out to
+    `threads` (unblocked, the transforms' channels and the GEMM's tiles spread evenly)."""
+    if not lay.band:
+        return lay.geo.batch * lay.tiles / lay.columns
+    band, count = lay.band_layout(), lay.geo.batch * lay.bands
+    rows = lay.tiles_h / (lay.bands * lay.band)  # the last band's rows past the image
+    return band.tiles / band.columns * rows * count / (threads * -(-count // threads))
+
+
+def banded(whole: WinogradLayout, band: int, registers: int) -> WinogradLayout:
+    """`whole` (a layout without bands) in bands of `band` tile rows, with its GEMM tile where
+    a band has the tiles for it (else as narrow as they need)."""
+    return layout(whole.geo, whole.m, whole.lanes, registers, whole.gemm_vectors,
+                  whole.gemm_rows, band)  # fmt: skip
+
+
+def default_band(whole: WinogradLayout, registers: int, cache_bytes: int, threads: int) -> int:
+    """Tile rows a band of the default Winograd kernel, 0 for no bands. Bands where V and M of
+    the whole batch exceed BAND_CACHE_FACTOR L2s: of those with the unblocked GEMM's tile and
+    most of its useful columns (`keep`) whose V and M, with U (which every band reads whole),
+    fit in that, the most `useful` (the larger where equal)."""
+    budget = BAND_CACHE_FACTOR * cache_bytes
+    whole_bytes = working_set(whole)
+    if cache_bytes <= 0 or whole_bytes <= budget:
+        return 0
+    geo = whole.geo
+    u_bytes = 4 * whole.alpha**2 * geo.group * geo.icg * geo.ocg
+    # V and M just past the budget cost the unblocked kernels little: bands must then keep
+    # more of the useful columns, 20% less for each doubling of V and M, down to BAND_MIN_USE
+    # (densenet121's 128->32 @56 at batch 1, 1.2x the budget: in the comment above)
+    keep = max(BAND_MIN_USE, 1 - 0.2 * math.log2(whole_bytes / budget)) * useful(whole, threads)
+    tile = (whole.gemm_vectors, whole.gemm_rows)
+    bands = [banded(whole, r, registers) for r in range(1, whole.tiles_h + 1)]
+    fitting = [b for b in bands if working_set(b) + u_bytes <= budget
+               and useful(b, threads) >= keep and (b.gemm_vectors, b.gemm_rows) == tile]  # fmt: skip
+    best = max(fitting, key=lambda b: (round(useful(b, threads), 3), b.band), default=None)
+    return best.band if best is not None else 0
+
+
+def offered_bands(whole: WinogradLayout, registers: int) -> list[int]:
+    """The tuning space's bands of `whole`'s GEMM tile: 0 (unblocked), then for V and M of a
+    band within each of 1, 2, 4, ... MB (whichever caches a core has), the band that keeps
+    the most of its useful columns on one thread, if at least BAND_MIN_USE of the unblocked
+    GEMM's (the larger where equal; one band of a whole image only for a batch of several)."""
+    keep = BAND_MIN_USE * useful(whole, 1)
+    last = whole.tiles_h if whole.geo.batch > 1 else whole.tiles_h - 1
+    bands = [b for r in range(1, last + 1)
+             if (b := banded(whole, r, registers)).gemm_vectors == whole.gemm_vectors
+             and b.gemm_rows == whole.gemm_rows and useful(b, 1) >= keep]  # fmt: skip
+    offered = [0]
+    bound = 1 << 20
+    while bands:
+        within = [b for b in bands if working_set(b) <= bound]
+        if within:
+            best = max(within, key=lambda b: (round(useful(b, 1), 3), b.band))
+            offered += [best.band] if best.band not in offered else []
+            bands = [b for b in bands if working_set(b) > bound]
+        bound *= 2
+    return offered
 
 
 def weight_transform(w: np.ndarray, m: int) -> np.ndarray:
@@ -408,51 +512,115 @@ def grouped_plane(t: int, channel: Expr, per_group: int, groups: int) -> tuple[E
     return t * groups + channel // per_group, channel % per_group
 
 
+def fill_strips(lay: WinogradLayout, x: Buffer, nb: Expr, c: Expr, s: Buffer, row0: Expr) -> Stmt:
+    """Strips s of channel (nb, c) for tile rows row0 .. row0 + lay.tiles_h of the image (module
+    doc), then the 2 elements of slack: zeros."""
+    m = lay.m
+    # plane rows of `tiled` are padded rows: fill_row writes zeros outside the input
+    tiled = replace(lay.geo, out_shape=(lay.tiles_h * m, lay.pitch - 2))
+
+    def fill(i: int, ty: Var) -> Stmt:
+        base = (i * lay.tiles_h + ty) * lay.pitch
+        return fill_row(tiled, x, nb, c, s, base, (0, 0), ((row0 + ty) * m + i,), lay.lanes)
+
+    return seq(
+        *(loop("ty", lay.tiles_h, lambda ty, i=i: fill(i, ty)) for i in range(lay.alpha)),
+        s.store(ramp(const(lay.strips_size - 2), 2), broadcast(0.0, 2)),
+    )
+
+
+Put = Callable[[int, Expr, Expr], Stmt]  # put(position t, first tile p0, a vector of tiles)
+
+
+def input_tiles(lay: WinogradLayout, s: Buffer, half: Buffer, put: Put) -> Stmt:
+    """B^T d B of every tile of one channel's strips s, put at each of the alpha^2 positions.
+
+    Two passes through `half` (alpha^2 vectors, L1): d B of each strip row in a loop, then B^T
+    down each column. As one expression the 36 columns and their sums outlived AVX2's 16
+    registers and the transform spilled 90 of them a chunk."""
+    a, m, n = lay.alpha, lay.m, lay.vector
+    bt = MATRICES[m][0]
+    strip = lay.tiles_h * lay.pitch  # from strip row i to i + 1
+
+    def tiles(p0: Var) -> Stmt:
+        def strip_row(i: Var) -> Stmt:
+            db = apply_matrix(bt, deinterleaved(s, p0 * m + i * strip, lay), n)
+            return seq(*(half.store(ramp((i * a + j) * n, n), e) for j, e in enumerate(db)))
+
+        def column(j: int) -> Stmt:
+            out = apply_matrix(bt, [half[ramp((i * a + j) * n, n)] for i in range(a)], n)
+            return seq(*(put(i * a + j, p0, e) for i, e in enumerate(out)))
+
+        return seq(loop("i", a, strip_row), *(column(j) for j in range(a)))
+
+    return over_tiles(lay, tiles)
+
+
+def output_tiles(lay: WinogradLayout, read: Callable[[int, Expr], Expr], s: Buffer) -> Stmt:
+    """A^T M A of every tile of one output channel (read(t, p0): position t of the vector of
+    tiles from p0) into local strips s, m rows a tile row."""
+    a, m, n = lay.alpha, lay.m, lay.vector
+    strip = lay.tiles_h * lay.pitch
+
+    def tiles(p0: Var) -> Stmt:
+        m_tiles = [[read(i * a + j, p0) for j in range(a)] for i in range(a)]
+        y = two_sided(MATRICES[m][2], m_tiles, n)
+        # tile row i of n tiles is n * m contiguous floats of strip i: one store of the row's m
+        # vectors interleaved, not m stores of stride m lane by lane
+        return seq(*(s.store(ramp(p0 * m + i * strip, n * m), interleave(y[i])) for i in range(m)))
+
+    return over_tiles(lay, tiles)
+
+
+def copy_rows(
+    lay: WinogradLayout, s: Buffer, nb: Expr, k: Expr, row0: Expr, height: int, past: bool,
+    bias: TensorRef | None, out: Buffer, epilogue: Epilogue | None,
+) -> Stmt:  # fmt: skip
+    """Output rows row0 * m .. of channel (nb, k) from `output_tiles`' strips s, those of the
+    tile rows of `lay` below `height` (checked row by row where the rows may reach `past` it),
+    + bias, through the epilogue, as contiguous vectors."""
+    m, strip = lay.m, lay.tiles_h * lay.pitch
+    rows = min(lay.tiles_h * m, height)
+
+    def row(r: Var) -> Stmt:
+        base = (r % m) * strip + (r // m) * lay.pitch
+        y = row0 * m + r
+
+        def element(col: Expr) -> Stmt:
+            value = s[base + col]
+            if bias is not None:
+                value = value + bias.read((k,)).astype(value.dtype)
+            return finalize(value, (nb, k, y, col), out, epilogue)
+
+        copy = vector_range(0, lay.geo.out_shape[1], lay.lanes, element)
+        return if_then_else(y < height, copy) if past else copy
+
+    return loop("r", rows, row)
+
+
 def input_kernel_body(lay: WinogradLayout, x: Buffer, v: Buffer, parallel: bool) -> Stmt:
     """V[t, c, n * tiles + p] = (B^T d B)[t] of tile p of channel (n, c), per (n, c) (for
     groups, at `grouped_plane`'s batch and row)."""
-    geo, a, m, n = lay.geo, lay.alpha, lay.m, lay.vector
-    bt = MATRICES[m][0]
-    strip = lay.tiles_h * lay.pitch  # from strip row i to i + 1
-    # plane rows of `tiled` are padded rows: fill_row writes zeros outside the input
-    tiled = replace(geo, out_shape=(lay.tiles_h * m, lay.pitch - 2))
+    geo, a, n = lay.geo, lay.alpha, lay.vector
     real = geo.batch * lay.tiles
 
     def channel(s: Buffer, half: Buffer, nb: Expr, c: Expr) -> Stmt:
-        def row_of(t: int) -> tuple[Expr | int, Expr]:
-            return grouped_plane(t, c, geo.icg, geo.group)
-
-        def fill(i: int, ty: Var) -> Stmt:
-            base = (i * lay.tiles_h + ty) * lay.pitch
-            return fill_row(tiled, x, nb, c, s, base, (0, 0), (ty * m + i,), lay.lanes)
-
-        # B^T d B in two passes through `half` (alpha^2 vectors, L1): d B of each strip row in
-        # a loop, then B^T down each column. As one expression the 36 columns and their sums
-        # outlived AVX2's 16 registers and the transform spilled 90 of them a chunk.
-        def tiles(p0: Var) -> Stmt:
-            def strip_row(i: Var) -> Stmt:
-                db = apply_matrix(bt, deinterleaved(s, p0 * m + i * strip, lay), n)
-                return seq(*(half.store(ramp((i * a + j) * n, n), e) for j, e in enumerate(db)))
-
-            def column(j: int) -> Stmt:
-                out = apply_matrix(bt, [half[ramp((i * a + j) * n, n)] for i in range(a)], n)
-                return seq(*(v.store((*row_of(i * a + j), col), e) for i, e in enumerate(out)))
-
-            col = ramp(nb * lay.tiles + p0, n)
-            return seq(loop("i", a, strip_row), *(column(j) for j in range(a)))
+        def put(t: int, p0: Expr, value: Expr) -> Stmt:
+            return v.store((*grouped_plane(t, c, geo.icg, geo.group), ramp(nb * lay.tiles + p0, n)),
+                           value)  # fmt: skip
 
         # the GEMM reads the padding columns (never the output): zeros, not stale workspace
         # bits that could be denormals, which slow the FMAs
         zero = const(0.0, v.dtype)
 
         def zeros(p: Expr) -> Stmt:
-            return seq(*(v.store((*row_of(t), p), zero) for t in range(a * a)))
+            return seq(*(v.store((*grouped_plane(t, c, geo.icg, geo.group), p), zero)
+                         for t in range(a * a)))  # fmt: skip
 
         pad = vector_range(real, lay.columns, lay.lanes, zeros)
         return seq(
-            *(loop("ty", lay.tiles_h, lambda ty, i=i: fill(i, ty)) for i in range(a)),
-            s.store(ramp(const(lay.strips_size - 2), 2), broadcast(0.0, 2)),
-            over_tiles(lay, tiles),
+            fill_strips(lay, x, nb, c, s, const(0)),
+            input_tiles(lay, s, half, put),
             None
             if lay.columns == real
             else pad
@@ -481,41 +649,22 @@ def output_kernel_body(
     epilogue: Epilogue | None, parallel: bool,
 ) -> Stmt:  # fmt: skip
     """out[n, k] = A^T M A of every tile of (n, k), + bias, through the epilogue."""
-    geo, a, m, n = lay.geo, lay.alpha, lay.m, lay.vector
-    at_ = MATRICES[m][2]
-    strip = lay.tiles_h * lay.pitch
-    height, width = geo.out_shape
+    geo, n = lay.geo, lay.vector
 
     def channel(s: Buffer, nb: Expr, k: Expr) -> Stmt:
-        def tiles(p0: Var) -> Stmt:
-            col = ramp(nb * lay.tiles + p0, n)
-            d = [[mm[(*grouped_plane(i * a + j, k, geo.ocg, geo.group), col)] for j in range(a)]
-                 for i in range(a)]  # fmt: skip
-            y = two_sided(at_, d, n)
-            # tile row i of n tiles is n * m contiguous floats of strip i: one store of the
-            # row's m vectors interleaved, not m stores of stride m lane by lane
-            return seq(*(s.store(ramp(p0 * m + i * strip, n * m), interleave(y[i]))
-                         for i in range(m)))  # fmt: skip
+        def read(t: int, p0: Expr) -> Expr:
+            return mm[(*grouped_plane(t, k, geo.ocg, geo.group), ramp(nb * lay.tiles + p0, n))]
 
-        def row(r: Var) -> Stmt:
-            base = (r % m) * strip + (r // m) * lay.pitch
-
-            def element(col: Expr) -> Stmt:
-                value = s[base + col]
-                if bias is not None:
-                    value = value + bias.read((k,)).astype(value.dtype)
-                return finalize(value, (nb, k, r, col), out, epilogue)
-
-            return vector_range(0, width, lay.lanes, element)
-
-        return seq(over_tiles(lay, tiles), loop("r", height, row))
+        return seq(output_tiles(lay, read, s),
+                   copy_rows(lay, s, nb, k, const(0), geo.out_shape[0], False, bias, out,
+                             epilogue))  # fmt: skip
 
     def at(nk: Var) -> Stmt:
         def scratch(s: Buffer) -> Stmt:
             return let("nb", nk // geo.out_channels, lambda nb: let(
                 "k", nk % geo.out_channels, lambda k: channel(s, nb, k)))  # fmt: skip
 
-        return allocate("strips", (m * strip,), scratch, "float32")
+        return allocate("strips", (lay.m * lay.tiles_h * lay.pitch,), scratch, "float32")
 
     count = geo.batch * geo.out_channels
     return loop("nk", count, at, "parallel" if parallel and count > 1 else "serial")
@@ -525,10 +674,15 @@ def winograd_lowering(
     ctx: LowerContext, lay: WinogradLayout, x: Buffer, weights: np.ndarray,
     bias: TensorRef | None, out: Buffer, epilogue: Epilogue | None, parallel: bool,
 ) -> list[Kernel]:  # fmt: skip
-    """The three kernels computing `out` = conv(x, weights) + bias, then the epilogue."""
+    """The kernels computing `out` = conv(x, weights) + bias, then the epilogue: three (input
+    transform, GEMM, output transform), or one where `lay.band` blocks them."""
     geo, a2, g = lay.geo, lay.alpha**2, lay.geo.group
     k, c, p = geo.ocg, geo.icg, lay.columns  # a GEMM's: one group's
     u = weight_transform(weights, lay.m).reshape(a2 * g, k, c)  # U[t, K, C/g], K by group
+    if lay.band:
+        packed = ctx.param(pack_rows(u, lay.gemm_rows).reshape(-1), "winograd_u")
+        body = blocked_kernel_body(lay, x, packed, bias, out, epilogue, parallel)
+        return [make_kernel(ctx.name("winograd_blocked"), body)]
     v = ctx.temp((a2 * g, plane_rows(c, p, a2, g), p), "float32", "winograd_v")
     mm = ctx.temp((a2 * g, plane_rows(k, p, a2, g), p), "float32", "winograd_m")
     kernels = [make_kernel(ctx.name("winograd_input"), input_kernel_body(lay, x, v, parallel))]
@@ -539,6 +693,97 @@ def winograd_lowering(
     kernels += gemm_kernels(replace(ctx, config=tile), u_ref, v_ref, mm, None, pack_a=True)
     body = output_kernel_body(lay, mm, bias, out, epilogue, parallel)
     return [*kernels, make_kernel(ctx.name("winograd_output"), body)]
+
+
+def blocked_kernel_body(
+    lay: WinogradLayout, x: Buffer, u: Buffer, bias: TensorRef | None, out: Buffer,
+    epilogue: Epilogue | None, parallel: bool,
+) -> Stmt:  # fmt: skip
+    """The three steps band by band, in one parallel loop over (image, band): every input
+    channel's tiles of `lay.band` tile rows transformed into a local V, the GEMMs into a local
+    M, then every output channel's tiles of the band transformed back. V and M of a band stay
+    in the core's cache where the unblocked kernels' of a whole batch or a large plane go
+    through memory (densenet121's 3x3 128->32 @56 at batch 4: 14 MB). `u`: U packed in row
+    blocks of the GEMM tile's MR (`pack_rows`), [alpha^2 * groups][K/g / MR][C/g][MR]."""
+    geo, band = lay.geo, lay.band_layout()
+    a2, groups, n, lanes = lay.alpha**2, geo.group, band.vector, lay.lanes
+    k, c, cols = geo.ocg, geo.icg, band.columns  # a GEMM's rows, reduction and columns
+    mr, nv = lay.gemm_rows, lay.gemm_vectors
+    nr = nv * lanes
+    v_rows, m_rows = plane_rows(c, cols, a2, groups), plane_rows(k, cols, a2, groups)
+    zero = const(0.0, "float32")
+    past = lay.bands * lay.band * lay.m > geo.out_shape[0]  # the last band's rows reach past
+
+    def at(nbb: Var, s: Buffer, half: Buffer, v: Buffer, mm: Buffer, so: Buffer) -> Stmt:
+        nb, row0 = nbb // lay.bands, (nbb % lay.bands) * lay.band
+
+        def channel_in(ci: Var) -> Stmt:
+            def at_column(t: int, p: Expr) -> Expr:
+                plane, row = grouped_plane(t, ci, c, groups)
+                return (plane * v_rows + row) * cols + p
+
+            def put(t: int, p0: Expr, value: Expr) -> Stmt:
+                return v.store(ramp(at_column(t, p0), n), value)
+
+            # the GEMM reads the padding columns (never the output): zeros, not stale bits
+            def zeros(p: Expr) -> Stmt:
+                return seq(*(v.store(at_column(t, p), zero) for t in range(a2)))
+
+            pad = vector_range(band.tiles, cols, lanes, zeros) if cols > band.tiles else None
+            return seq(fill_strips(band, x, nb, ci, s, row0), input_tiles(band, s, half, put), pad)
+
+        def gemm(t: Var) -> Stmt:  # M[t] = U[t] @ V[t], t a (position, group) plane
+            def tile(u0: Expr, v0: Expr, m0: Expr) -> Stmt:
+                def scalar(r: int, ks: tuple, _: int) -> Expr:
+                    return u[u0 + ks[0] * mr + r]
+
+                def vector(j: int, ks: tuple, _: int) -> Expr:
+                    return v[ramp(v0 + ks[0] * cols + j * lanes, lanes)]
+
+                def finish(acc: Buffer) -> Stmt:
+                    return seq(*(mm.store(ramp(m0 + r * cols + j * lanes, lanes),
+                                          acc[r, ramp(j * lanes, lanes)])
+                                 for r in range(mr) for j in range(nv)))  # fmt: skip
+
+                return register_tile(mr, nv, lanes, "float32", [("ci", c)], 1, scalar, vector,
+                                     finish)  # fmt: skip
+
+            def at_tile(pn: Var, kb: Var) -> Stmt:
+                bases = [(t * (k // mr) + kb) * (c * mr), t * (v_rows * cols) + pn * nr,
+                         (t * m_rows + kb * mr) * cols + pn * nr]  # fmt: skip
+                return let_all("g", bases, lambda b: tile(*b))
+
+            # a panel of V stays in L1 while every row block of U[t] streams past it
+            return loop("pn", cols // nr,
+                        lambda pn: loop("kb", k // mr, lambda kb: at_tile(pn, kb)))  # fmt: skip
+
+        def channel_out(ko: Var) -> Stmt:
+            def read(t: int, p0: Expr) -> Expr:
+                plane, row = grouped_plane(t, ko, k, groups)
+                return mm[ramp((plane * m_rows + row) * cols + p0, n)]
+
+            return seq(output_tiles(band, read, so),
+                       copy_rows(band, so, nb, ko, row0, geo.out_shape[0], past, bias, out,
+                                 epilogue))  # fmt: skip
+
+        return seq(loop("ci", geo.channels, channel_in), loop("t", a2 * groups, gemm),
+                   loop("ko", geo.out_channels, channel_out))  # fmt: skip
+
+    def scratch(nbb: Var) -> Stmt:
+        buffers = [("strips", (band.strips_size,)), ("half", (a2 * n,)),
+                   ("v", (a2 * groups * v_rows * cols,)), ("m", (a2 * groups * m_rows * cols,)),
+                   ("out_strips", (lay.m * band.tiles_h * band.pitch,))]  # fmt: skip
+
+        def nest(i: int, made: tuple[Buffer, ...]) -> Stmt:
+            if i == len(buffers):
+                return at(nbb, *made)
+            name, shape = buffers[i]
+            return allocate(name, shape, lambda b: nest(i + 1, (*made, b)), "float32")
+
+        return nest(0, ())
+
+    count = geo.batch * lay.bands
+    return loop("band", count, scratch, "parallel" if parallel and count > 1 else "serial")
 
 
 def plane_rows(rows: int, columns: int, planes: int, groups: int = 1) -> int:
