@@ -1219,7 +1219,10 @@ def default_band_offered(
     if any(planned({"plan": p}) == want for p in plans):
         return configs
     whole = replace(want, tiling=replace(want.tiling, band=0))
-    entry = next(p for p in plans if len(p) == 4 and not p[3] and planned({"plan": p}) == whole)
+    entry = next((p for p in plans if len(p) == 4 and not p[3] and planned({"plan": p}) == whole),
+                 None)  # fmt: skip
+    if entry is None:  # no config of the space is the default's tile: no default config
+        return configs
     return ConfigSpace().other(knob.name, [*plans, [*entry[:3], want.tiling.band]])
 
 

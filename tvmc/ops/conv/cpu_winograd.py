@@ -345,7 +345,8 @@ def default_band(whole: WinogradLayout, registers: int, cache_bytes: int, thread
     tile = (whole.gemm_vectors, whole.gemm_rows)
     bands = [banded(whole, r, registers) for r in range(1, whole.tiles_h + 1)]
     fitting = [b for b in bands if working_set(b) + u_bytes <= budget
-               and useful(b, threads) >= keep and (b.gemm_vectors, b.gemm_rows) == tile]  # fmt: skip
+               and useful(b, threads) >= keep
+               and (b.gemm_vectors, b.gemm_rows) == tile]  # fmt: skip
     best = max(fitting, key=lambda b: (round(useful(b, threads), 3), b.band), default=None)
     return best.band if best is not None else 0
 
