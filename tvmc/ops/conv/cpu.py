@@ -293,7 +293,8 @@ def plan(
         vectors, rows = int(cfg.get("tile_vectors", 0)), int(cfg.get("tile_rows", 0))
         whole = layout(geo, SCHEDULES[chosen], lanes, registers, vectors, rows)
         cache = cache_elements * np.dtype(dtype).itemsize
-        band = int(cfg.get("band", default_band(whole, registers, cache, core.threads)))
+        band = int(cfg["band"]) if "band" in cfg else default_band(whole, registers, cache,
+                                                                    core.threads)  # fmt: skip
         tiles = banded(whole, band, registers) if band > 0 else whole
         return Plan(chosen, tiles, "", "none", True, False)
 
@@ -1195,35 +1196,36 @@ def conv_space(op: str) -> Callable[[Attrs, list[TensorType], LoweringTarget], C
             configs = phase_flips(configs, lambda entry: planned({"plan": entry}).phased)
 
         want = planned({})
-        configs = default_band_offered(configs, want, planned)
         configs.default_index = next(
             (i for i in range(len(configs)) if planned(configs.get(i).values) == want),
             None,
         )  # fmt: skip
-        return configs
+        return configs if configs.default_index is not None else with_default_band(
+            configs, want, planned)  # fmt: skip
 
     space.__doc__ = f"The knob space of a {op} workload."
     return space
 
 
-def default_band_offered(
+def with_default_band(
     configs: ConfigSpace, want: Plan, planned: Callable[[Mapping[str, Any]], Plan]
 ) -> ConfigSpace:  # fmt: skip
-    """`configs` with the default plan's Winograd band where the space's bands, chosen by the
-    geometry alone (`offered_bands`), miss the one the default chose for this core's caches and
-    threads (`default_band`): the unblocked plan of its GEMM tile, in that band."""
+    """`configs`, which hold no config of the default plan `want`, with its Winograd band where
+    the space's bands, chosen by the geometry alone (`offered_bands`), miss the one the default
+    chose for this core's caches and threads (`default_band`): the unblocked plan of its GEMM
+    tile, in that band, as the default config. Unchanged for any other plan."""
     if not isinstance(want.tiling, WinogradLayout) or not want.tiling.band:
         return configs
     (knob,) = configs.knobs
     plans = list(knob.candidates)
-    if any(planned({"plan": p}) == want for p in plans):
-        return configs
     whole = replace(want, tiling=replace(want.tiling, band=0))
     entry = next((p for p in plans if len(p) == 4 and not p[3] and planned({"plan": p}) == whole),
                  None)  # fmt: skip
     if entry is None:  # no config of the space is the default's tile: no default config
         return configs
-    return ConfigSpace().other(knob.name, [*plans, [*entry[:3], want.tiling.band]])
+    extended = ConfigSpace().other(knob.name, [*plans, [*entry[:3], want.tiling.band]])
+    extended.default_index = len(plans)
+    return extended
 
 
 def offered_unroll(geo: ConvGeometry, unroll: str) -> str:

@@ -327,6 +327,13 @@ def banded(whole: WinogradLayout, band: int, registers: int) -> WinogradLayout:
                   whole.gemm_rows, band)  # fmt: skip
 
 
+def bands_of_its_tile(whole: WinogradLayout, registers: int, last: int) -> list[WinogradLayout]:
+    """`whole` in bands of 1 to `last` tile rows, those whose tiles keep its GEMM tile."""
+    tile = (whole.gemm_vectors, whole.gemm_rows)
+    bands = (banded(whole, r, registers) for r in range(1, last + 1))
+    return [b for b in bands if (b.gemm_vectors, b.gemm_rows) == tile]
+
+
 def default_band(whole: WinogradLayout, registers: int, cache_bytes: int, threads: int) -> int:
     """Tile rows a band of the default Winograd kernel, 0 for no bands. Bands where V and M of
     the whole batch exceed BAND_CACHE_FACTOR L2s: of those with the unblocked GEMM's tile and
@@ -342,11 +349,8 @@ def default_band(whole: WinogradLayout, registers: int, cache_bytes: int, thread
     # more of the useful columns, 20% less for each doubling of V and M, down to BAND_MIN_USE
     # (densenet121's 128->32 @56 at batch 1, 1.2x the budget: in the comment above)
     keep = max(BAND_MIN_USE, 1 - 0.2 * math.log2(whole_bytes / budget)) * useful(whole, threads)
-    tile = (whole.gemm_vectors, whole.gemm_rows)
-    bands = [banded(whole, r, registers) for r in range(1, whole.tiles_h + 1)]
-    fitting = [b for b in bands if working_set(b) + u_bytes <= budget
-               and useful(b, threads) >= keep
-               and (b.gemm_vectors, b.gemm_rows) == tile]  # fmt: skip
+    fitting = [b for b in bands_of_its_tile(whole, registers, whole.tiles_h)
+               if working_set(b) + u_bytes <= budget and useful(b, threads) >= keep]  # fmt: skip
     best = max(fitting, key=lambda b: (round(useful(b, threads), 3), b.band), default=None)
     return best.band if best is not None else 0
 
@@ -358,9 +362,7 @@ def offered_bands(whole: WinogradLayout, registers: int) -> list[int]:
     GEMM's (the larger where equal; one band of a whole image only for a batch of several)."""
     keep = BAND_MIN_USE * useful(whole, 1)
     last = whole.tiles_h if whole.geo.batch > 1 else whole.tiles_h - 1
-    bands = [b for r in range(1, last + 1)
-             if (b := banded(whole, r, registers)).gemm_vectors == whole.gemm_vectors
-             and b.gemm_rows == whole.gemm_rows and useful(b, 1) >= keep]  # fmt: skip
+    bands = [b for b in bands_of_its_tile(whole, registers, last) if useful(b, 1) >= keep]
     offered = [0]
     bound = 1 << 20
     while bands:
