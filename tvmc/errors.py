@@ -56,6 +56,12 @@ class RemoteError(TVMCError):
     exit_code = 4
 
 
+class ScratchMemoryError(TVMCError):
+    """A run whose kernels found no memory for their heap scratch: its outputs are not valid."""
+
+    exit_code = 4
+
+
 INTERNAL_ERROR_EXIT_CODE = 70  # sysexits EX_SOFTWARE: a bug in tvmc, not in the user's input
 
 

@@ -107,6 +107,30 @@ def test_large_scratch_goes_to_the_heap_and_still_works():
     np.testing.assert_array_equal(yv, xv * 2)
 
 
+def _heap_kernel(elements: int) -> Kernel:
+    """y = 2x through heap scratch of `elements` floats (1 << 60: more than any address space)."""
+    x, y = Buffer("X", (64,)), Buffer("Y", (64,))
+    body = allocate("big", (elements,), lambda big: seq(
+        loop("i", 64, lambda i: big.store(i, x[i] * 2.0)),
+        loop("i", 64, lambda i: y.store(i, big[i])),
+    ))  # fmt: skip
+    return Kernel("heap", (x, y), body)
+
+
+@pytest.mark.parametrize("load", [load_jit, load_shared])
+def test_heap_scratch_that_cannot_be_had_skips_its_work_and_flags_it(load):
+    module = load(emit_cpu([_heap_kernel(1 << 60)]))
+    xv, yv = np.arange(64, dtype=np.float32), np.full(64, -1.0, np.float32)
+    module.run("heap", xv, yv)  # aligned_alloc returns NULL: nothing is written through it
+    np.testing.assert_array_equal(yv, -1.0)
+    assert module.scratch_failed()
+    assert not module.scratch_failed()  # asking clears the flag
+    ok = load(emit_cpu([_heap_kernel(1 << 17)]))
+    ok.run("heap", xv, yv)
+    np.testing.assert_array_equal(yv, xv * 2)
+    assert not ok.scratch_failed()
+
+
 def test_several_kernels_and_extra_functions_share_one_module():
     a, c = Buffer("A", (8,)), Buffer("C", (8,))
     mod = CPUModule()

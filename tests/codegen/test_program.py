@@ -1,5 +1,6 @@
-"""Merging the objects of parallel code generation: each part's constant-pool labels renamed
-in place, so that MCJIT cannot bind one part's relocation to another part's constants."""
+"""Whole programs: merging the objects of parallel code generation (each part's constant-pool
+labels renamed in place, so that MCJIT cannot bind one part's relocation to another part's
+constants), and the flag every part's kernels raise when their heap scratch cannot be had."""
 
 from __future__ import annotations
 
@@ -7,12 +8,23 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.driver.test_compile_progress import chain
-from tvmc.codegen.program import PART_MARKS, constant_pool_labels_of_part
+from tvmc.codegen import load_shared
+from tvmc.codegen.program import (
+    PARALLEL_MIN_KERNELS,
+    PART_MARKS,
+    constant_pool_labels_of_part,
+    emit_program,
+)
 from tvmc.driver.compiler import CompileOptions, build
+from tvmc.errors import ScratchMemoryError
 from tvmc.frontend import convert_model
+from tvmc.kernel import Buffer, Kernel, allocate, loop, seq
+from tvmc.kernel.program import Call, Program, ProgramBuffer
+from tvmc.runtime import Executor, ProgramInfo
 
 
 def labels(path: Path) -> list[str]:
@@ -39,3 +51,44 @@ def test_refuses_what_it_cannot_rename():
         constant_pool_labels_of_part(b"MZ not an ELF object", 0)
     with pytest.raises(ValueError, match="parts"):
         constant_pool_labels_of_part(b"\x7fELF", len(PART_MARKS))
+
+
+def _program_with_heap_scratch(elements: int, kernels: int) -> Program:
+    """x -> `kernels` chained copies (the first doubles through `elements` floats of heap
+    scratch) -> y; enough kernels that codegen_jobs > 1 compiles them in parallel groups."""
+    x, y = Buffer("x", (64,)), Buffer("y", (64,))
+    chain = [x] + [Buffer(f"t{i}", (64,)) for i in range(kernels - 1)] + [y]
+    body = allocate("big", (elements,), lambda big: seq(
+        loop("i", 64, lambda i: big.store(i, chain[0][i] * 2.0)),
+        loop("i", 64, lambda i: chain[1].store(i, big[i])),
+    ))  # fmt: skip
+    ks = [Kernel("k0", (chain[0], chain[1]), body)]
+    for i in range(1, kernels):
+        src, dst = chain[i], chain[i + 1]
+        copy = loop("i", 64, lambda j, s=src, d=dst: d.store(j, s[j]))
+        ks.append(Kernel(f"k{i}", (src, dst), copy))
+    buffers = {"x": ProgramBuffer("x", (64,), "float32", "input"),
+               "y": ProgramBuffer("y", (64,), "float32", "output")}  # fmt: skip
+    for i in range(kernels - 1):
+        buffers[f"t{i}"] = ProgramBuffer(f"t{i}", (64,), "float32", "workspace", offset=256 * i)
+    calls = [Call(k.name, tuple(b.name for b in k.params)) for k in ks]
+    return Program(ks, buffers, calls, ["x"], ["y"], [], workspace_bytes=256 * kernels)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_run_whose_scratch_cannot_be_had_is_an_error(jobs):
+    x = np.arange(64, dtype=np.float32)
+    for elements, fails in ((1 << 60, True), (1 << 17, False)):
+        program = _program_with_heap_scratch(elements, PARALLEL_MIN_KERNELS)
+        info = ProgramInfo(program.entry, program.inputs, program.outputs, program.params,
+                           program.buffers, program.calls, program.workspace_bytes)  # fmt: skip
+        executor = Executor(load_shared(emit_program(program, jobs=jobs)), info, {})
+        executor.set_inputs([x])
+        if fails:
+            with pytest.raises(ScratchMemoryError, match="no memory for its scratch"):
+                executor.run()
+            with pytest.raises(ScratchMemoryError):
+                executor.profile(repeat=1)
+        else:
+            np.testing.assert_array_equal(executor.run()[0], x * 2)
+            assert executor.profile(repeat=1)

@@ -96,6 +96,9 @@ def run(built: BuildResult, options: MeasureOptions) -> MeasureResult:
             fn(*pointers)
 
     once()  # warm-up: page in code and buffers, start the thread pool
+    if module.scratch_failed():  # the kernels skipped work: no time of theirs means anything
+        return MeasureResult([FAILED_COST], 4, time.perf_counter() - start, time.time(),
+                             "no memory for the kernels' heap scratch")  # fmt: skip
     if built.reference is not None:
         wrong = output_mismatch(built, arrays)
         if wrong:

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from tvmc.kernel import Kernel
 
 NUM_THREADS_SYMBOL = "__tvmc_num_threads"  # int32 global: threads parallel loops ask the pool for
+SCRATCH_FAILED_SYMBOL = "__tvmc_scratch_failed"  # int32 global: nonzero once heap scratch failed
 LAYOUT_SYMBOL = "__tvmc_layout"  # char[64] constant: the layout digest (tvmc.codegen.layout)
 LAYOUT_BYTES = 64  # a hex SHA-256
 

@@ -18,7 +18,18 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from tvmc.codegen.abi import NUM_THREADS_SYMBOL, KernelSignature
-from tvmc.codegen.llvm_util import I8, I32, I64, PTR, VOID, declare, ir_type, mem_type, type_suffix
+from tvmc.codegen.llvm_util import (
+    I8,
+    I32,
+    I64,
+    PTR,
+    VOID,
+    declare,
+    ir_type,
+    mem_type,
+    shared_i32,
+    type_suffix,
+)
 from tvmc.codegen.lower_stmt import Lowering, ModuleState
 from tvmc.codegen.pool import PARALLEL_FOR, load_pool
 from tvmc.codegen.target import CPUTarget, optimize
@@ -135,13 +146,7 @@ def _i32(v: int) -> ir.Constant:
 
 def num_threads_global(module: ir.Module) -> ir.GlobalVariable:
     """The module's `i32 __tvmc_num_threads` (set by the loader), defined once."""
-    existing = module.globals.get(NUM_THREADS_SYMBOL)
-    if existing is not None:
-        return existing
-    gv = ir.GlobalVariable(module, I32, NUM_THREADS_SYMBOL)
-    gv.initializer = ir.Constant(I32, 0)
-    gv.type = PTR  # llvmlite hands back a typed pointer; opaque keeps loads consistent
-    return gv
+    return shared_i32(module, NUM_THREADS_SYMBOL)
 
 
 class CPUModule:

@@ -79,6 +79,18 @@ def declare(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> 
     return ir.Function(module, ir.FunctionType(ret, args), name)
 
 
+def shared_i32(module: ir.Module, name: str) -> ir.GlobalVariable:
+    """The module's `i32 <name>` global, defined (as 0) on first use. A program's kernels
+    compiled in several modules share one: the others declare it (`tvmc.codegen.program`)."""
+    existing = module.globals.get(name)
+    if existing is not None:
+        return existing
+    gv = ir.GlobalVariable(module, I32, name)
+    gv.initializer = ir.Constant(I32, 0)
+    gv.type = PTR  # llvmlite hands back a typed pointer; opaque keeps loads consistent
+    return gv
+
+
 def intrinsic(module: ir.Module, name: str, t: ir.Type, nargs: int) -> ir.Function:
     """The overloaded intrinsic `llvm.<name>.<suffix of t>` taking `nargs` values of type `t`."""
     return declare(module, f"llvm.{name}.{type_suffix(t)}", t, [t] * nargs)

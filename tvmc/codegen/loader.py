@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tvmc.codegen import pool, threads
-from tvmc.codegen.abi import LAYOUT_BYTES, LAYOUT_SYMBOL, NUM_THREADS_SYMBOL, KernelSignature
+from tvmc.codegen.abi import (
+    LAYOUT_BYTES,
+    LAYOUT_SYMBOL,
+    NUM_THREADS_SYMBOL,
+    SCRATCH_FAILED_SYMBOL,
+    KernelSignature,
+)
 from tvmc.codegen.elf import ObjectError, check_object, host_machine
 from tvmc.dtypes import numpy_dtype
 
@@ -38,6 +44,7 @@ class LoadedModule:
         threads_address: int | None,
         keepalive: object,
         layout_address: int | None = None,
+        scratch_failed_address: int | None = None,
     ) -> None:
         self.signatures = {k.name: k for k in kernels}
         # copied out now: the digest the code was compiled for, before any of it runs
@@ -48,6 +55,9 @@ class LoadedModule:
             for k in kernels
         }
         self._threads = ctypes.c_int32.from_address(threads_address) if threads_address else None
+        self._scratch_failed = (
+            ctypes.c_int32.from_address(scratch_failed_address) if scratch_failed_address else None
+        )  # code compiled before the flag existed has none
         self.max_threads = 1  # the thread count set for this module (set_num_threads)
         threads.register(self)
 
@@ -62,6 +72,15 @@ class LoadedModule:
     @property
     def has_parallel_loops(self) -> bool:
         return self._threads is not None
+
+    def scratch_failed(self) -> bool:
+        """Whether a kernel found no memory for its heap scratch since the last ask (it skipped
+        that work, so the outputs are not valid); asking clears it."""
+        flag = self._scratch_failed
+        if flag is None or not flag.value:
+            return False
+        flag.value = 0
+        return True
 
     def use_threads(self, n: int) -> None:
         """Runs the next calls on `n` threads without changing the count set (an executor's
@@ -116,7 +135,11 @@ def load_library(path: str, kernels: Sequence[KernelSignature]) -> LoadedModule:
         layout = ctypes.addressof((ctypes.c_char * LAYOUT_BYTES).in_dll(lib, LAYOUT_SYMBOL))
     except ValueError:
         layout = None
-    return LoadedModule(kernels, addresses, nthreads, lib, layout)  # type: ignore[arg-type]
+    try:
+        failed = ctypes.addressof(ctypes.c_int32.in_dll(lib, SCRATCH_FAILED_SYMBOL))
+    except ValueError:
+        failed = None
+    return LoadedModule(kernels, addresses, nthreads, lib, layout, failed)  # type: ignore[arg-type]
 
 
 def load_shared(artifact: CPUArtifact) -> LoadedModule:
@@ -148,7 +171,8 @@ def load_object(
         raise RuntimeError(f"kernels missing from the object: {missing}")
     nthreads = engine.get_global_value_address(NUM_THREADS_SYMBOL) or None
     layout = engine.get_global_value_address(LAYOUT_SYMBOL) or None
-    return LoadedModule(kernels, addresses, nthreads, engine, layout)
+    failed = engine.get_global_value_address(SCRATCH_FAILED_SYMBOL) or None
+    return LoadedModule(kernels, addresses, nthreads, engine, layout, failed)
 
 
 def _engine(object_code: bytes):  # -> llvmlite's ExecutionEngine, the object added and resolved

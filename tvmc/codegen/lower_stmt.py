@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 from llvmlite import ir
 
-from tvmc.codegen.llvm_util import I32, I64, PTR, declare, ir_type, mem_type
+from tvmc.codegen.abi import SCRATCH_FAILED_SYMBOL
+from tvmc.codegen.llvm_util import I32, I64, PTR, declare, ir_type, mem_type, shared_i32
 from tvmc.codegen.lower_expr import ExprLowering
 from tvmc.kernel import (
     Allocate,
@@ -62,6 +63,7 @@ class Lowering(ExprLowering):
         self.vars: dict[Var, ir.Value] = {}
         self.bufs: dict[Buffer, ir.Value] = {}
         self.multiples: dict[Var, int] = {}
+        self.on_heap: set[Buffer] = set()  # scratch in scope that `allocate` took from the heap
 
     def finish(self) -> ir.Function:
         """Closes the function (return, entry branch) and returns it."""
@@ -94,9 +96,21 @@ class Lowering(ExprLowering):
         self.if_then_else(s)
 
     def visit_Allocate(self, s: Allocate) -> None:
-        self.bufs[s.buffer], release = self.allocate(s.buffer)
-        self.stmt(s.body)
-        release()
+        ptr, release = self.allocate(s.buffer)
+        self.bufs[s.buffer] = ptr
+        if s.buffer not in self.on_heap:
+            self.stmt(s.body)
+            release()
+        else:  # no memory: the scope's work is skipped and the failure flagged for the caller
+            missing = self.b.icmp_unsigned("==", ptr, ir.Constant(PTR, None))
+            with self.b.if_else(missing, likely=False) as (failed, allocated):
+                with failed:
+                    flag = shared_i32(self.module, SCRATCH_FAILED_SYMBOL)
+                    self.b.store(ir.Constant(I32, 1), flag)
+                with allocated:
+                    self.stmt(s.body)
+                    release()
+            self.on_heap.discard(s.buffer)
         del self.bufs[s.buffer]
 
     def visit_Barrier(self, s: Barrier) -> None:
@@ -203,6 +217,7 @@ class Lowering(ExprLowering):
             ptr.align = 64
             ptr.type = PTR  # llvmlite types allocas; opaque keeps gep/store type checks happy
             return ptr, lambda: None
+        self.on_heap.add(buf)
         malloc = declare(self.module, "aligned_alloc", PTR, [I64, I64])
         free = declare(self.module, "free", ir.VoidType(), [PTR])
         size = -(-buf.nbytes // 64) * 64  # aligned_alloc wants a multiple of the alignment

@@ -31,16 +31,20 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from tvmc.codegen.abi import LAYOUT_BYTES, LAYOUT_SYMBOL, NUM_THREADS_SYMBOL
+from tvmc.codegen.abi import (
+    LAYOUT_BYTES,
+    LAYOUT_SYMBOL,
+    NUM_THREADS_SYMBOL,
+    SCRATCH_FAILED_SYMBOL,
+)
 from tvmc.codegen.layout import layout_digest, program_plan
 from tvmc.codegen.llvm_cpu import (
     CodegenOptions,
     CPUArtifact,
     CPUModule,
     KernelSignature,
-    num_threads_global,
 )
-from tvmc.codegen.llvm_util import PTR, VOID
+from tvmc.codegen.llvm_util import PTR, VOID, shared_i32
 from tvmc.codegen.target import CPUTarget
 from tvmc.codegen.threads import codegen_jobs, die_with_parent
 from tvmc.kernel import Kernel
@@ -49,6 +53,7 @@ from tvmc.kernel.visitor import tree_size
 
 I8, I64 = ir.IntType(8), ir.IntType(64)
 PARALLEL_MIN_KERNELS = 8  # below this, starting worker processes costs more than it saves
+SHARED_SYMBOLS = (NUM_THREADS_SYMBOL, SCRATCH_FAILED_SYMBOL)  # i32 globals all groups' kernels use
 PART_MARKS = b"ABCDEFGHJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"  # .LCPI -> .LCPA...
 
 
@@ -129,6 +134,7 @@ def emit_program(
     if jobs == 1:
         for kernel in program.kernels:
             main.add_kernel(kernel)
+        shared_i32(main.module, SCRATCH_FAILED_SYMBOL)  # the runtime reads it after each run
         add_entry(main.module, program)
         add_layout_symbol(main.module, digest)
         artifact = main.build()
@@ -142,7 +148,8 @@ def emit_program(
                    for g in groups[1:]]  # fmt: skip
         for kernel in groups[0]:
             main.add_kernel(kernel)
-        num_threads_global(main.module)  # the one definition every group's kernels share
+        for symbol in SHARED_SYMBOLS:  # the one definition every group's kernels share
+            shared_i32(main.module, symbol)
         add_entry(main.module, program)
         add_layout_symbol(main.module, digest)
         first = main.build(emit_object=merge_objects)
@@ -203,9 +210,10 @@ def _compile_group(
     cpu = CPUModule(target, options, name="group")
     for kernel in kernels:
         cpu.add_kernel(kernel)
-    shared = cpu.module.globals.get(NUM_THREADS_SYMBOL)
-    if shared is not None:
-        shared.initializer = None  # a declaration: the main group defines it
+    for symbol in SHARED_SYMBOLS:
+        shared = cpu.module.globals.get(symbol)
+        if shared is not None:
+            shared.initializer = None  # a declaration: the main group defines it
     artifact = cpu.build(emit_object=emit_object)
     assert emit_object or artifact._module is not None
     code = artifact.object_code if emit_object else artifact._module.as_bitcode()

@@ -16,7 +16,7 @@ import numpy as np
 from tvmc.codegen.loader import LoadedModule
 from tvmc.config import ADAPTIVE_THREADS_ENV, env_on
 from tvmc.dtypes import numpy_dtype
-from tvmc.errors import InputError
+from tvmc.errors import InputError, ScratchMemoryError
 from tvmc.plan import Call, ProgramBuffer, Source
 from tvmc.runtime.package_check import check_layout, check_plan
 from tvmc.runtime.thread_choice import ThreadChoice
@@ -145,12 +145,22 @@ class Executor:
         if choice is None:  # on the count set, whatever count an adaptive run used last
             self.module.use_threads(self.module.max_threads)
             self._entry(self._args_ptr, self._workspace_ptr)
+            self._check_scratch()
             return
         threads = choice.next_threads()
         self.module.use_threads(threads)
         start = perf_counter()
         self._entry(self._args_ptr, self._workspace_ptr)
+        self._check_scratch()
         choice.observe(threads, perf_counter() - start)
+
+    def _check_scratch(self, kernel: str | None = None) -> None:
+        if self.module.scratch_failed():
+            what = f"kernel {kernel}" if kernel else "a kernel of the model"
+            raise ScratchMemoryError(
+                f"{what} found no memory for its scratch (heap), so the run's outputs are not "
+                "valid; free memory and run again"
+            )
 
     @property
     def thread_runs(self) -> dict[int, int]:
@@ -199,6 +209,7 @@ class Executor:
                 start = time.perf_counter()
                 fn(*pointers)
                 times.append(time.perf_counter() - start)
+            self._check_scratch(call.kernel)
             rows.append({"kernel": call.kernel, "node": call.node, "flops": call.flops,
                          "seconds": statistics.median(times)})  # fmt: skip
         return rows
