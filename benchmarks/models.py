@@ -184,8 +184,7 @@ def compiled_executor(graph, options: CompileOptions, inputs: list[np.ndarray], 
     its code, params and workspace), loaded, with `inputs` bound: (executor, result)."""
     result = result or build(graph, options)
     p = result.lowered.program
-    info = ProgramInfo(p.entry, p.inputs, p.outputs, p.params, p.buffers, p.calls,
-                       p.workspace_bytes)  # fmt: skip
+    info = ProgramInfo.of(p)
     executor = Executor(load_shared(result.artifact), info, result.lowered.param_values)
     executor.set_inputs(inputs)
     return executor, result
@@ -335,13 +334,13 @@ def bench_model(model: BenchModel, tmp: str, repeat: int, threads: int, tuned: s
     del theirs, baselines  # free their thread pools before the next model runs
     by_name = dict(zip(sessions, base_ms))
     best = min(base_ms)
-    flops = sum(c.flops for c in p.calls)
+    flops = sum(c.flops for c in p.calls) * p.images  # a per-image program's calls: an image's
     row = {
         "model": model.name, "family": model.family, "load_s": load_s, "compile_s": compile_s,
         "tvmc_ms": tvmc_ms[0], "ort_ms": by_name.get("onnxruntime"),
         "ov_ms": by_name.get("OpenVINO"), "gaps": gaps, "ratio": tvmc_ms[0] / best,
-        "gflops": flops / tvmc_ms[0] / 1e6, "workspace_mb": p.workspace_bytes / 1e6,
-        "naive_mb": p.naive_bytes / 1e6, "error": error, "tuned_ms": None, "fixed_ms": fixed_ms,
+        "gflops": flops / tvmc_ms[0] / 1e6, "workspace_mb": p.workspace_bytes * p.images / 1e6,
+        "naive_mb": p.naive_bytes * p.images / 1e6, "error": error, "tuned_ms": None, "fixed_ms": fixed_ms,
         "one_thread_runs": executor.thread_runs.get(1, 0), "rounds": rounds,
         "slow_tvmc": slow_share(times[0]),
         "slow_base": slow_share(times[len(runs) + base_ms.index(best)]), "cores_ns": cores_ns,

@@ -100,8 +100,7 @@ def evaluate(graph, feeds: dict[str, np.ndarray], compiled: bool) -> dict[str, n
 
     result = build(graph, CompileOptions())
     p = result.lowered.program
-    info = ProgramInfo(p.entry, p.inputs, p.outputs, p.params, p.buffers, p.calls,
-                       p.workspace_bytes)  # fmt: skip
+    info = ProgramInfo.of(p)
     executor = Executor(load_shared(result.artifact), info, result.lowered.param_values)
     executor.set_inputs([feeds[n] for n in graph.inputs])
     outputs = executor.run()

@@ -80,8 +80,7 @@ def test_a_run_whose_scratch_cannot_be_had_is_an_error(jobs):
     x = np.arange(64, dtype=np.float32)
     for elements, fails in ((1 << 60, True), (1 << 17, False)):
         program = _program_with_heap_scratch(elements, PARALLEL_MIN_KERNELS)
-        info = ProgramInfo(program.entry, program.inputs, program.outputs, program.params,
-                           program.buffers, program.calls, program.workspace_bytes)  # fmt: skip
+        info = ProgramInfo.of(program)
         executor = Executor(load_shared(emit_program(program, jobs=jobs)), info, {})
         executor.set_inputs([x])
         if fails:

@@ -35,8 +35,7 @@ def compile_and_run(model: onnx.ModelProto, inputs: dict, jit: bool = False, **o
     graph = run_passes(convert_model(model), IMPORT_PIPELINE)
     result = build(graph, CompileOptions(**options))
     program = result.lowered.program
-    info = ProgramInfo(program.entry, program.inputs, program.outputs, program.params,
-                       program.buffers, program.calls, program.workspace_bytes)  # fmt: skip
+    info = ProgramInfo.of(program)
     module = (load_jit if jit else load_shared)(result.artifact)
     executor = Executor(module, info, result.lowered.param_values)
     executor.set_inputs([inputs[n] for n in graph.inputs])

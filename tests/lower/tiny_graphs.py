@@ -97,8 +97,7 @@ def run_program(lowered: LoweredModel, inputs: Mapping[str, np.ndarray]) -> list
 def run_native(lowered: LoweredModel, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
     """The outputs of a lowered Program compiled for the host and run by the executor."""
     program = lowered.program
-    info = ProgramInfo(program.entry, program.inputs, program.outputs, program.params,
-                       program.buffers, program.calls, program.workspace_bytes)  # fmt: skip
+    info = ProgramInfo.of(program)
     executor = Executor(load_shared(emit_program(program, jobs=1)), info, lowered.param_values)
     executor.set_inputs([inputs[lowered.tensor_of[n]] for n in program.inputs])
     return executor.run()

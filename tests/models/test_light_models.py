@@ -52,8 +52,7 @@ def test_light_model_compiled_matches_onnxruntime(name):
     graph = run_passes(convert_model(onnx_model), IMPORT_PIPELINE)
     result = build(graph, CompileOptions())
     p = result.lowered.program
-    info = ProgramInfo(p.entry, p.inputs, p.outputs, p.params, p.buffers, p.calls,
-                       p.workspace_bytes)  # fmt: skip
+    info = ProgramInfo.of(p)
     executor = Executor(load_shared(result.artifact), info, result.lowered.param_values)
     executor.set_inputs([inputs[n] for n in graph.inputs])
     actual = executor.run()[0].reshape(graph.types[graph.outputs[0]].shape)

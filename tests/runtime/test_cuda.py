@@ -37,8 +37,7 @@ from tvmc.runtime.executor import ProgramInfo
 
 
 def info_of(program) -> ProgramInfo:
-    return ProgramInfo(program.entry, program.inputs, program.outputs, program.params,
-                       program.buffers, program.calls, program.workspace_bytes)  # fmt: skip
+    return ProgramInfo.of(program)
 
 
 @pytest.fixture

@@ -36,8 +36,7 @@ pytestmark = pytest.mark.skipif(ARCH is None, reason="no CUDA GPU (or driver, or
 def test_example_program_on_the_gpu(use_graph):
     program = bias_rowsum_program()
     artifact = emit_cuda_program(program, CUDATarget(ARCH or "sm_90"))
-    info = ProgramInfo(program.entry, program.inputs, program.outputs, program.params,
-                       program.buffers, program.calls, program.workspace_bytes)  # fmt: skip
+    info = ProgramInfo.of(program)
     params = bias_rowsum_params()
     executor = CUDAExecutor(artifact.ptx, info, artifact.launches, params, use_graph=use_graph)
     x = np.random.default_rng(3).standard_normal((6, 256)).astype(np.float32)

@@ -175,13 +175,15 @@ def compile_command(
         code = "mod.ptx (the driver compiles it for the GPU when loading)"
         resolved = f"PTX for {summary['cpu']}, runs with --device cuda"
     total = sum(seconds.values())
+    images = summary["images"]
+    per_image = f" an image, {images} images side by side" if images > 1 else ""
     package_bytes = os.path.getsize(summary["package"])
     lines = [
         f"compiled {model_file} -> {summary['package']} ({size(package_bytes)}): "
         f"{summary['kernels']} kernels for {summary['target']} in {total:.1f} s",
         f"  target  {summary['target']} ({resolved})",
         f"  code    {summary['kernels']} kernels, {summary['calls']} calls for "
-        f"{summary['nodes']} nodes; {code}",
+        f"{summary['nodes']} nodes{per_image}; {code}",
         f"  memory  workspace {size(summary['workspace_bytes'])} "
         f"(without reuse {size(summary['naive_bytes'])}), params {size(summary['param_bytes'])}",
         f"  time    {total:.2f} s ({stages})",

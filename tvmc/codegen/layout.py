@@ -46,6 +46,7 @@ def program_plan(
         "buffers": [b.to_json() for b in program.buffers.values()],
         "calls": [{"kernel": c.kernel, "args": list(c.args)} for c in program.calls],
         "workspace_bytes": program.workspace_bytes,
+        "images": program.images,
         "kernels": [k.to_json() for k in kernels],
         "launches": [launch.to_json() for launch in launches],
     }
@@ -73,6 +74,8 @@ def layout_digest(plan: Mapping[str, Any]) -> str:
             for x in plan.get("launches", ())
         ],
     }
+    if plan.get("images", 1) != 1:  # the entry runs that many images (a one-image plan: absent)
+        document["images"] = plan["images"]
     text = json.dumps(document, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 

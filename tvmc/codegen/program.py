@@ -19,6 +19,7 @@ module here and emitted as one object, so cross-compiling needs no foreign tool.
 from __future__ import annotations
 
 import dataclasses
+import math
 import multiprocessing
 import os
 import shutil
@@ -44,9 +45,11 @@ from tvmc.codegen.llvm_cpu import (
     CPUModule,
     KernelSignature,
 )
-from tvmc.codegen.llvm_util import PTR, VOID, shared_i32
+from tvmc.codegen.llvm_util import PTR, VOID, declare, shared_i32
+from tvmc.codegen.pool import PARALLEL_FOR
 from tvmc.codegen.target import CPUTarget
 from tvmc.codegen.threads import codegen_jobs, die_with_parent
+from tvmc.dtypes import numpy_dtype
 from tvmc.kernel import Kernel
 from tvmc.kernel.program import Program
 from tvmc.kernel.visitor import tree_size
@@ -68,14 +71,32 @@ def entry_signature(program: Program) -> KernelSignature:
 
 
 def add_entry(module: ir.Module, program: Program) -> ir.Function:
-    """Define the entry function in `module`; kernels not defined there are declared."""
+    """Define the entry function in `module`; kernels not defined there are declared. With
+    `program.images` > 1, the calls run once per image (`_add_image_loop`)."""
     fn = ir.Function(module, ir.FunctionType(VOID, [PTR, PTR]), program.entry)
     fn.attributes.add("nounwind")
     args, workspace = fn.args
     args.name, workspace.name = "args", "workspace"
     b = ir.IRBuilder(fn.append_basic_block("entry"))
+    if program.images > 1:
+        _add_image_loop(module, program, b, args, workspace)
+    else:
+        _add_calls(module, program, b, args, workspace, None)
+    b.ret_void()
+    return fn
+
+
+def _add_calls(
+    module: ir.Module, program: Program, b: ir.IRBuilder, args: ir.Value, workspace: ir.Value,
+    image: ir.Value | None,
+) -> None:  # fmt: skip
+    """Every call, in order, at `b`; `image` (an i64): the image whose data they run on."""
     first_slot = {"input": 0, "output": len(program.inputs)}
     first_slot["param"] = first_slot["output"] + len(program.outputs)
+    slot_owner = {"input": program.inputs, "output": program.outputs}
+    if image is not None:  # image n's workspace starts n workspaces in
+        step = ir.Constant(I64, program.workspace_bytes)
+        workspace = b.gep(workspace, [b.mul(image, step)], source_etype=I8)
     pointers: dict[str, ir.Value] = {}
 
     def pointer(name: str) -> ir.Value:
@@ -87,6 +108,11 @@ def add_entry(module: ir.Module, program: Program) -> ir.Function:
                 slot = first_slot[buf.storage] + buf.index
                 address = b.gep(args, [ir.Constant(I64, slot)], source_etype=PTR)
                 ptr = b.load(address, typ=PTR)
+                if image is not None and buf.storage in slot_owner:  # the caller's N images
+                    owner = program.buffers[slot_owner[buf.storage][buf.index]]
+                    image_bytes = math.prod(owner.shape) * numpy_dtype(owner.dtype).itemsize
+                    step = ir.Constant(I64, image_bytes)
+                    ptr = b.gep(ptr, [b.mul(image, step)], source_etype=I8)
             pointers[name] = ptr
         return pointers[name]
 
@@ -98,8 +124,49 @@ def add_entry(module: ir.Module, program: Program) -> ir.Function:
         )
     for call in program.calls:
         b.call(kernels[call.kernel], [pointer(a) for a in call.args])
-    b.ret_void()
-    return fn
+
+
+def _add_image_loop(
+    module: ir.Module, program: Program, b: ir.IRBuilder, args: ir.Value, workspace: ir.Value
+) -> None:  # fmt: skip
+    """At `b`: the images side by side on the pool, as many at a time as threads run (each
+    image's kernels then run their loops on its thread alone: the pool runs nested loops
+    serially), then the images left over one by one, each kernel on every thread."""
+    closure_t = ir.LiteralStructType([PTR, PTR])
+    images_fn = ir.Function(module, ir.FunctionType(VOID, [PTR, I64, I64]),
+                            f"{program.entry}_images")  # fmt: skip
+    images_fn.linkage = "internal"
+    images_fn.attributes.add("nounwind")
+    closure, begin, end = images_fn.args
+    ib = ir.IRBuilder(images_fn.append_basic_block("entry"))
+    zero, one = ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), 1)
+    fields = [ib.load(ib.gep(closure, [zero, k], source_etype=closure_t), typ=PTR)
+              for k in (zero, one)]  # fmt: skip
+    head, body, done = (images_fn.append_basic_block(n) for n in ("head", "body", "done"))
+    start = ib.block
+    ib.branch(head)
+    ib.position_at_end(head)
+    image = ib.phi(I64, name="image")
+    image.add_incoming(begin, start)
+    ib.cbranch(ib.icmp_signed("<", image, end), body, done)
+    ib.position_at_end(body)
+    _add_calls(module, program, ib, fields[0], fields[1], image)
+    image.add_incoming(ib.add(image, ir.Constant(I64, 1)), ib.block)
+    ib.branch(head)
+    ib.position_at_end(done)
+    ib.ret_void()
+
+    slot = b.alloca(closure_t, name="closure")
+    slot.type = PTR  # llvmlite types allocas; opaque keeps gep/store type checks happy
+    b.store(args, b.gep(slot, [zero, zero], source_etype=closure_t))
+    b.store(workspace, b.gep(slot, [zero, one], source_etype=closure_t))
+    threads = b.load(shared_i32(module, NUM_THREADS_SYMBOL), typ=ir.IntType(32))
+    wide = b.sext(b.select(b.icmp_signed("<", threads, one), one, threads), I64)
+    images = ir.Constant(I64, program.images)
+    side_by_side = b.sub(images, b.srem(images, wide))  # a whole number of images a thread
+    run = declare(module, PARALLEL_FOR, VOID, [PTR, PTR, I64, ir.IntType(32)])
+    b.call(run, [images_fn, slot, side_by_side, threads])
+    b.call(images_fn, [slot, side_by_side, images])
 
 
 def emit_program(

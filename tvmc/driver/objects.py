@@ -274,6 +274,7 @@ class TVMCPackage:
             "nodes": meta.get("nodes"),
             "kernels": meta.get("kernels"),
             "calls": meta.get("calls"),
+            "images": self.program.images,
             "workspace_bytes": meta["workspace_bytes"],
             "naive_bytes": meta["naive_bytes"],
             "param_bytes": meta.get("param_bytes"),

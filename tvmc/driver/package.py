@@ -234,23 +234,14 @@ def _contents(
 ) -> PackageContents:
     """The members of the package for a build."""
     program, graph = result.lowered.program, result.graph
-    info = ProgramInfo(
-        program.entry,
-        program.inputs,
-        program.outputs,
-        program.params,
-        program.buffers,
-        program.calls,
-        program.workspace_bytes,
-        program.naive_bytes,
-    )
+    info = ProgramInfo.of(program)
 
     def entries(names: list[str], buffers: list[str]) -> list[dict[str, Any]]:
         return [
             {
                 "name": n,
                 "buffer": b,
-                "shape": list(graph.types[n].shape),
+                "shape": list(info.caller_shape(b)),
                 "dtype": graph.types[n].dtype,
             }
             for n, b in zip(names, buffers)
@@ -270,8 +261,8 @@ def _contents(
         "outputs": entries(graph.outputs, program.outputs),
         "configs": _kernel_configs(result),
         "tuning": result.tuning.to_json() if result.tuning else None,
-        "workspace_bytes": program.workspace_bytes,
-        "naive_bytes": program.naive_bytes,
+        "workspace_bytes": program.workspace_bytes * program.images,
+        "naive_bytes": program.naive_bytes * program.images,
         "param_bytes": sum(int(v.nbytes) for v in params.values()),
         "nodes": len(graph.nodes),
         "kernels": len(program.kernels),

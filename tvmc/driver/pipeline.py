@@ -9,6 +9,7 @@ linking the package are timed the same way around it, in `tvmc.driver.model` and
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from tvmc.lower import (
 from tvmc.ops import infer_node
 from tvmc.ops.lowering import LoweringTarget
 from tvmc.passes import OPTIMIZE_PIPELINE, Pass
+from tvmc.passes.per_image import per_image_graph
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,7 @@ class CompileState:
     artifact: CPUArtifact | CUDAArtifact | None = None
     times: list[PassTime] = field(default_factory=list)
     progress: CompileProgress = field(default_factory=CompileProgress)
+    images: int = 1  # the batch the program runs image by image (`per-image`), else 1
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,14 @@ def _verify(state: CompileState) -> None:
     state.graph.verify(infer_node)
 
 
+def _per_image(state: CompileState) -> None:
+    found = per_image_graph(state.graph)
+    if found is not None and found[1] >= state.lowering_target.num_threads:
+        state.graph, state.images = found  # (fewer images than threads: batched kernels use all)
+        # each image's kernels run on one thread: their defaults are chosen for that
+        state.lowering_target = dataclasses.replace(state.lowering_target, num_threads=1)
+
+
 def _apply_records(state: CompileState) -> None:
     assert state.apply_records is not None
     state.tuning = state.apply_records(state)
@@ -117,7 +128,7 @@ def _lower(state: CompileState) -> None:
 
 def _plan_memory(state: CompileState) -> None:
     assert state.kernels is not None
-    state.lowered = plan_memory(state.kernels)
+    state.lowered = plan_memory(state.kernels, state.images)
 
 
 def _codegen(state: CompileState) -> None:
@@ -136,6 +147,14 @@ def _codegen(state: CompileState) -> None:
 COMPILE_PIPELINE: list[CompilePass] = [
     *(_graph_pass(p) for p in OPTIMIZE_PIPELINE),
     CompilePass("verify", "optimize", "every tensor's type is what its op's rule gives", _verify),
+    CompilePass(
+        "per-image",
+        "optimize",
+        "a batch whose images are computed apart runs them side by side, one a thread",
+        _per_image,
+        optional=True,
+        applies=lambda state: not isinstance(state.target, CUDATarget),
+    ),  # fmt: skip
     CompilePass(
         "apply-records",
         "records",

@@ -5,6 +5,12 @@ function `void <entry>(void **args, void *workspace)` that makes every call in o
 model is a single foreign call. `args` holds the data pointers of the inputs, then the outputs,
 then the params, in the Program's order; `workspace` is `workspace_bytes` of scratch memory
 (64-byte aligned) where every intermediate tensor lives at its planned offset.
+
+A Program of `images` > 1 (`tvmc.passes.per_image`) is one image's: its buffers and calls are one
+image's, and the entry runs the calls once per image, images side by side on the thread pool.
+Image n of an input or output starts n times its buffer's bytes into the caller's array (which
+holds `images` of them), and image n's workspace `workspace_bytes` times n into the workspace
+(the caller allocates `images` of them); params are shared.
 """
 
 from __future__ import annotations
@@ -33,9 +39,10 @@ class Program:
     inputs: list[str]
     outputs: list[str]
     params: list[str]
-    workspace_bytes: int = 0
+    workspace_bytes: int = 0  # one image's, where images > 1
     naive_bytes: int = 0  # what the intermediates would take without memory reuse
     entry: str = "tvmc_main"
+    images: int = 1  # the batch the entry runs image by image (1: the calls run once)
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def kernel(self, name: str) -> Kernel:

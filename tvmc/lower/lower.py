@@ -363,8 +363,9 @@ def lower_kernels(
     return state
 
 
-def plan_memory(state: KernelLowering) -> LoweredModel:
-    """The Program: where every buffer lives (inputs, outputs, params, one shared workspace)."""
+def plan_memory(state: KernelLowering, images: int = 1) -> LoweredModel:
+    """The Program: where every buffer lives (inputs, outputs, params, one shared workspace);
+    `images` > 1: the graph is one image's, run for that many (`Program.images`)."""
     graph, out_slots = state.graph, state.out_slots
     fixed: dict[Buffer, tuple[str, int]] = {}
     for index, name in enumerate(graph.inputs):
@@ -410,8 +411,9 @@ def plan_memory(state: KernelLowering) -> LoweredModel:
         inputs=[state.buffer(n).name for n in graph.inputs],
         outputs=[out_slots[i].name for i in range(len(graph.outputs))],
         params=params,
-        workspace_bytes=total,
+        workspace_bytes=aligned_size(total) if images > 1 else total,  # images' starts aligned
         naive_bytes=sum(aligned_size(size) for size in workspace.values()),
+        images=images,
     )
     program.validate()
     return LoweredModel(program, param_values, state.plan, tensor_of)

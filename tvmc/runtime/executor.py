@@ -44,8 +44,22 @@ class ProgramInfo:
     params: list[str]
     buffers: dict[str, ProgramBuffer]
     calls: list[Call]
-    workspace_bytes: int
+    workspace_bytes: int  # one image's, where images > 1
     naive_bytes: int = 0
+    images: int = 1  # the batch the entry runs image by image (tvmc.kernel.program.Program)
+
+    @classmethod
+    def of(cls, program: Any) -> ProgramInfo:
+        """What the runtime needs of `program` (a tvmc.kernel.program.Program)."""
+        return cls(program.entry, list(program.inputs), list(program.outputs),
+                   list(program.params), dict(program.buffers), list(program.calls),
+                   program.workspace_bytes, program.naive_bytes, program.images)  # fmt: skip
+
+    def caller_shape(self, name: str) -> tuple[int, ...]:
+        """The shape of the array a caller passes or gets for input or output `name`: its
+        buffer's, with the leading (batch) dim times `images`."""
+        shape = self.buffers[name].shape
+        return (shape[0] * self.images, *shape[1:]) if self.images > 1 and shape else shape
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -66,6 +80,7 @@ class ProgramInfo:
             ],  # fmt: skip
             "workspace_bytes": self.workspace_bytes,
             "naive_bytes": self.naive_bytes,
+            "images": self.images,
         }
 
     @classmethod
@@ -76,7 +91,7 @@ class ProgramInfo:
                  for c in d["calls"]]  # fmt: skip
         return cls(d["entry"], list(d["inputs"]), list(d["outputs"]), list(d["params"]),
                    {b.name: b for b in buffers}, calls, int(d["workspace_bytes"]),
-                   int(d.get("naive_bytes", 0)))  # fmt: skip
+                   int(d.get("naive_bytes", 0)), int(d.get("images", 1)))  # fmt: skip
 
 
 class Executor:
@@ -95,7 +110,7 @@ class Executor:
             check_layout("the program", "its code", module.layout, plan)
         self.module = module
         self.info = info
-        self.workspace = aligned_empty((max(info.workspace_bytes, 1),), np.uint8)
+        self.workspace = aligned_empty((max(info.workspace_bytes * info.images, 1),), np.uint8)
         self._params = []
         for name in info.params:
             buf = info.buffers[name]
@@ -106,7 +121,7 @@ class Executor:
             copy = aligned_empty(buf.shape, buf.dtype)
             copy[...] = array.reshape(buf.shape)
             self._params.append(copy)
-        self._outputs = [aligned_empty(info.buffers[n].shape, info.buffers[n].dtype)
+        self._outputs = [aligned_empty(info.caller_shape(n), info.buffers[n].dtype)
                          for n in info.outputs]  # fmt: skip
         slots = len(info.inputs) + len(info.outputs) + len(info.params)
         self._args = (ctypes.c_void_p * max(slots, 1))()
@@ -202,38 +217,48 @@ class Executor:
         slots.update({n: base + i for i, n in enumerate(self.info.params)})
         rows = []
         for call in self.info.calls:
-            pointers = [ctypes.c_void_p(self._pointer(a, slots)) for a in call.args]
+            per_image = [[ctypes.c_void_p(self._pointer(a, slots, n)) for a in call.args]
+                         for n in range(self.info.images)]  # fmt: skip
             fn = self.module[call.kernel]
             times = []
             for _ in range(repeat):
                 start = time.perf_counter()
-                fn(*pointers)
+                for pointers in per_image:  # image by image, each kernel on every thread
+                    fn(*pointers)
                 times.append(time.perf_counter() - start)
             self._check_scratch(call.kernel)
-            rows.append({"kernel": call.kernel, "node": call.node, "flops": call.flops,
+            rows.append({"kernel": call.kernel, "node": call.node,
+                         "flops": call.flops * self.info.images,
                          "seconds": statistics.median(times)})  # fmt: skip
         return rows
 
-    def _pointer(self, name: str, slots: Mapping[str, int]) -> int:
-        buf = self.info.buffers[name]
+    def _pointer(self, name: str, slots: Mapping[str, int], image: int = 0) -> int:
+        """Where buffer `name` of image `image` starts (as the entry computes it)."""
+        info, buf = self.info, self.info.buffers[name]
         if buf.storage == "workspace":
-            return self.workspace.ctypes.data + buf.offset
-        owner = {"input": self.info.inputs, "output": self.info.outputs, "param": self.info.params}
-        return int(self._args[slots[owner[buf.storage][buf.index]]])
+            return self.workspace.ctypes.data + image * info.workspace_bytes + buf.offset
+        owner = {"input": info.inputs, "output": info.outputs, "param": info.params}
+        slot = owner[buf.storage][buf.index]
+        step = 0 if buf.storage == "param" else _size(info.buffers[slot].shape) * _itemsize(buf)
+        return int(self._args[slots[slot]]) + image * step
 
 
 def bound_inputs(info: ProgramInfo, arrays: list[np.ndarray]) -> list[np.ndarray]:
     """The input arrays (by position) as contiguous arrays, each checked against its buffer."""
     bound = []
     for i, (name, array) in enumerate(zip(info.inputs, arrays)):
-        buf = info.buffers[name]
+        buf, shape = info.buffers[name], info.caller_shape(name)
         array = np.ascontiguousarray(array)
-        if array.dtype != numpy_dtype(buf.dtype) or array.size != _size(buf.shape):
+        if array.dtype != numpy_dtype(buf.dtype) or array.size != _size(shape):
             raise InputError(f"input {i} is {array.dtype}{list(array.shape)}, "
-                             f"the model expects {buf.dtype}{list(buf.shape)}")  # fmt: skip
+                             f"the model expects {buf.dtype}{list(shape)}")  # fmt: skip
         bound.append(array)
     return bound
 
 
 def _size(shape: tuple[int, ...]) -> int:
     return int(np.prod(shape, dtype=np.int64))
+
+
+def _itemsize(buf: ProgramBuffer) -> int:
+    return numpy_dtype(buf.dtype).itemsize

@@ -187,9 +187,10 @@ METADATA = {"tvmc_version": TEXT, "target": TEXT, "triple": TEXT, "cpu": TEXT, "
             "naive_bytes": COUNT, "digests": DIGESTS, "arch?": TEXT,
             "device?": (lambda v: v in ("cpu", "cuda"), "cpu or cuda"),
             "uses_threads?": (lambda v: isinstance(v, bool), "true or false")}  # fmt: skip
+IMAGES = (lambda v: type(v) is int and v >= 1, "a whole number of at least 1")
 PLAN = {"entry": NAME, "inputs": NAMES, "outputs": NAMES, "params": NAMES, "buffers": LIST,
         "calls": LIST, "kernels": LIST, "launches?": LIST, "workspace_bytes": COUNT,
-        "naive_bytes?": COUNT}  # fmt: skip
+        "naive_bytes?": COUNT, "images?": IMAGES}  # fmt: skip
 
 
 def _is_param(value: Any) -> bool:
@@ -364,9 +365,11 @@ def _check_launches(where: str, program: ProgramInfo, launches: Sequence[Launch]
 
 def _check_memory(where: str, program: ProgramInfo) -> None:
     """What running the plan allocates fits in this machine's memory."""
-    names = [*program.inputs, *program.outputs, *program.params]
+    names = [*program.inputs, *program.outputs]  # a one-image plan's: the caller holds N
     sizes = [nbytes(program.buffers[n].shape, program.buffers[n].dtype) for n in names]
-    need, have = program.workspace_bytes + sum(sizes), machine_memory()
+    params = [nbytes(program.buffers[n].shape, program.buffers[n].dtype) for n in program.params]
+    need = (program.workspace_bytes + sum(sizes)) * program.images + sum(params)
+    have = machine_memory()
     if need > have:
         raise PackageError(
             f"{where}: mod.json asks for {need:,} bytes of inputs, outputs, "
@@ -376,10 +379,11 @@ def _check_memory(where: str, program: ProgramInfo) -> None:
 
 def check_agreement(where: str, metadata: Mapping[str, Any], program: ProgramInfo) -> None:
     """metadata.json describes the plan's inputs and outputs as mod.json does."""
-    if metadata["workspace_bytes"] != program.workspace_bytes:
+    workspace = program.workspace_bytes * program.images  # every image's
+    if metadata["workspace_bytes"] != workspace:
         raise PackageError(
             f"{where}: metadata.json and mod.json disagree on workspace_bytes "
-            f"({metadata['workspace_bytes']} vs {program.workspace_bytes})"
+            f"({metadata['workspace_bytes']} vs {workspace})"
         )
     for kind, names in (("inputs", program.inputs), ("outputs", program.outputs)):
         entries = metadata[kind]
@@ -387,10 +391,11 @@ def check_agreement(where: str, metadata: Mapping[str, Any], program: ProgramInf
             raise PackageError(f"{where}: metadata.json {kind} do not match mod.json")
         for entry in entries:
             buf = program.buffers[entry["buffer"]]
-            if (tuple(entry["shape"]), entry["dtype"]) != (tuple(buf.shape), buf.dtype):
+            shape = program.caller_shape(buf.name)
+            if (tuple(entry["shape"]), entry["dtype"]) != (shape, buf.dtype):
                 raise PackageError(
                     f"{where}: metadata.json says {kind[:-1]} {entry['name']!r} is "
-                    f"{entry['dtype']}{entry['shape']}, mod.json {buf.dtype}{list(buf.shape)}"
+                    f"{entry['dtype']}{entry['shape']}, mod.json {buf.dtype}{list(shape)}"
                 )
 
 

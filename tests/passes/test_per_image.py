@@ -1,0 +1,187 @@
+"""Images side by side (`tvmc.passes.per_image`): which graphs run image by image, and that such
+a package computes what the batched one does, on any thread count and with images left over."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import tvmc
+from tests.lower.tiny_graphs import graph_of, node
+from tests.onnx_helpers import run_onnxruntime
+from tests.runtime.forge import edit_json, rewrite
+from tvmc.codegen import num_threads, set_num_threads
+from tvmc.driver.objects import TVMCPackage
+from tvmc.errors import PackageError
+from tvmc.graph import Graph, TensorType
+from tvmc.ops import infer_node
+from tvmc.passes.per_image import per_image_graph
+
+RNG = np.random.default_rng(7)
+W3 = RNG.standard_normal((16, 8, 3, 3)).astype(np.float32)
+FC = RNG.standard_normal((16, 10)).astype(np.float32)
+
+
+def conv_net(batch: int, tail: list | None = None, params: dict | None = None):
+    """x [batch, 8, 16, 16] -> 3x3 conv -> Relu -> global pool -> [batch, 16] -> Gemm -> y."""
+    nodes = [
+        node(
+            "Conv",
+            ["x", "w"],
+            "c",
+            kernel_shape=(3, 3),
+            strides=(1, 1),
+            pads=(1,) * 4,
+            dilations=(1, 1),
+        ),  # fmt: skip
+        node("Relu", ["c"], "r"),
+        node("GlobalAveragePool", ["r"], "p"),
+        node("Reshape", ["p"], "f", shape=(batch, 16)),
+        node("Gemm", ["f", "fc"], "y"),
+        *(tail or []),
+    ]
+    out = (tail or nodes)[-1].outputs[0]
+    return graph_of({"x": (batch, 8, 16, 16)}, nodes, [out], {"w": W3, "fc": FC, **(params or {})})
+
+
+def test_a_batch_of_convs_runs_image_by_image():
+    found = per_image_graph(conv_net(4))
+    assert found is not None
+    single, images = found
+    assert images == 4
+    assert single.types["x"].shape == (1, 8, 16, 16) and single.types["y"].shape == (1, 10)
+    assert [n.attrs["shape"] for n in single.nodes if n.op == "Reshape"] == [(1, 16)]
+    single.verify(infer_node)
+
+
+@pytest.mark.parametrize(
+    "graph",
+    [
+        conv_net(1),  # one image
+        conv_net(4, [node("Softmax", ["y"], "s", axes=(0,))]),  # across the batch
+        conv_net(4, [node("Transpose", ["y"], "t", perm=(1, 0))]),
+        conv_net(4, [node("Reshape", ["y"], "h", shape=(8, 5))]),  # images' rows mixed
+        conv_net(
+            4,
+            [node("Add", ["y", "per_image"], "a")],  # a constant for each image
+            {"per_image": RNG.standard_normal((4, 10)).astype(np.float32)},
+        ),
+        conv_net(
+            4,
+            [node("Gemm", ["y", "wide"], "g")],  # weights read once an image
+            {"wide": RNG.standard_normal((10, 1 << 16)).astype(np.float32)},
+        ),
+        graph_of({"x": (4, 8)}, [node("Relu", ["x"], "y")], ["y"]),  # too little work
+    ],
+    ids=[
+        "batch 1",
+        "softmax over the batch",
+        "transposed",
+        "rows mixed",
+        "constant per image",
+        "streamed weights",
+        "little work",
+    ],  # fmt: skip
+)
+def test_what_stays_batched(graph):
+    assert per_image_graph(graph) is None
+
+
+def test_rows_of_a_param_table_by_each_images_indices():
+    table = RNG.standard_normal((100, 64)).astype(np.float32)
+    proj = RNG.standard_normal((64, 64)).astype(np.float32)
+    nodes = [node("Gather", ["table", "ids"], "e", axis=0), node("MatMul", ["e", "proj"], "y")]
+    types = {"ids": TensorType((4, 128), "int64"), "table": TensorType.of(table),
+             "proj": TensorType.of(proj)}  # fmt: skip
+    for n in nodes:
+        types.update(zip(n.outputs, infer_node(n, [types[i] for i in n.inputs])))
+    graph = Graph(["ids"], ["y"], nodes, types, {"table": table, "proj": proj})
+    found = per_image_graph(graph)
+    assert found is not None and found[0].types["y"].shape == (1, 128, 64)
+
+
+def conv_model(batch: int) -> onnx.ModelProto:
+    """The ONNX form of `conv_net` with a residual branch and a Concat."""
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("Conv", ["r", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c2", "r"], ["s"]),
+        helper.make_node("Concat", ["s", "r"], ["cat"], axis=1),
+        helper.make_node("GlobalAveragePool", ["cat"], ["p"]),
+        helper.make_node("Flatten", ["p"], ["f"]),
+        helper.make_node("Gemm", ["f", "fc"], ["y"]),
+    ]
+    inits = {"w": W3, "w2": RNG.standard_normal((16, 16, 3, 3)).astype(np.float32),
+             "fc": RNG.standard_normal((32, 10)).astype(np.float32)}  # fmt: skip
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 8, 16, 16])
+    graph = helper.make_graph(
+        nodes, "images", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 10])],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()],
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.fixture
+def threads():
+    before = num_threads()
+    yield set_num_threads
+    set_num_threads(before)
+
+
+@pytest.mark.parametrize("batch", [4, 3])
+def test_images_side_by_side_compute_the_batch(tmp_path: Path, threads, batch: int):
+    model = conv_model(batch)
+    onnx.save(model, tmp_path / "m.onnx")
+    x = RNG.standard_normal((batch, 8, 16, 16)).astype(np.float32)
+    (want,) = run_onnxruntime(model, {"x": x})
+    side = tvmc.compile(str(tmp_path / "m.onnx"), package_path=str(tmp_path / "side.tar"))
+    batched = tvmc.compile(str(tmp_path / "m.onnx"), package_path=str(tmp_path / "batched.tar"),
+                           disabled_passes=["per-image"])  # fmt: skip
+    assert side.program.images == batch and batched.program.images == 1
+    assert side.inputs["x"].shape == (batch, 8, 16, 16)
+    for count in (1, 2, 3):  # 3 images on 2 threads: two side by side, then one on both
+        threads(count)
+        for package in (side, batched):
+            got = tvmc.run(package, inputs={"x": x}).outputs["y"]
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    profile = TVMCPackage(str(tmp_path / "side.tar")).executor()
+    profile.set_inputs([x])
+    rows = profile.profile(repeat=1)
+    assert rows and sum(r["flops"] for r in rows) > 0
+
+
+def test_fewer_images_than_threads_stay_batched(tmp_path: Path, threads):
+    onnx.save(conv_model(2), tmp_path / "m.onnx")
+    threads(4)  # two images would leave two threads idle; the batched kernels use all four
+    package = tvmc.compile(str(tmp_path / "m.onnx"), package_path=str(tmp_path / "m.tar"))
+    assert package.program.images == 1
+    threads(2)
+    package = tvmc.compile(str(tmp_path / "m.onnx"), package_path=str(tmp_path / "m2.tar"))
+    assert package.program.images == 2
+
+
+@pytest.mark.parametrize("images", [1, 8])
+def test_a_plan_naming_other_images_than_its_code_is_refused(tmp_path: Path, images: int):
+    onnx.save(conv_model(4), tmp_path / "m.onnx")
+    real = tmp_path / "side.tar"
+    tvmc.compile(str(tmp_path / "m.onnx"), package_path=str(real))
+
+    def other_images(plan: dict) -> None:
+        plan["images"] = images
+
+    def metadata_too(meta: dict) -> None:  # what a forger keeps consistent
+        meta["workspace_bytes"] = workspace * images
+        for entry in meta["inputs"] + meta["outputs"]:
+            entry["shape"][0] = images
+
+    workspace = TVMCPackage(str(real)).program.workspace_bytes
+    forged = rewrite(real, tmp_path / "forged.tar",
+                     lambda m: edit_json("metadata.json", metadata_too)(
+                         edit_json("mod.json", other_images)(m)))  # fmt: skip
+    with pytest.raises(PackageError, match="does not describe the code"):
+        TVMCPackage(forged).executor()
