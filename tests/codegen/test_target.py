@@ -130,3 +130,29 @@ def test_fma_flops_per_cycle_of_named_cpus(target, flops):
     pipes do 64 fp32 flops a cycle with AVX-512, 32 built for AVX2; Zen 4 runs a 512-bit FMA
     over two 256-bit pipes; unknown CPUs and other architectures say 0."""
     assert CPUTarget.parse(target).fma_flops_per_cycle == flops
+
+
+def test_a_cpu_with_amx_is_judged_as_a_sapphire_rapids_xeon():
+    """A VM may show a Xeon's AMX under another model number: LLVM named one rocketlake (one
+    512-bit FMA unit, 32 flops a cycle) whose two units measured 64 flops a cycle. AMX comes
+    only with Sapphire Rapids and later Xeons, so their figures apply; a later -amx-tile wins."""
+    triple = "x86_64-unknown-linux-gnu"
+    assert CPUTarget(triple, "rocketlake", "+avx512f").fma_flops_per_cycle == 32
+    amx = CPUTarget(triple, "rocketlake", "+avx512f,+amx-tile")
+    assert amx.fma_flops_per_cycle == 64
+    assert amx.l2_stream_bytes_per_cycle == 64
+    assert CPUTarget(triple, "rocketlake", "+avx512f,+amx-tile,-amx-tile").fma_flops_per_cycle == 32
+    assert CPUTarget(triple, "graniterapids", "+amx-tile").fma_flops_per_cycle == 64
+    assert CPUTarget("aarch64-linux-gnu", "rocketlake", "+amx-tile").fma_flops_per_cycle == 0
+
+
+@pytest.mark.parametrize(
+    "cpu, stream",
+    [("znver3", 16), ("znver4", 32), ("znver5", 32), ("haswell", 32), ("skylake-avx512", 64),
+     ("sapphirerapids", 64), ("x86-64", 0)],
+)  # fmt: skip
+def test_l2_stream_rate_of_named_cpus(cpu, stream):
+    """What the L2 sustains into L1: half the documented fill rate on AMD's cores (measured on
+    the Zen 3 and Zen 5) and Intel's AVX2 ones, all of it on Intel's AVX-512 Xeons."""
+    target = CPUTarget("x86_64-unknown-linux-gnu", cpu, "")
+    assert target.l2_stream_bytes_per_cycle == stream

@@ -805,8 +805,8 @@ def test_default_split_keeps_a_chunk_of_weights_in_l1_where_l2_feeds_slowly():
     def split(core):
         return plan(tile, geo, 8, 16, l2, core=core).split
 
-    assert split(Core(32 << 10, 32, 2)) == 8
-    assert split(Core(32 << 10, 64, 2)) == split(Core()) == split(Core(32 << 10, 32, 32)) == 1
+    assert split(Core(32 << 10, 16, 2)) == 8
+    assert split(Core(32 << 10, 32, 2)) == split(Core()) == split(Core(32 << 10, 16, 32)) == 1
 
 
 def test_default_split_keeps_a_chunk_of_input_in_l1_where_it_can():
@@ -816,7 +816,7 @@ def test_default_split_keeps_a_chunk_of_input_in_l1_where_it_can():
     blocks (97% of the Zen 3's peak against 85-88%). 1024->256 @14's input chunk (196 pixels a
     channel) fits in L1 only below 64 channels: it keeps the weights rule's chunks."""
     tile = {"schedule": "channels", "order": "channels_outer", "tile_vectors": 2, "tile_rows": 5}
-    l2, core = (512 << 10) // 4, Core(32 << 10, 32, 2)
+    l2, core = (512 << 10) // 4, Core(32 << 10, 16, 2)
     deep = conv_geometry((1, 2048, 7, 7), (512, 2048, 1, 1), {})
     wide = conv_geometry((1, 1024, 14, 14), (256, 1024, 1, 1), {})
     assert plan(tile, deep, 8, 16, l2, core=core).split == 32
@@ -1082,14 +1082,16 @@ def test_flat_channel_tiles_interpreted(rng):
 
 
 def test_pointwise_pixel_tiles_that_outrun_the_l2_leave_for_channel_tiles():
-    """On two 512-bit FMA pipes (Zen 5: 64 flops a cycle, 48 KB L1, L2 filling 64 bytes a
-    cycle) an AVX-512 3x7 pixels tile asks 43 bytes a cycle of input where its panel (every
+    """On two 512-bit FMA pipes (Zen 5: 64 flops a cycle, 48 KB L1, L2 sustaining 32 bytes a
+    cycle into it) an AVX-512 3x7 pixels tile asks 43 bytes a cycle of input where its panel (every
     input channel's 7 vectors) outgrows L1: resnet50's 1x1 512->128 @28 and 256->64 @56 ran
     at 60-70% of the peak, as 2x14 channels tiles at 85-88%. 64->256 @56's panel (28 KB)
-    stays in L1: pixels. A Zen 4 core (32 flops a cycle: 21 bytes asked) or one not known keeps
-    the pixels tiles."""
+    stays in L1: pixels. A Zen 4 core (32 flops a cycle: 21 bytes asked), an Intel Xeon's (whose
+    L2 sustains 64 bytes a cycle: pixels tiles ran as fast as channels tiles) or one not known
+    keeps the pixels tiles."""
     l2 = (1 << 20) // 4
-    zen5, zen4 = Core(48 << 10, 64, 2, 64), Core(32 << 10, 64, 2, 32)
+    zen5, zen4 = Core(48 << 10, 32, 2, 64), Core(32 << 10, 32, 2, 32)
+    xeon = Core(48 << 10, 64, 2, 64)
 
     def schedule(x_shape, w_shape, core, attrs=None):
         geo = conv_geometry(x_shape, w_shape, attrs or {})
@@ -1098,7 +1100,7 @@ def test_pointwise_pixel_tiles_that_outrun_the_l2_leave_for_channel_tiles():
     assert schedule((1, 512, 28, 28), (128, 512, 1, 1), zen5) == "channels"
     assert schedule((1, 256, 56, 56), (64, 256, 1, 1), zen5) == "channels"
     assert schedule((1, 64, 56, 56), (256, 64, 1, 1), zen5) == "pixels"
-    for core in (zen4, Core()):
+    for core in (zen4, xeon, Core()):
         assert schedule((1, 512, 28, 28), (128, 512, 1, 1), core) == "pixels"
         assert schedule((1, 256, 56, 56), (64, 256, 1, 1), core) == "pixels"
     # the rule reads pointwise convs only: a 3x3 conv's taps share their lines
@@ -1115,7 +1117,7 @@ def test_default_pack_input_where_far_planes_feed_many_blocks():
     threads, the L1 unknown, a 3x3 conv, channels_outer or channels tiles, or AVX-512's tiles
     (3 or more lines a step: not measured)."""
     tile = {"schedule": "pixels", "tile_vectors": 2, "tile_rows": 6, "order": "pixels_outer"}
-    l2, core = (512 << 10) // 4, Core(32 << 10, 32, 2)
+    l2, core = (512 << 10) // 4, Core(32 << 10, 16, 2)
 
     def chosen(x_shape, w_shape, config=tile, attrs=None, core=core):
         return plan(config, conv_geometry(x_shape, w_shape, attrs or {}), 8, 16, l2, core=core)
@@ -1132,7 +1134,7 @@ def test_default_pack_input_where_far_planes_feed_many_blocks():
     assert not packs((1, 256, 56, 56), (64, 256, 1, 1), core=Core())
     # 49 pixel tiles of 28x28: enough for 2 threads, not for 16 (4 tiles a thread at least)
     assert not packs((1, 512, 28, 28), (128, 512, 1, 1), config={**tile, "split": 2},
-                     core=Core(32 << 10, 32, 16))  # fmt: skip
+                     core=Core(32 << 10, 16, 16))  # fmt: skip
     assert not packs((1, 256, 56, 56), (64, 256, 3, 3), attrs={"pads": [1, 1, 1, 1]})
     assert not packs((1, 256, 56, 56), (64, 256, 1, 1), config={**tile, "order": "channels_outer"})
     assert not packs((1, 256, 56, 56), (64, 256, 1, 1), config={**tile, "schedule": "channels"})
@@ -1306,7 +1308,7 @@ def test_default_align_planes_where_every_block_streams_the_input_from_l2():
     on lines already (16 x 16), not with the L1 unknown, not 3x3 or channels tiles; asked for
     (`align_planes`), pixels_outer too."""
     tile = {"schedule": "pixels", "tile_vectors": 2, "tile_rows": 6, "order": "channels_outer"}
-    l2, core = (512 << 10) // 4, Core(32 << 10, 32, 2)
+    l2, core = (512 << 10) // 4, Core(32 << 10, 16, 2)
 
     def pad(x_shape, w_shape, config=tile, attrs=None, core=core):
         geo = tiled_geometry(conv_geometry(x_shape, w_shape, attrs or {}), 8, 16)

@@ -58,13 +58,21 @@ L1_DATA_BYTES = {
                      "emeraldrapids", "graniterapids", "raptorlake"], 48 * _KB),
 }  # fmt: skip
 
-# Bytes per cycle a core's L2 can move into its L1 (the same sources): 32 on Zen 1 to 3 (one
-# 32-byte path), 64 on Zen 4/5 and on Intel's cores since Haswell. Only where a conv tile's
-# operands cannot stream from L2 at its FMA rate does the planner keep them in L1
-# (tvmc.ops.conv.cpu.default_split); a CPU not named here is assumed not to need it.
-L2_FILL_BYTES_PER_CYCLE = {
-    cpu: 32 if cpu in ("znver1", "znver2", "znver3") else 64 for cpu in L1_DATA_BYTES
-}
+# Bytes a cycle a core's L2 sustains into its L1 while a tile streams its operands from there
+# (the planner keeps operands in L1 only where a tile asks more: tvmc.ops.conv.cpu.l2_demand).
+# AMD documents 32 a cycle on Zen 1 to 3 and 64 on Zen 4/5, Intel 64 on its cores since Haswell.
+# AMD's cores sustained half of it (a Zen 3's 4x3 AVX2 channels tile asking 27 a cycle ran at
+# 66-69% of the peak, a 6x2 one asking 21 at 76-79%; a Zen 5's 3x7 pixels tile asking 43 at
+# 60-70%); Intel's AVX-512 Xeons stream nearly all of it with 64-byte loads (an AMX Xeon's 3x7
+# pixels tiles asking 43 ran as fast as channels tiles asking 14; docs/performance.md, "An Intel
+# Xeon"), Intel's AVX2 and client cores are counted at half (Intel gives Skylake 29 sustained).
+L2_STREAM_BYTES_PER_CYCLE = {
+    **dict.fromkeys(["znver1", "znver2", "znver3"], 16),
+    **dict.fromkeys(["znver4", "znver5", "haswell", "broadwell", "skylake", "tigerlake",
+                     "alderlake", "raptorlake"], 32),
+    **dict.fromkeys(["skylake-avx512", "cascadelake", "cooperlake", "icelake-server",
+                     "sapphirerapids", "emeraldrapids", "graniterapids"], 64),
+}  # fmt: skip
 
 # Bits each of a core's two FMA pipes works on (the same sources): a cycle's vector FMAs do at
 # most 2 pipes x 2 flops x min(vector width, this) / 32 fp32 flops. Zen 1 splits a 256-bit FMA
@@ -81,6 +89,11 @@ FMA_PIPE_BITS = {
                      "sapphirerapids", "emeraldrapids", "graniterapids"], 512),
 }  # fmt: skip
 FMA_PIPES = 2
+
+# A CPU with AMX tiles is an Intel Xeon of Sapphire Rapids or later, whatever LLVM names it (a VM
+# may show another model number: LLVM then said rocketlake, a client core of one 512-bit FMA
+# unit, for a Xeon whose two units measured 64 flops a cycle); it is judged as Sapphire Rapids.
+AMX_XEONS = ("sapphirerapids", "emeraldrapids", "graniterapids")
 
 
 @functools.cache
@@ -189,9 +202,10 @@ class CPUTarget:
         return self._core_figure(host_l1_data_bytes, L1_DATA_BYTES)
 
     @property
-    def l2_fill_bytes_per_cycle(self) -> int:
-        """How many bytes a cycle the L2 moves into L1, for x86 CPUs LLVM names (0: unknown)."""
-        return self._named_x86(L2_FILL_BYTES_PER_CYCLE)
+    def l2_stream_bytes_per_cycle(self) -> int:
+        """Bytes a cycle the L2 sustains into L1 (`L2_STREAM_BYTES_PER_CYCLE`), for x86 CPUs
+        LLVM names (0: unknown)."""
+        return self._named_x86(L2_STREAM_BYTES_PER_CYCLE)
 
     @property
     def fma_flops_per_cycle(self) -> int:
@@ -208,8 +222,17 @@ class CPUTarget:
         return self._named_x86(table)
 
     def _named_x86(self, table: dict[str, int]) -> int:
-        """The `table` entry of this target's CPU if it is an x86 one, else 0 (unknown)."""
-        return table.get(self.cpu, 0) if triple_arch(self.triple) == "x86_64" else 0
+        """The `table` entry of this target's CPU if it is an x86 one (an AMX CPU's as Sapphire
+        Rapids where LLVM names it otherwise: `AMX_XEONS`), else 0 (unknown)."""
+        if triple_arch(self.triple) != "x86_64":
+            return 0
+        amx = self.cpu not in AMX_XEONS and self.has_feature("amx-tile")
+        return table.get(AMX_XEONS[0] if amx else self.cpu, 0)
+
+    def has_feature(self, name: str) -> bool:
+        """Whether the feature string turns `name` on (the last mention wins, as in LLVM)."""
+        signs = [f[0] for f in self.features.split(",") if f[1:] == name]
+        return bool(signs) and signs[-1] == "+"
 
     @property
     def is_native(self) -> bool:

@@ -116,7 +116,7 @@ class LoweringTarget:
     vector_registers: int = 32  # SIMD registers a register tile may fill (16 on AVX2/SSE)
     cache_bytes: int = 0  # a core's own cache (L2); 0 unknown: templates then assume data fits
     l1_bytes: int = 0  # a core's L1 data cache; 0 unknown
-    l2_fill_bytes: int = 0  # bytes per cycle the L2 moves into L1; 0 unknown (assumed ample)
+    l2_stream_bytes: int = 0  # bytes a cycle the L2 sustains into L1; 0 unknown (assumed ample)
     flops_per_cycle: int = 0  # fp32 flops a cycle of a core's vector FMAs; 0 unknown
 
     @classmethod
@@ -125,7 +125,7 @@ class LoweringTarget:
         registers and own caches) whose code runs on `num_threads` threads."""
         return cls("cpu", target.vector_bits, num_threads, target.vector_registers,
                    target.private_cache_bytes, target.l1_data_bytes,
-                   target.l2_fill_bytes_per_cycle, target.fma_flops_per_cycle)  # fmt: skip
+                   target.l2_stream_bytes_per_cycle, target.fma_flops_per_cycle)  # fmt: skip
 
     def lanes(self, dtype: str) -> int:
         """Vector lanes of `dtype` in one register."""

@@ -223,17 +223,17 @@ def _estimate(
 @dataclass(frozen=True)
 class Core:
     """What the defaults know of a core besides its L2 (LoweringTarget's fields): its L1 data
-    cache, the bytes a cycle its L2 moves into L1 (0: unknown), the runtime's threads and the
+    cache, the bytes a cycle its L2 sustains into L1 (0: unknown), the runtime's threads and the
     fp32 flops a cycle of its vector FMAs (0: unknown, FLOPS_PER_CYCLE assumed)."""
 
     l1_bytes: int = 0
-    l2_fill_bytes: int = 0
+    l2_stream_bytes: int = 0
     threads: int = 1
     flops_per_cycle: int = 0
 
     @classmethod
     def of(cls, target: LoweringTarget) -> Core:
-        return cls(target.l1_bytes, target.l2_fill_bytes, target.num_threads,
+        return cls(target.l1_bytes, target.l2_stream_bytes, target.num_threads,
                    target.flops_per_cycle)  # fmt: skip
 
     @property
@@ -287,13 +287,14 @@ def plan(
 
     core = core or Core()
     winograd = constant_weights and eligible(geo, dtype)
-    m = default_tile(geo, dtype, lanes, registers, core.fma_flops) if winograd else None
+    cache_bytes = cache_elements * np.dtype(dtype).itemsize
+    m = (default_tile(geo, dtype, lanes, registers, core.fma_flops, cache_bytes) if winograd
+         else None)  # fmt: skip
     chosen = cfg.get("schedule", f"winograd{m}" if m else None)
     if chosen in SCHEDULES and winograd:
         vectors, rows = int(cfg.get("tile_vectors", 0)), int(cfg.get("tile_rows", 0))
         whole = layout(geo, SCHEDULES[chosen], lanes, registers, vectors, rows)
-        cache = cache_elements * np.dtype(dtype).itemsize
-        band = int(cfg["band"]) if "band" in cfg else default_band(whole, registers, cache,
+        band = int(cfg["band"]) if "band" in cfg else default_band(whole, registers, cache_bytes,
                                                                     core.threads)  # fmt: skip
         tiles = banded(whole, band, registers) if band > 0 else whole
         return Plan(chosen, tiles, "", "none", True, False)
@@ -341,7 +342,7 @@ def plan(
         itemsize))  # fmt: skip
     split = int(cfg.get("split", default_split(
         geo, schedule, tiling, order, lanes, cache_elements, core.l1_bytes // itemsize,
-        core.l2_fill_bytes, core.threads, itemsize, core.fma_flops)))  # fmt: skip
+        core.l2_stream_bytes, core.threads, itemsize, core.fma_flops)))  # fmt: skip
     if split < 1 or geo.icg % split or schedule == "depthwise":
         split = 1
     packable = schedule == "pixels" and order == "pixels_outer" and len(geo.taps) == 1
@@ -580,7 +581,7 @@ MIN_L1_INPUT_CHUNK_STEPS = 2 * MIN_L1_CHUNK_STEPS
 
 def default_split(
     geo: ConvGeometry, schedule: str, tiling: PixelTiling | ChannelTiling, order: str,
-    lanes: int, cache_elements: int, l1_elements: int = 0, l2_fill_bytes: int = 0,
+    lanes: int, cache_elements: int, l1_elements: int = 0, l2_stream_bytes: int = 0,
     threads: int = 1, itemsize: int = 4, flops_per_cycle: int = FLOPS_PER_CYCLE,
 ) -> int:  # fmt: skip
     """Chunks of input channels to cut the reduction into by default: the fewest whose inner
@@ -619,7 +620,7 @@ def default_split(
     count = geo.group * ceil_div(geo.ocg, block)  # channel blocks
     in_l1 = (isinstance(tiling, ChannelTiling) and order == "channels_outer" and taps == 1
              and l1_elements > 0 and chunks_inside_blocks(count, threads)
-             and streams_from_l2(tiling, lanes, itemsize, l2_fill_bytes,
+             and streams_from_l2(tiling, lanes, itemsize, l2_stream_bytes,
                                  flops_per_cycle))  # fmt: skip
     input_, weights = geo.batch * geo.channel_stride, taps * block  # per input channel
     if order != "channels_outer":
@@ -653,7 +654,7 @@ def default_split(
 
 
 def streams_from_l2(
-    tiling: ChannelTiling, lanes: int, itemsize: int, l2_fill_bytes: int,
+    tiling: ChannelTiling, lanes: int, itemsize: int, l2_stream_bytes: int,
     flops_per_cycle: int = FLOPS_PER_CYCLE,
 ) -> bool:  # fmt: skip
     """Whether a pointwise conv's channels tile reading its weights from L2 needs more bytes a
@@ -661,23 +662,22 @@ def streams_from_l2(
     line of input (the MR pixels of the next input channel) in the cycles of its MR x NV FMAs
     (at `flops_per_cycle`)."""
     step_bytes = tiling.nv * lanes * itemsize + LINE_BYTES
-    return l2_demand(step_bytes, tiling.mr * tiling.nv, lanes, flops_per_cycle, l2_fill_bytes) > 1
+    fmas = tiling.mr * tiling.nv
+    return l2_demand(step_bytes, fmas, lanes, flops_per_cycle, l2_stream_bytes) > 1
 
 
 def l2_demand(
-    step_bytes: int, fmas: int, lanes: int, flops_per_cycle: int, l2_fill_bytes: int
+    step_bytes: int, fmas: int, lanes: int, flops_per_cycle: int, l2_stream_bytes: int
 ) -> float:  # fmt: skip
     """The bytes a cycle a reduction step reads from L2 (`step_bytes` in the cycles of its
     `fmas` vector FMAs of `lanes` lanes at `flops_per_cycle`, the core's: `Core.fma_flops`)
-    over what the L2 sustains into L1: half its documented fill rate (a Zen 3 core streamed
-    ~17 of its 32: a 4x3 AVX2 channels tile asking 27 ran at 66-69% of the peak, a 6x2 one
-    asking 21 at 76-79%; on the Zen 5, a 3x7 AVX-512 pixels tile asking 43 of its 64 at
-    60-70%, docs/performance.md, "Pointwise pixel tiles on two 512-bit FMA pipes"). 0 where
-    the fill rate is unknown."""
-    if l2_fill_bytes <= 0:
+    over what the L2 sustains into L1 (`l2_stream_bytes`: tvmc.codegen.target's
+    L2_STREAM_BYTES_PER_CYCLE; docs/performance.md, "Pointwise pixel tiles on two 512-bit FMA
+    pipes"). 0 where that is unknown."""
+    if l2_stream_bytes <= 0:
         return 0.0
     cycles = fmas * 2 * lanes / flops_per_cycle
-    return step_bytes / cycles / (l2_fill_bytes / 2)
+    return step_bytes / cycles / l2_stream_bytes
 
 
 def pixels_from_l2(
@@ -689,7 +689,7 @@ def pixels_from_l2(
     width = tiling.nv * lanes * itemsize
     if len(geo.taps) != 1 or core.l1_bytes <= 0 or geo.icg * width <= core.l1_bytes:
         return 0.0
-    return l2_demand(width, tiling.mr * tiling.nv, lanes, core.fma_flops, core.l2_fill_bytes)
+    return l2_demand(width, tiling.mr * tiling.nv, lanes, core.fma_flops, core.l2_stream_bytes)
 
 
 def conv_lowering(

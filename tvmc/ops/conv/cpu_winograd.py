@@ -131,6 +131,17 @@ TRANSFORM_OP_COST = 3.0
 # a cycle: its 512->512 @12 read 37.7 MB of them at 11 GB/s, 74% of the direct conv's speed).
 # Cores of more flops a cycle keep the direct conv there until `gain` counts that traffic.
 SMALL_PLANE_MAX_FLOPS = FLOPS_PER_CYCLE
+# On those cores F4 needs F4_MIN_TILES tiles (every image's) for each transformed weight it
+# reads where its transformed weights outgrow FAR_WEIGHTS_FACTOR times a core's own cache (so
+# come from memory every run), else F2 (16 values a filter against F4's 36): resnet50's 3x3 256
+# @14 at batch 1 reads 9.4 MB of F4 weights for 16 tiles (8 flops a byte) against 4.2 MB of F2
+# weights for 56 (Intel Xeon, AMX, 64 flops a cycle, 2 MB L2: F2 on its six 14x14 convs 1.04x
+# end to end on 2 threads, 1.03x on one; on its 28x28 convs too, 56 F4 tiles, 0.98x; vgg19's
+# 512 @14, 37.7 MB, 1.08x). Smaller F4 weights are found nearer: F2 lost 1-3% on one thread
+# where they were 2.4-7.4 MB (inception_v1's and inception_v2's 13x13 and 14x14 convs,
+# squeezenet's 64->256 @13). On the Zen 4 (32 flops a cycle) F2 lost there too.
+F4_MIN_TILES = 32
+FAR_WEIGHTS_FACTOR = 4
 
 
 # A band's V and M (`blocked_kernel_body`) are written and read back within the band, so they
@@ -165,20 +176,25 @@ def eligible(geo: ConvGeometry, dtype: str) -> bool:
 
 def default_tile(
     geo: ConvGeometry, dtype: str, lanes: int, registers: int,
-    flops_per_cycle: int = FLOPS_PER_CYCLE,
+    flops_per_cycle: int = FLOPS_PER_CYCLE, cache_bytes: int = 0,
 ) -> int | None:  # fmt: skip
     """m of the Winograd schedule an eligible conv gets by default, None for the direct conv:
-    F4 on planes of MIN_PLANE and more, below them the tile `gain` rates best if by MIN_GAIN,
-    on cores of at most SMALL_PLANE_MAX_FLOPS flops a cycle (`flops_per_cycle`). Grouped convs
+    F4 on planes of MIN_PLANE and more (F2 where a faster core's F4 weights outgrow its own
+    cache, `cache_bytes`, FAR_WEIGHTS_FACTOR times and each serve fewer than F4_MIN_TILES
+    tiles), below them the tile `gain` rates best if by MIN_GAIN, on
+    cores of at most SMALL_PLANE_MAX_FLOPS flops a cycle (`flops_per_cycle`). Grouped convs
     take the `gain` rule on every plane: only alexnet's were measured (12x12, 2 groups of 192:
     F4 2.2x the direct conv), and a group's GEMM of a few dozen channels weighs the transforms
     as the ungrouped table's 16-channel convs did (F4 1.1x modelled on 56x56)."""
     if not eligible(geo, dtype) or min(geo.icg, geo.ocg) < MIN_CHANNELS:
         return None
     small = min(geo.out_shape) < MIN_PLANE
+    fast = flops_per_cycle > SMALL_PLANE_MAX_FLOPS
     if not small and geo.group == 1:
-        return 4
-    if small and flops_per_cycle > SMALL_PLANE_MAX_FLOPS:
+        f4 = layout(geo, 4, lanes, registers)
+        far = 0 < FAR_WEIGHTS_FACTOR * cache_bytes < weight_bytes(f4, np.dtype(dtype).itemsize)
+        return 2 if fast and far and geo.batch * f4.tiles < F4_MIN_TILES else 4
+    if small and fast:
         return None
     layouts = [layout(geo, m, lanes, registers) for m in SCHEDULES.values()]
     fitting = [lay for lay in layouts if fits_core(lay.gemm_rows, lay.gemm_vectors, lanes)]
@@ -302,6 +318,11 @@ def layout(
     candidates = [nv for nv in range(widest, 0, -1) if fits(nv)] or range(widest, 0, -1)
     nv = widest if vectors else min(candidates, key=cycles)
     return WinogradLayout(geo, m, lanes, nv, rows_for(nv), band)
+
+
+def weight_bytes(lay: WinogradLayout, itemsize: int) -> int:
+    """Bytes of the transformed weights (alpha x alpha values a filter)."""
+    return itemsize * lay.alpha**2 * lay.geo.group * lay.geo.icg * lay.geo.ocg
 
 
 def working_set(lay: WinogradLayout) -> int:
