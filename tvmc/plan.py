@@ -2,14 +2,17 @@
 
 Lowering (tvmc.lower) writes it into a `tvmc.kernel.program.Program`, code generation bakes it
 into the entry function, a package's mod.json restates it, and the runtime allocates and binds
-by it. Shared by every layer (like errors and dtypes) and importing nothing of tvmc, so that
-running a package does not import the kernel IR.
+by it. Shared by every layer (like errors and dtypes) and importing nothing of tvmc but dtypes,
+so that running a package does not import the kernel IR.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
+
+from tvmc.dtypes import numpy_dtype
 
 STORAGE_KINDS = ("input", "output", "param", "workspace")
 WORKSPACE_ALIGN = 64
@@ -26,6 +29,11 @@ class ProgramBuffer:
     storage: str
     index: int = 0  # input/output/param: position in its list
     offset: int = 0  # workspace: byte offset
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the tensor (one image's where the program runs several side by side)."""
+        return math.prod(self.shape) * numpy_dtype(self.dtype).itemsize
 
     def __post_init__(self) -> None:
         if self.storage not in STORAGE_KINDS:

@@ -19,7 +19,6 @@ module here and emitted as one object, so cross-compiling needs no foreign tool.
 from __future__ import annotations
 
 import dataclasses
-import math
 import multiprocessing
 import os
 import shutil
@@ -49,7 +48,6 @@ from tvmc.codegen.llvm_util import PTR, VOID, declare, shared_i32
 from tvmc.codegen.pool import PARALLEL_FOR
 from tvmc.codegen.target import CPUTarget
 from tvmc.codegen.threads import codegen_jobs, die_with_parent
-from tvmc.dtypes import numpy_dtype
 from tvmc.kernel import Kernel
 from tvmc.kernel.program import Program
 from tvmc.kernel.visitor import tree_size
@@ -110,8 +108,7 @@ def _add_calls(
                 ptr = b.load(address, typ=PTR)
                 if image is not None and buf.storage in slot_owner:  # the caller's N images
                     owner = program.buffers[slot_owner[buf.storage][buf.index]]
-                    image_bytes = math.prod(owner.shape) * numpy_dtype(owner.dtype).itemsize
-                    step = ir.Constant(I64, image_bytes)
+                    step = ir.Constant(I64, owner.nbytes)
                     ptr = b.gep(ptr, [b.mul(image, step)], source_etype=I8)
             pointers[name] = ptr
         return pointers[name]

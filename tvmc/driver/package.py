@@ -261,7 +261,7 @@ def _contents(
         "outputs": entries(graph.outputs, program.outputs),
         "configs": _kernel_configs(result),
         "tuning": result.tuning.to_json() if result.tuning else None,
-        "workspace_bytes": program.workspace_bytes * program.images,
+        "workspace_bytes": info.all_workspace_bytes,
         "naive_bytes": program.naive_bytes * program.images,
         "param_bytes": sum(int(v.nbytes) for v in params.values()),
         "nodes": len(graph.nodes),

@@ -55,6 +55,11 @@ class ProgramInfo:
                    list(program.params), dict(program.buffers), list(program.calls),
                    program.workspace_bytes, program.naive_bytes, program.images)  # fmt: skip
 
+    @property
+    def all_workspace_bytes(self) -> int:
+        """Bytes of every image's workspace (what a run allocates)."""
+        return self.workspace_bytes * self.images
+
     def caller_shape(self, name: str) -> tuple[int, ...]:
         """The shape of the array a caller passes or gets for input or output `name`: its
         buffer's, with the leading (batch) dim times `images`."""
@@ -110,7 +115,7 @@ class Executor:
             check_layout("the program", "its code", module.layout, plan)
         self.module = module
         self.info = info
-        self.workspace = aligned_empty((max(info.workspace_bytes * info.images, 1),), np.uint8)
+        self.workspace = aligned_empty((max(info.all_workspace_bytes, 1),), np.uint8)
         self._params = []
         for name in info.params:
             buf = info.buffers[name]
@@ -239,7 +244,7 @@ class Executor:
             return self.workspace.ctypes.data + image * info.workspace_bytes + buf.offset
         owner = {"input": info.inputs, "output": info.outputs, "param": info.params}
         slot = owner[buf.storage][buf.index]
-        step = 0 if buf.storage == "param" else _size(info.buffers[slot].shape) * _itemsize(buf)
+        step = 0 if buf.storage == "param" else info.buffers[slot].nbytes
         return int(self._args[slots[slot]]) + image * step
 
 
@@ -258,7 +263,3 @@ def bound_inputs(info: ProgramInfo, arrays: list[np.ndarray]) -> list[np.ndarray
 
 def _size(shape: tuple[int, ...]) -> int:
     return int(np.prod(shape, dtype=np.int64))
-
-
-def _itemsize(buf: ProgramBuffer) -> int:
-    return numpy_dtype(buf.dtype).itemsize

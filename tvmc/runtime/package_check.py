@@ -366,9 +366,9 @@ def _check_launches(where: str, program: ProgramInfo, launches: Sequence[Launch]
 def _check_memory(where: str, program: ProgramInfo) -> None:
     """What running the plan allocates fits in this machine's memory."""
     names = [*program.inputs, *program.outputs]  # a one-image plan's: the caller holds N
-    sizes = [nbytes(program.buffers[n].shape, program.buffers[n].dtype) for n in names]
-    params = [nbytes(program.buffers[n].shape, program.buffers[n].dtype) for n in program.params]
-    need = (program.workspace_bytes + sum(sizes)) * program.images + sum(params)
+    sizes = [program.buffers[n].nbytes for n in names]
+    params = [program.buffers[n].nbytes for n in program.params]
+    need = program.all_workspace_bytes + sum(sizes) * program.images + sum(params)
     have = machine_memory()
     if need > have:
         raise PackageError(
@@ -379,7 +379,7 @@ def _check_memory(where: str, program: ProgramInfo) -> None:
 
 def check_agreement(where: str, metadata: Mapping[str, Any], program: ProgramInfo) -> None:
     """metadata.json describes the plan's inputs and outputs as mod.json does."""
-    workspace = program.workspace_bytes * program.images  # every image's
+    workspace = program.all_workspace_bytes
     if metadata["workspace_bytes"] != workspace:
         raise PackageError(
             f"{where}: metadata.json and mod.json disagree on workspace_bytes "
