@@ -365,10 +365,10 @@ class ExprLowering(Visitor):
     def address(
         self, buf: Buffer, indices: tuple[Expr, ...], load: bool = False
     ) -> tuple[str, ir.Value, int, int]:
-        """(kind, offset, lanes, align): kind is scalar, contiguous, uniform, strided (a constant
-        lane stride), gather (any other) or, for a load, spanN (stride N = 2..MAX_SPAN_STRIDE,
-        `span_loads`); align is the bytes a contiguous access is known to be aligned to (else
-        the element size)."""
+        """(kind, offset, lanes, align): kind is scalar, contiguous, uniform, strideN (a constant
+        lane stride N), gather (any other: offset is a vector of lane offsets) or, for a load,
+        spanN (stride N = 2..MAX_SPAN_STRIDE, `span_loads`); align is the bytes a contiguous
+        access is known to be aligned to (else the element size)."""
         lanes = max((i.lanes for i in indices), default=1)
         if lanes == 1:
             return "scalar", self.flat_offset(buf, indices), 1, buf.itemsize
@@ -384,8 +384,7 @@ class ExprLowering(Visitor):
             return "uniform", base, lanes, buf.itemsize
         if load and self.span_loads and 1 < step <= MAX_SPAN_STRIDE:
             return f"span{step}", base, lanes, buf.itemsize
-        offsets = self.int_op("add", self.widen(base, lanes), self.iota(I64, lanes, step))
-        return "strided", offsets, lanes, buf.itemsize
+        return f"stride{step}", base, lanes, buf.itemsize
 
     def vector_align(self, buf: Buffer, bases: tuple[Expr, ...], lanes: int) -> int:
         """Alignment in bytes of `lanes` elements from `bases`: the element size, unless the
@@ -427,7 +426,7 @@ class ExprLowering(Visitor):
         elif kind == "gather":
             v = self.gather(buf, off, lanes, align)
         else:  # constant strides: each lane's address folds into its load
-            v = self.load_lanes(buf, off, lanes, align)
+            v = self.load_lanes(buf, self.lane_offsets(kind, off, lanes), lanes, align)
         if buf.dtype == "bool":
             v = self.b.icmp_unsigned("!=", v, splat(v.type, 0))
         return v
@@ -436,13 +435,24 @@ class ExprLowering(Visitor):
 
     def gather(self, buf: Buffer, offsets: ir.Value, lanes: int, align: int) -> ir.Value:
         """The elements at a vector of computed offsets (targets override)."""
-        return self.load_lanes(buf, offsets, lanes, align)
+        return self.load_lanes(buf, self.lane_offsets("gather", offsets, lanes), lanes, align)
 
-    def load_lanes(self, buf: Buffer, offsets: ir.Value, lanes: int, align: int) -> ir.Value:
-        """The elements at a vector of offsets, loaded lane by lane."""
+    def lane_offsets(self, kind: str, off: ir.Value, lanes: int) -> list[ir.Value]:
+        """Each lane's offset of a strideN access (scalar adds to its base: an x86 load or store
+        then takes base + constant as its address, where lanes taken out of a vector of offsets
+        cost the AVX-512 channels tiles' transposing store ~2 shuffles a lane) or a gather."""
+        if kind == "gather":
+            return [self.b.extract_element(off, ir.Constant(I64, k)) for k in range(lanes)]
+        step = int(kind[len("stride") :])
+        return [off if k == 0 else self.b.add(off, ir.Constant(off.type, k * step))
+                for k in range(lanes)]  # fmt: skip
+
+    def load_lanes(
+        self, buf: Buffer, offsets: list[ir.Value], lanes: int, align: int
+    ) -> ir.Value:  # fmt: skip
+        """The elements at `offsets`, one a lane, loaded lane by lane."""
         v = ir.Constant(mem_type(buf.dtype, lanes), ir.Undefined)
-        for k in range(lanes):
-            o = self.b.extract_element(offsets, ir.Constant(I64, k))
+        for k, o in enumerate(offsets):
             x = self.b.load(self.element_ptr(buf, o), typ=mem_type(buf.dtype), align=align)
             v = self.b.insert_element(v, x, ir.Constant(I64, k))
         return v
@@ -461,9 +471,8 @@ class ExprLowering(Visitor):
         elif kind == "uniform":  # every lane hits one element: the last lane wins, as serially
             last = self.b.extract_element(v, ir.Constant(I64, lanes - 1))
             self.b.store(last, self.element_ptr(buf, off), align=align)
-        else:
-            for k in range(lanes):  # lane order, so overlapping lanes behave like a serial loop
-                o = self.b.extract_element(off, ir.Constant(I64, k))
+        else:  # lane order, so overlapping lanes behave like a serial loop
+            for k, o in enumerate(self.lane_offsets(kind, off, lanes)):
                 x = self.b.extract_element(v, ir.Constant(I64, k))
                 self.b.store(x, self.element_ptr(buf, o), align=align)
 
