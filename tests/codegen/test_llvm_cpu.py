@@ -221,6 +221,27 @@ def test_strided_vector_loads_read_their_span_once(stride):
     np.testing.assert_array_equal(yv, xv[::stride] * 2.0)
 
 
+def test_wide_strides_load_and_store_lane_by_lane_at_scalar_offsets():
+    """A stride past MAX_SPAN_STRIDE (the AVX-512 channels tiles' transposing store reads its
+    tile 32 floats apart) loads and stores lane by lane, each lane's offset a scalar add to the
+    base (x86 folds it into the access), never taken out of a vector of offsets (LLVM had made
+    base + k*32 a vector `or` and extracted every lane); the values are a serial loop's."""
+    lanes, stride = 8, 32
+    x, y = Buffer("X", (lanes * stride,)), Buffer("Y", (lanes * stride,))
+
+    def add_one(j):
+        return y.store(ramp(j, lanes, stride), x[ramp(j, lanes, stride)] + 1.0)
+
+    body = loop("j", stride, add_one)
+    k = Kernel("wide", (x, y), body)
+    artifact = emit_cpu([k])
+    assert "extractelement <8 x i64>" not in artifact.unoptimized_ir
+    xv = np.arange(lanes * stride, dtype=np.float32)
+    yv = np.zeros(lanes * stride, np.float32)
+    load_jit(artifact).run("wide", xv, yv)
+    np.testing.assert_array_equal(yv, xv + 1.0)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16", "int32"])
 @pytest.mark.parametrize("count,lanes", [(2, 16), (3, 8), (4, 16), (4, 1)])
 def test_interleaved_vectors_store_as_one(count, lanes, dtype):
