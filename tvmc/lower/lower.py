@@ -15,7 +15,7 @@ from tvmc.kernel.program import WORKSPACE_ALIGN, Call, Program, ProgramBuffer, S
 from tvmc.lower.fuse import FusionPlan, plan_fusion
 from tvmc.lower.memory import aligned_size, plan_workspace
 from tvmc.lower.share import shared_kernels
-from tvmc.ops import OPS
+from tvmc.ops import OPS, node_flops
 from tvmc.ops.lowering import (
     Epilogue,
     Indices,
@@ -324,13 +324,6 @@ class KernelLowering:
 
     def owner_is_input(self, owner: Buffer) -> bool:
         return any(self.buffers.get(n) is owner for n in self.graph.inputs)
-
-
-def node_flops(graph: Graph, node: Node) -> int:
-    """Floating-point operations of `node` by its op's FLOPs rule (0 for ops without one)."""
-    inputs = [graph.types[name] for name in node.inputs if name]
-    outputs = [graph.types[name] for name in node.outputs]
-    return OPS[node.op].count_flops(node.attrs, inputs, outputs)
 
 
 def lower_graph(

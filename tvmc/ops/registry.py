@@ -17,7 +17,7 @@ import numpy as np
 
 from tvmc.dtypes import NARROW_FLOATS
 from tvmc.errors import UnsupportedModelError
-from tvmc.graph import Node, TensorType
+from tvmc.graph import Graph, Node, TensorType
 from tvmc.kernel import Buffer, Kernel
 from tvmc.ops.lowering import (
     TARGET_KINDS,
@@ -203,6 +203,14 @@ def get_op(name: str) -> OpDef:
 def infer_node(node: Node, input_types: list[TensorType]) -> list[TensorType]:
     """Output types of `node` by its op's rule."""
     return OPS[node.op].infer(node.attrs, input_types)
+
+
+def node_flops(graph: Graph, node: Node) -> int:
+    """Floating-point operations of `node` of `graph` by its op's FLOPs rule (0 for ops without
+    one)."""
+    inputs = [graph.types[name] for name in node.inputs if name]
+    outputs = [graph.types[name] for name in node.outputs]
+    return OPS[node.op].count_flops(node.attrs, inputs, outputs)
 
 
 def evaluate_node(node: Node, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:

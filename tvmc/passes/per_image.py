@@ -25,10 +25,9 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
-
 from tvmc.graph import Graph, Node, TensorType
-from tvmc.ops import OPS, infer_node
+from tvmc.ops import OPS, infer_node, node_flops
+from tvmc.ops.reduction.reduce import reduce_axes
 
 # Below this many FLOPs a batch the run takes microseconds and its kernels run on one thread
 # (tvmc.ops.conv.cpu.PARALLEL_MIN_FLOPS): nothing to spread
@@ -84,7 +83,7 @@ def per_image_graph(graph: Graph) -> tuple[Graph, int] | None:
         return None
     single = Graph(list(graph.inputs), list(graph.outputs), nodes, one, dict(graph.params),
                    graph.name)  # fmt: skip
-    flops = _flops(single)
+    flops = sum(node_flops(single, node) for node in single.nodes)
     if flops * images < MIN_FLOPS or _streamed_bytes(single) > STREAMED_BYTES_PER_FLOP * flops:
         return None
     return single, images
@@ -171,40 +170,13 @@ def _per_image(graph: Graph, node: Node) -> bool:
         if data in params:
             return axis == 0 and indices not in params
         return axis != 0 and indices in params
-    if op in REDUCE:
-        axes = _constant_axes(graph, node, rank)
-        return axes is not None and 0 not in axes
+    if op in REDUCE:  # canonical axes: the dims reduced (tvmc.ops.reduction.reduce)
+        return 0 not in reduce_axes(node.attrs, rank, op)
     if op in ("Reshape", "Expand", "Tile", "Pad"):
         return True  # the types decide: axis 0 stays the batch of the same N
     if op == "Slice":
         return _whole_batch(node, graph.types[node.inputs[0]].shape[0])
     return False
-
-
-def _constant_axes(graph: Graph, node: Node, rank: int) -> tuple[int, ...] | None:
-    """The axes a reduce names (attribute, or a param second input), normalized; every axis
-    where none are named; None where they are not known."""
-    if "axes" in node.attrs and node.attrs["axes"] is not None:
-        axes = node.attrs["axes"]
-    elif len(node.inputs) > 1 and node.inputs[1]:
-        value = graph.params.get(node.inputs[1])
-        if value is None:
-            return None
-        axes = tuple(int(a) for a in np.asarray(value).reshape(-1))
-    else:
-        axes = ()
-    if not axes:
-        return () if node.attrs.get("noop_with_empty_axes") else tuple(range(rank))
-    return tuple(a % max(rank, 1) for a in axes)
-
-
-def _flops(graph: Graph) -> int:
-    total = 0
-    for node in graph.nodes:
-        inputs = [graph.types[n] for n in node.inputs if n]
-        outputs = [graph.types[n] for n in node.outputs]
-        total += OPS[node.op].count_flops(node.attrs, inputs, outputs)
-    return total
 
 
 def _streamed_bytes(graph: Graph) -> int:
