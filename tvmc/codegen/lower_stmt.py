@@ -7,6 +7,7 @@ generator adds GPU-bound loops, shared memory and barriers by overriding the hoo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from llvmlite import ir
@@ -63,7 +64,6 @@ class Lowering(ExprLowering):
         self.vars: dict[Var, ir.Value] = {}
         self.bufs: dict[Buffer, ir.Value] = {}
         self.multiples: dict[Var, int] = {}
-        self.on_heap: set[Buffer] = set()  # scratch in scope that `allocate` took from the heap
 
     def finish(self) -> ir.Function:
         """Closes the function (return, entry branch) and returns it."""
@@ -96,9 +96,9 @@ class Lowering(ExprLowering):
         self.if_then_else(s)
 
     def visit_Allocate(self, s: Allocate) -> None:
-        ptr, release = self.allocate(s.buffer)
+        ptr, release, may_fail = self.allocate(s.buffer)
         self.bufs[s.buffer] = ptr
-        if s.buffer not in self.on_heap:
+        if not may_fail:
             self.stmt(s.body)
             release()
         else:  # no memory: the scope's work is skipped and the failure flagged for the caller
@@ -110,7 +110,6 @@ class Lowering(ExprLowering):
                 with allocated:
                     self.stmt(s.body)
                     release()
-            self.on_heap.discard(s.buffer)
         del self.bufs[s.buffer]
 
     def visit_Barrier(self, s: Barrier) -> None:
@@ -209,17 +208,17 @@ class Lowering(ExprLowering):
         """Default: barriers are an error (CPU targets)."""
         raise KernelIRError("barrier() needs a GPU target")
 
-    def allocate(self, buf: Buffer) -> tuple[ir.Value, object]:
-        """Scratch memory for `buf` and a callable that releases it at the end of its scope."""
+    def allocate(self, buf: Buffer) -> tuple[ir.Value, Callable[[], object], bool]:
+        """Scratch memory for `buf`, a callable that releases it at the end of its scope, and
+        whether the pointer may be NULL (heap memory that could not be had)."""
         t = ir.ArrayType(mem_type(buf.dtype), buf.size)
         if buf.nbytes <= self.state.stack_limit:
             ptr = self.alloca_b.alloca(t, name=buf.name)
             ptr.align = 64
             ptr.type = PTR  # llvmlite types allocas; opaque keeps gep/store type checks happy
-            return ptr, lambda: None
-        self.on_heap.add(buf)
+            return ptr, lambda: None, False
         malloc = declare(self.module, "aligned_alloc", PTR, [I64, I64])
         free = declare(self.module, "free", ir.VoidType(), [PTR])
         size = -(-buf.nbytes // 64) * 64  # aligned_alloc wants a multiple of the alignment
         ptr = self.b.call(malloc, [ir.Constant(I64, 64), ir.Constant(I64, size)], name=buf.name)
-        return ptr, lambda: self.b.call(free, [ptr])
+        return ptr, lambda: self.b.call(free, [ptr]), True

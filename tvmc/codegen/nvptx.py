@@ -12,6 +12,7 @@ is `llvm.nvvm.shfl.sync.bfly.{f32,i32}` over the full warp. Params and scratch a
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import llvmlite.binding as llvm
@@ -137,20 +138,20 @@ class NVPTXLowering(Lowering):
         fn = declare(self.module, "llvm.nvvm.barrier.cta.sync.aligned.all", VOID, [I32])
         self.b.call(fn, [ir.Constant(I32, 0)])
 
-    def allocate(self, buf: Buffer) -> tuple[ir.Value, object]:
+    def allocate(self, buf: Buffer) -> tuple[ir.Value, Callable[[], object], bool]:
         """Shared scratch is an addrspace(3) global; local scratch an alloca."""
         if buf.scope != "shared":  # per-thread local memory: always an alloca, never malloc
             ptr = self.alloca_b.alloca(ir.ArrayType(mem_type(buf.dtype), buf.size), name=buf.name)
             ptr.align = 16
             ptr.type = PTR
-            return ptr, lambda: None
+            return ptr, lambda: None, False
         t = ir.ArrayType(mem_type(buf.dtype), buf.size)
         gv = ir.GlobalVariable(self.module, t, self.state.unique(f"{buf.name}_shared"), addrspace=3)
         gv.linkage = "internal"
         gv.align = 16
         gv.initializer = ir.Constant(t, ir.Undefined)
         gv.type = ir.PointerType(addrspace=3)  # opaque, so geps and loads type-check
-        return gv, lambda: None
+        return gv, lambda: None, False
 
     def float_call(self, name: str, args: list[ir.Value], t: ir.Type) -> ir.Value:
         """Float intrinsics, refusing the ones that would need libm."""
