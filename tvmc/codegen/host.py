@@ -41,11 +41,17 @@ class HostCPU:
 
     def feature_map(self) -> dict[str, bool]:
         """Every feature LLVM knows for this CPU: name -> whether the CPU has it."""
-        return {f[1:]: f[0] == "+" for f in self.features.split(",") if f}
+        return feature_map(self.features)
 
     def has(self, feature: str) -> bool:
         """Whether the CPU has `feature` (an LLVM name such as avx512f)."""
         return self.feature_map().get(feature, False)
+
+
+def feature_map(features: str) -> dict[str, bool]:
+    """An LLVM feature string ("+avx2,-avx512f,...") as name -> on; the last mention wins, as
+    in LLVM."""
+    return {f[1:]: f[0] == "+" for f in features.split(",") if f}
 
 
 @functools.cache

@@ -23,6 +23,7 @@ from tvmc.codegen.cuda_target import (  # noqa: F401  (re-exported: targets of b
     CUDATarget,
 )
 from tvmc.codegen.host import (
+    feature_map,
     host_cpu,
     host_l1_data_bytes,
     host_private_cache_bytes,
@@ -226,13 +227,8 @@ class CPUTarget:
         Rapids where LLVM names it otherwise: `AMX_XEONS`), else 0 (unknown)."""
         if triple_arch(self.triple) != "x86_64":
             return 0
-        amx = self.cpu not in AMX_XEONS and self.has_feature("amx-tile")
+        amx = self.cpu not in AMX_XEONS and feature_map(self.features).get("amx-tile", False)
         return table.get(AMX_XEONS[0] if amx else self.cpu, 0)
-
-    def has_feature(self, name: str) -> bool:
-        """Whether the feature string turns `name` on (the last mention wins, as in LLVM)."""
-        signs = [f[0] for f in self.features.split(",") if f[1:] == name]
-        return bool(signs) and signs[-1] == "+"
 
     @property
     def is_native(self) -> bool:
