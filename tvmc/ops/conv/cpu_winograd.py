@@ -191,9 +191,12 @@ def default_tile(
     small = min(geo.out_shape) < MIN_PLANE
     fast = flops_per_cycle > SMALL_PLANE_MAX_FLOPS
     if not small and geo.group == 1:
-        f4 = layout(geo, 4, lanes, registers)
-        far = 0 < FAR_WEIGHTS_FACTOR * cache_bytes < weight_bytes(f4, np.dtype(dtype).itemsize)
-        return 2 if fast and far and geo.batch * f4.tiles < F4_MIN_TILES else 4
+        if fast:  # F4's weights from memory for few tiles: F2
+            f4 = layout(geo, 4, lanes, registers)
+            far = 0 < FAR_WEIGHTS_FACTOR * cache_bytes < weight_bytes(f4, np.dtype(dtype).itemsize)
+            if far and geo.batch * f4.tiles < F4_MIN_TILES:
+                return 2
+        return 4
     if small and fast:
         return None
     layouts = [layout(geo, m, lanes, registers) for m in SCHEDULES.values()]
