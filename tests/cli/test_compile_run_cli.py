@@ -10,11 +10,17 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 from click.testing import CliRunner, Result
+from onnx import TensorProto, helper, numpy_helper
 
+import tvmc as tvmc_api
 from tests.driver.test_compile_run import TVMC_HEADER, write_tiny_model
+from tvmc.cli.compile import size
 from tvmc.cli.main import cli
+from tvmc.codegen.program import heap_scratch_bytes
+from tvmc.driver.compiler import CompileOptions, build
 
 
 def tvmc(*args: str) -> Result:
@@ -52,7 +58,27 @@ def test_compile_json(workdir: Path, tmp_path: Path):
     assert document["inputs"]["x"] == {"shape": [2, 3, 4], "dtype": "float32"}
     assert set(document["outputs"]) == {"cat", "s"}
     assert {"workspace_bytes", "naive_bytes", "param_bytes", "compile_seconds"} <= set(document)
+    assert document["heap_scratch_bytes"] == 0 and document["heap_scratch_threads"] >= 1
     assert document["shared_library"] is True and document["dumps"] == {}
+
+
+def test_compile_reports_heap_scratch(tmp_path: Path):
+    """A 3x3 conv on a 160x160 plane: its Winograd scratch is too large for a thread's stack."""
+    weights = numpy_helper.from_array(np.zeros((32, 32, 3, 3), np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], "conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 160, 160])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 160, 160])], [weights],
+    )  # fmt: skip
+    model = tmp_path / "conv.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    document = json.loads(ok(tvmc("compile", model, "-o", tmp_path / "m.tar", "--json")).stdout)
+    threads = document["heap_scratch_threads"]
+    program = build(tvmc_api.load(str(model)).graph, CompileOptions()).lowered.program
+    assert document["heap_scratch_bytes"] == heap_scratch_bytes(program, threads)
+    text = ok(tvmc("compile", model, "-o", tmp_path / "m.tar")).stdout
+    scratch = document["heap_scratch_bytes"]
+    assert (f"heap scratch {size(scratch)} on {threads} threads" in text) == (scratch > 0)
 
 
 def test_compile_text_and_dump_code(workdir: Path, tmp_path: Path):

@@ -17,12 +17,14 @@ from tvmc.codegen import (
     load_object,
     load_shared,
 )
+from tvmc.codegen.lower_stmt import heap_bytes, heap_peak
 from tvmc.kernel import (
     MAX_SPAN_STRIDE,
     Buffer,
     Kernel,
     KernelIRError,
     Shuffle,
+    Stmt,
     allocate,
     if_then_else,
     interleave,
@@ -105,6 +107,26 @@ def test_large_scratch_goes_to_the_heap_and_still_works():
     xv, yv = np.arange(64, dtype=np.float32), np.zeros(64, np.float32)
     load_jit(artifact).run("heap", xv, yv)
     np.testing.assert_array_equal(yv, xv * 2)
+
+
+def test_heap_peak_is_the_scratch_the_heap_holds_at_once():
+    x = Buffer("X", (64,))
+    big = 100_000  # floats: 400,000 bytes, over the stack limit
+    one = big * 4
+
+    def scratch(n: int = big, inner=None) -> Stmt:
+        return allocate("s", (n,), lambda b: inner or x.store(0, b[0]))
+
+    assert heap_peak(scratch(), 4) == one and heap_peak(scratch(1000), 4) == 0  # the stack's
+    spread = loop("i", 3, lambda i: scratch(), kind="parallel")
+    assert heap_peak(spread, 2) == 2 * one and heap_peak(spread, 8) == 3 * one  # 3 iterations
+    inner = loop("j", 8, lambda j: scratch(), kind="parallel")
+    assert heap_peak(loop("i", 8, lambda i: inner, kind="parallel"), 4) == 4 * one  # serial
+    assert heap_peak(seq(scratch(), scratch(2 * big)), 1) == 2 * one  # one after the other
+    assert heap_peak(scratch(inner=scratch()), 1) == 2 * one  # a scope inside another
+    assert heap_bytes(Buffer("odd", (big + 1,))) == one + 64  # aligned_alloc's whole lines
+    code = emit_cpu([Kernel("spread", (x,), spread)]).unoptimized_ir  # asks for what it counts
+    assert f'call ptr @"aligned_alloc"(i64 64, i64 {one})' in code
 
 
 def _heap_kernel(elements: int) -> Kernel:

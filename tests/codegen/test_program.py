@@ -4,6 +4,7 @@ constants), and the flag every part's kernels raise when their heap scratch cann
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 from pathlib import Path
@@ -18,6 +19,7 @@ from tvmc.codegen.program import (
     PART_MARKS,
     constant_pool_labels_of_part,
     emit_program,
+    heap_scratch_bytes,
 )
 from tvmc.driver.compiler import CompileOptions, build
 from tvmc.errors import ScratchMemoryError
@@ -91,3 +93,16 @@ def test_a_run_whose_scratch_cannot_be_had_is_an_error(jobs):
         else:
             np.testing.assert_array_equal(executor.run()[0], x * 2)
             assert executor.profile(repeat=1)
+
+
+def test_heap_scratch_of_a_program_on_its_threads():
+    """k0's 512 KiB of heap scratch sits outside any parallel loop: one copy at a time, unless
+    images run side by side, one a thread, each with its own."""
+    program = _program_with_heap_scratch(1 << 17, 3)
+    one = (1 << 17) * 4
+    assert heap_scratch_bytes(program, 1) == heap_scratch_bytes(program, 4) == one
+    side_by_side = dataclasses.replace(program, images=4)
+    assert heap_scratch_bytes(side_by_side, 2) == 2 * one
+    assert heap_scratch_bytes(side_by_side, 4) == 4 * one
+    assert heap_scratch_bytes(side_by_side, 8) == one  # fewer images than threads: one by one
+    assert heap_scratch_bytes(_program_with_heap_scratch(64, 3), 4) == 0  # on the stack

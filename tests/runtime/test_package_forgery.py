@@ -207,6 +207,13 @@ CASES: dict[str, Case] = {
     "device is a list": Case(
         metadata(lambda m: m.update(device=["cpu"])), r"'device' is \[\"cpu\"\], not cpu or cuda"
     ),
+    "heap scratch threads 0": Case(
+        metadata(lambda m: m.update(heap_scratch_threads=0)),
+        r"'heap_scratch_threads' is 0, not a whole number of at least 1",
+    ),
+    "heap scratch negative": Case(
+        metadata(lambda m: m.update(heap_scratch_bytes=-5)), r"'heap_scratch_bytes' is -5, not a"
+    ),
     "dtype unknown": Case(plan(lambda p: buffer(p, "x").update(dtype="float33")), r"float33"),
     "shape negative": Case(plan(lambda p: buffer(p, "x").update(shape=[-1, 3])), r"\[-1, 3\]"),
     "shape not numbers": Case(plan(lambda p: buffer(p, "x").update(shape=["a"])), r"'shape'"),

@@ -178,6 +178,9 @@ def compile_command(
     images = summary["images"]
     per_image = f" an image, {images} images side by side" if images > 1 else ""
     package_bytes = os.path.getsize(summary["package"])
+    heap, threads = summary["heap_scratch_bytes"], summary["heap_scratch_threads"]
+    # kernels' scratch too large for a worker's stack, taken from the heap while they run
+    heap = f", heap scratch {size(heap)} on {threads} threads" if heap else ""
     lines = [
         f"compiled {model_file} -> {summary['package']} ({size(package_bytes)}): "
         f"{summary['kernels']} kernels for {summary['target']} in {total:.1f} s",
@@ -185,7 +188,8 @@ def compile_command(
         f"  code    {summary['kernels']} kernels, {summary['calls']} calls for "
         f"{summary['nodes']} nodes{per_image}; {code}",
         f"  memory  workspace {size(summary['workspace_bytes'])} "
-        f"(without reuse {size(summary['naive_bytes'])}), params {size(summary['param_bytes'])}",
+        f"(without reuse {size(summary['naive_bytes'])}){heap}, "
+        f"params {size(summary['param_bytes'])}",
         f"  time    {total:.2f} s ({stages})",
     ]
     tuning = summary["tuning"]

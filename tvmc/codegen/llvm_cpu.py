@@ -30,7 +30,7 @@ from tvmc.codegen.llvm_util import (
     shared_i32,
     type_suffix,
 )
-from tvmc.codegen.lower_stmt import Lowering, ModuleState
+from tvmc.codegen.lower_stmt import STACK_LIMIT, Lowering, ModuleState
 from tvmc.codegen.pool import PARALLEL_FOR, load_pool
 from tvmc.codegen.target import CPUTarget, optimize
 from tvmc.kernel import Buffer, For, Kernel, KernelIRError, Var, kernel_str, validate
@@ -45,7 +45,7 @@ class CodegenOptions:
     aligned_params: bool = False  # the caller promises 64-byte aligned buffers: `align 64`
     parallel: bool | None = None  # None: the thread pool when it builds (always when cross)
     opt_level: int = 3
-    stack_limit: int = 256 * 1024  # local scratch above this many bytes comes from the heap
+    stack_limit: int = STACK_LIMIT  # local scratch above this many bytes comes from the heap
 
 
 class CPULowering(Lowering):

@@ -33,9 +33,11 @@ from tvmc.kernel import (
     Var,
 )
 from tvmc.kernel.transform import known_multiple, vectorize_loop
+from tvmc.kernel.visitor import children
 
 PREFETCH_LOCALITY = 2  # llvm.prefetch: 0 no reuse ... 3 keep in every level; 2 = x86 prefetcht1
 MAX_UNROLL = 1024  # a loop asking to unroll (or scalarised vector loop) beyond this is a bug
+STACK_LIMIT = 256 * 1024  # larger local scratch goes to the heap (worker stacks are small)
 
 
 @dataclass
@@ -43,7 +45,7 @@ class ModuleState:
     """What the lowerings of one module share: the module, options, name counters."""
 
     module: ir.Module
-    stack_limit: int = 256 * 1024  # larger local scratch goes to the heap (worker stacks are small)
+    stack_limit: int = STACK_LIMIT
     counters: dict[str, int] = field(default_factory=dict)
 
     def unique(self, base: str) -> str:
@@ -212,13 +214,33 @@ class Lowering(ExprLowering):
         """Scratch memory for `buf`, a callable that releases it at the end of its scope, and
         whether the pointer may be NULL (heap memory that could not be had)."""
         t = ir.ArrayType(mem_type(buf.dtype), buf.size)
-        if buf.nbytes <= self.state.stack_limit:
+        size = heap_bytes(buf, self.state.stack_limit)
+        if not size:
             ptr = self.alloca_b.alloca(t, name=buf.name)
             ptr.align = 64
             ptr.type = PTR  # llvmlite types allocas; opaque keeps gep/store type checks happy
             return ptr, lambda: None, False
         malloc = declare(self.module, "aligned_alloc", PTR, [I64, I64])
         free = declare(self.module, "free", ir.VoidType(), [PTR])
-        size = -(-buf.nbytes // 64) * 64  # aligned_alloc wants a multiple of the alignment
         ptr = self.b.call(malloc, [ir.Constant(I64, 64), ir.Constant(I64, size)], name=buf.name)
         return ptr, lambda: self.b.call(free, [ptr]), True
+
+
+def heap_bytes(buf: Buffer, stack_limit: int = STACK_LIMIT) -> int:
+    """The heap bytes `allocate` takes for local scratch `buf` (0: it goes on the stack)."""
+    if buf.nbytes <= stack_limit:
+        return 0
+    return -(-buf.nbytes // 64) * 64  # aligned_alloc wants a multiple of the alignment
+
+
+def heap_peak(stmt: Stmt, threads: int, stack_limit: int = STACK_LIMIT) -> int:
+    """The most heap scratch `stmt` holds at once, its parallel loops on `threads` threads
+    (each thread's iteration allocates its own; loops nested in one run serially, as the pool
+    runs them)."""
+    if isinstance(stmt, Allocate):
+        return heap_bytes(stmt.buffer, stack_limit) + heap_peak(stmt.body, threads, stack_limit)
+    if isinstance(stmt, For) and stmt.kind == "parallel":
+        extent = stmt.extent.value if isinstance(stmt.extent, IntImm) else threads
+        return min(threads, extent) * heap_peak(stmt.body, 1, stack_limit)
+    inner = (heap_peak(c, threads, stack_limit) for c in children(stmt) if isinstance(c, Stmt))
+    return max(inner, default=0)  # statements in sequence or branches: one at a time

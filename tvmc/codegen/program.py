@@ -45,6 +45,7 @@ from tvmc.codegen.llvm_cpu import (
     KernelSignature,
 )
 from tvmc.codegen.llvm_util import PTR, VOID, declare, shared_i32
+from tvmc.codegen.lower_stmt import STACK_LIMIT, heap_peak
 from tvmc.codegen.pool import PARALLEL_FOR
 from tvmc.codegen.target import CPUTarget
 from tvmc.codegen.threads import codegen_jobs, die_with_parent
@@ -164,6 +165,19 @@ def _add_image_loop(
     run = declare(module, PARALLEL_FOR, VOID, [PTR, PTR, I64, ir.IntType(32)])
     b.call(run, [images_fn, slot, side_by_side, threads])
     b.call(images_fn, [slot, side_by_side, images])
+
+
+def heap_scratch_bytes(program: Program, threads: int, stack_limit: int = STACK_LIMIT) -> int:
+    """The most heap memory the program's kernels take at once for their scratch (local buffers
+    over `stack_limit`) in a run on `threads` threads, beside the workspace. A program of images
+    side by side runs as `_add_image_loop` does: as many images at a time as threads (each
+    kernel's loops serial on its image's thread) where the images are as many as the threads,
+    then one image at a time on every thread."""
+    peak = max((heap_peak(k.body, threads, stack_limit) for k in program.kernels), default=0)
+    if program.images > 1 and threads > 1 and program.images >= threads:
+        serial = max((heap_peak(k.body, 1, stack_limit) for k in program.kernels), default=0)
+        peak = max(peak, threads * serial)
+    return peak
 
 
 def emit_program(

@@ -277,6 +277,8 @@ class TVMCPackage:
             "images": self.program.images,
             "workspace_bytes": meta["workspace_bytes"],
             "naive_bytes": meta["naive_bytes"],
+            "heap_scratch_bytes": meta.get("heap_scratch_bytes"),
+            "heap_scratch_threads": meta.get("heap_scratch_threads"),
             "param_bytes": meta.get("param_bytes"),
             "shared_library": self._contents.shared_library is not None,
             "cross": self.device == "cpu" and not is_host_arch(meta["triple"]),

@@ -19,7 +19,9 @@ from typing import Any
 
 from tvmc.codegen.cuda_program import CUDAArtifact
 from tvmc.codegen.llvm_cpu import CPUArtifact
+from tvmc.codegen.program import heap_scratch_bytes
 from tvmc.codegen.target import NVPTX_TRIPLE, CPUTarget, CUDATarget, target_kind
+from tvmc.codegen.threads import num_threads
 from tvmc.driver.compiler import TARGET_KINDS, BuildResult, CompileOptions, build
 from tvmc.driver.outputs import check_output
 from tvmc.driver.pipeline import CompileProgress, PassTime, stage_seconds
@@ -263,6 +265,7 @@ def _contents(
         "tuning": result.tuning.to_json() if result.tuning else None,
         "workspace_bytes": info.all_workspace_bytes,
         "naive_bytes": program.naive_bytes * program.images,
+        **_heap_scratch(result),
         "param_bytes": sum(int(v.nbytes) for v in params.values()),
         "nodes": len(graph.nodes),
         "kernels": len(program.kernels),
@@ -276,6 +279,16 @@ def _contents(
         return PackageContents(metadata, info, artifact.kernels, params, b"", None,
                                artifact.ptx, artifact.launches)  # fmt: skip
     return PackageContents(metadata, info, artifact.kernels, params, artifact.object_code, library)
+
+
+def _heap_scratch(result: BuildResult) -> dict[str, int]:
+    """The kernels' heap scratch beside the workspace, on the threads runs use by default (a
+    CUDA program's scratch is registers and shared memory)."""
+    if not isinstance(result.artifact, CPUArtifact):
+        return {}
+    threads = num_threads()
+    scratch = heap_scratch_bytes(result.lowered.program, threads)
+    return {"heap_scratch_bytes": scratch, "heap_scratch_threads": threads}
 
 
 def _kernel_configs(result: BuildResult) -> dict[str, dict[str, Any]]:

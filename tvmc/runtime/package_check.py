@@ -136,6 +136,7 @@ def _is_dtype(value: Any) -> bool:
 
 NAME = (lambda v: isinstance(v, str) and v != "", "a name")
 COUNT = (lambda v: is_int(v) and v >= 0, "a non-negative integer")
+POSITIVE = (lambda v: is_int(v) and v >= 1, "a whole number of at least 1")
 SHAPE = (is_shape, f"a list of at most {MAX_RANK} non-negative integers")
 DTYPE = (_is_dtype, f"one of {', '.join(DTYPES)}")
 NAMES = (is_names, "a list of names")
@@ -186,11 +187,11 @@ METADATA = {"tvmc_version": TEXT, "target": TEXT, "triple": TEXT, "cpu": TEXT, "
             "inputs": LIST, "outputs": LIST, "configs": OBJECT, "workspace_bytes": COUNT,
             "naive_bytes": COUNT, "digests": DIGESTS, "arch?": TEXT,
             "device?": (lambda v: v in ("cpu", "cuda"), "cpu or cuda"),
-            "uses_threads?": (lambda v: isinstance(v, bool), "true or false")}  # fmt: skip
-IMAGES = (lambda v: type(v) is int and v >= 1, "a whole number of at least 1")
+            "uses_threads?": (lambda v: isinstance(v, bool), "true or false"),
+            "heap_scratch_bytes?": COUNT, "heap_scratch_threads?": POSITIVE}  # fmt: skip
 PLAN = {"entry": NAME, "inputs": NAMES, "outputs": NAMES, "params": NAMES, "buffers": LIST,
         "calls": LIST, "kernels": LIST, "launches?": LIST, "workspace_bytes": COUNT,
-        "naive_bytes?": COUNT, "images?": IMAGES}  # fmt: skip
+        "naive_bytes?": COUNT, "images?": POSITIVE}  # fmt: skip
 
 
 def _is_param(value: Any) -> bool:
