@@ -339,7 +339,7 @@ def bench_model(model: BenchModel, tmp: str, repeat: int, threads: int, tuned: s
         "model": model.name, "family": model.family, "load_s": load_s, "compile_s": compile_s,
         "tvmc_ms": tvmc_ms[0], "ort_ms": by_name.get("onnxruntime"),
         "ov_ms": by_name.get("OpenVINO"), "gaps": gaps, "ratio": tvmc_ms[0] / best,
-        "gflops": flops / tvmc_ms[0] / 1e6, "workspace_mb": p.workspace_bytes * p.images / 1e6,
+        "gflops": flops / tvmc_ms[0] / 1e6, "workspace_mb": p.workspace_bytes * p.slots / 1e6,
         "naive_mb": p.naive_bytes * p.images / 1e6, "error": error, "tuned_ms": None, "fixed_ms": fixed_ms,
         "one_thread_runs": executor.thread_runs.get(1, 0), "rounds": rounds,
         "slow_tvmc": slow_share(times[0]),

@@ -97,12 +97,12 @@ def test_a_run_whose_scratch_cannot_be_had_is_an_error(jobs):
 
 def test_heap_scratch_of_a_program_on_its_threads():
     """k0's 512 KiB of heap scratch sits outside any parallel loop: one copy at a time, unless
-    images run side by side, one a thread, each with its own."""
+    images run side by side, as many as threads and slots, each with its own."""
     program = _program_with_heap_scratch(1 << 17, 3)
     one = (1 << 17) * 4
     assert heap_scratch_bytes(program, 1) == heap_scratch_bytes(program, 4) == one
-    side_by_side = dataclasses.replace(program, images=4)
+    side_by_side = dataclasses.replace(program, images=4, slots=4)
     assert heap_scratch_bytes(side_by_side, 2) == 2 * one
-    assert heap_scratch_bytes(side_by_side, 4) == 4 * one
-    assert heap_scratch_bytes(side_by_side, 8) == one  # fewer images than threads: one by one
+    assert heap_scratch_bytes(side_by_side, 8) == 4 * one  # no more at once than images
+    assert heap_scratch_bytes(dataclasses.replace(side_by_side, slots=2), 4) == 2 * one  # slots
     assert heap_scratch_bytes(_program_with_heap_scratch(64, 3), 4) == 0  # on the stack

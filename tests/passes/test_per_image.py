@@ -143,6 +143,9 @@ def test_images_side_by_side_compute_the_batch(tmp_path: Path, threads, batch: i
     batched = tvmc.compile(str(tmp_path / "m.onnx"), package_path=str(tmp_path / "batched.tar"),
                            disabled_passes=["per-image"])  # fmt: skip
     assert side.program.images == batch and batched.program.images == 1
+    slots = min(batch, num_threads())  # a workspace for each image that runs at once
+    assert side.program.slots == slots
+    assert side.program.all_workspace_bytes == side.program.workspace_bytes * slots
     assert side.inputs["x"].shape == (batch, 8, 16, 16)
     for count in (1, 2, 3):  # 3 images on 2 threads: two side by side, then one on both
         threads(count)
@@ -173,15 +176,59 @@ def test_a_plan_naming_other_images_than_its_code_is_refused(tmp_path: Path, ima
 
     def other_images(plan: dict) -> None:
         plan["images"] = images
+        plan["slots"] = min(plan["slots"], images)
 
     def metadata_too(meta: dict) -> None:  # what a forger keeps consistent
-        meta["workspace_bytes"] = workspace * images
+        meta["workspace_bytes"] = workspace
         for entry in meta["inputs"] + meta["outputs"]:
             entry["shape"][0] = images
 
-    workspace = TVMCPackage(str(real)).program.workspace_bytes
+    program = TVMCPackage(str(real)).program
+    workspace = program.workspace_bytes * min(program.slots, images)
     forged = rewrite(real, tmp_path / "forged.tar",
                      lambda m: edit_json("metadata.json", metadata_too)(
                          edit_json("mod.json", other_images)(m)))  # fmt: skip
     with pytest.raises(PackageError, match="does not describe the code"):
         TVMCPackage(forged).executor()
+
+
+@pytest.mark.parametrize("slots", [1, 4, 5])
+def test_a_plan_naming_other_slots_than_its_code_is_refused(tmp_path: Path, threads, slots):
+    onnx.save(conv_model(4), tmp_path / "m.onnx")
+    threads(2)
+    real = tmp_path / "side.tar"
+    package = tvmc.compile(str(tmp_path / "m.onnx"), package_path=str(real))
+    assert (package.program.images, package.program.slots) == (4, 2)
+    workspace = package.program.workspace_bytes
+
+    def other_slots(plan: dict) -> None:
+        plan["slots"] = slots
+
+    def metadata_too(meta: dict) -> None:
+        meta["workspace_bytes"] = workspace * slots
+
+    forged = rewrite(real, tmp_path / "forged.tar",
+                     lambda m: edit_json("metadata.json", metadata_too)(
+                         edit_json("mod.json", other_slots)(m)))  # fmt: skip
+    refusal = "at most one an image" if slots > 4 else "does not describe the code"
+    with pytest.raises(PackageError, match=refusal):
+        TVMCPackage(forged).executor()
+
+
+def test_images_share_slots_without_clobbering(tmp_path: Path, threads):
+    """7 images through 3 image workspaces, on 1 to 4 threads (more threads than slots: three
+    images at once), many runs: an image whose slot another image took would come out wrong."""
+    model = conv_model(7)
+    onnx.save(model, tmp_path / "m.onnx")
+    threads(3)
+    package = tvmc.compile(str(tmp_path / "m.onnx"), package_path=str(tmp_path / "m.tar"))
+    assert (package.program.images, package.program.slots) == (7, 3)
+    x = RNG.standard_normal((7, 8, 16, 16)).astype(np.float32)
+    (want,) = run_onnxruntime(model, {"x": x})
+    for count in (1, 2, 3, 4):
+        threads(count)
+        executor = TVMCPackage(str(tmp_path / "m.tar")).executor()
+        executor.adaptive_threads = False  # every run on `count` threads
+        executor.set_inputs([x])
+        for _ in range(25):
+            np.testing.assert_allclose(executor.run()[0], want, rtol=1e-4, atol=1e-4)

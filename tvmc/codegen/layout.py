@@ -13,8 +13,9 @@ with the digest of what `mod.json` says before calling anything:
 
 The digest covers what the code depends on and nothing informative: the entry, the input,
 output and param order, every buffer (name, shape, dtype, storage, index, offset), the workspace
-size, every call (kernel, buffers), every kernel signature and every launch (kernel, grid,
-block, shared bytes, buffers). Profiling labels, FLOP counts and `naive_bytes` are left out.
+size, the images and their workspace slots, every call (kernel, buffers), every kernel signature
+and every launch (kernel, grid, block, shared bytes, buffers). Profiling labels, FLOP counts
+and `naive_bytes` are left out.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ def program_plan(
         "calls": [{"kernel": c.kernel, "args": list(c.args)} for c in program.calls],
         "workspace_bytes": program.workspace_bytes,
         "images": program.images,
+        "slots": program.slots,
         "kernels": [k.to_json() for k in kernels],
         "launches": [launch.to_json() for launch in launches],
     }
@@ -76,6 +78,8 @@ def layout_digest(plan: Mapping[str, Any]) -> str:
     }
     if plan.get("images", 1) != 1:  # the entry runs that many images (a one-image plan: absent)
         document["images"] = plan["images"]
+        if plan.get("slots", plan["images"]) != plan["images"]:  # before slots: one an image
+            document["slots"] = plan["slots"]
     text = json.dumps(document, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 

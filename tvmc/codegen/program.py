@@ -44,7 +44,7 @@ from tvmc.codegen.llvm_cpu import (
     CPUModule,
     KernelSignature,
 )
-from tvmc.codegen.llvm_util import PTR, VOID, declare, shared_i32
+from tvmc.codegen.llvm_util import I8, I32, I64, PTR, VOID, declare, shared_i32
 from tvmc.codegen.lower_stmt import STACK_LIMIT, heap_peak
 from tvmc.codegen.pool import PARALLEL_FOR
 from tvmc.codegen.target import CPUTarget
@@ -53,7 +53,6 @@ from tvmc.kernel import Kernel
 from tvmc.kernel.program import Program
 from tvmc.kernel.visitor import tree_size
 
-I8, I64 = ir.IntType(8), ir.IntType(64)
 PARALLEL_MIN_KERNELS = 8  # below this, starting worker processes costs more than it saves
 SHARED_SYMBOLS = (NUM_THREADS_SYMBOL, SCRATCH_FAILED_SYMBOL)  # i32 globals all groups' kernels use
 PART_MARKS = b"ABCDEFGHJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"  # .LCPI -> .LCPA...
@@ -89,13 +88,11 @@ def _add_calls(
     module: ir.Module, program: Program, b: ir.IRBuilder, args: ir.Value, workspace: ir.Value,
     image: ir.Value | None,
 ) -> None:  # fmt: skip
-    """Every call, in order, at `b`; `image` (an i64): the image whose data they run on."""
+    """Every call, in order, at `b`; `image` (an i64): the image whose inputs and outputs they
+    run on, in the image workspace at `workspace`."""
     first_slot = {"input": 0, "output": len(program.inputs)}
     first_slot["param"] = first_slot["output"] + len(program.outputs)
     slot_owner = {"input": program.inputs, "output": program.outputs}
-    if image is not None:  # image n's workspace starts n workspaces in
-        step = ir.Constant(I64, program.workspace_bytes)
-        workspace = b.gep(workspace, [b.mul(image, step)], source_etype=I8)
     pointers: dict[str, ir.Value] = {}
 
     def pointer(name: str) -> ir.Value:
@@ -127,19 +124,22 @@ def _add_calls(
 def _add_image_loop(
     module: ir.Module, program: Program, b: ir.IRBuilder, args: ir.Value, workspace: ir.Value
 ) -> None:  # fmt: skip
-    """At `b`: the images side by side on the pool, as many at a time as threads run (each
-    image's kernels then run their loops on its thread alone: the pool runs nested loops
-    serially), then the images left over one by one, each kernel on every thread."""
-    closure_t = ir.LiteralStructType([PTR, PTR])
+    """At `b`: the images side by side on the pool, as many at a time as threads run and slots
+    hold (each image's kernels then run their loops on its thread alone: the pool runs nested
+    loops serially), then the images left over one by one, each kernel on every thread. Each
+    run of images takes a free slot, an image workspace, for as long as it runs (`_claim_slot`):
+    the pool's chunks go to whichever thread is free, so no thread owns a slot."""
+    closure_t = ir.LiteralStructType([PTR, PTR, PTR])
     images_fn = ir.Function(module, ir.FunctionType(VOID, [PTR, I64, I64]),
                             f"{program.entry}_images")  # fmt: skip
     images_fn.linkage = "internal"
     images_fn.attributes.add("nounwind")
     closure, begin, end = images_fn.args
     ib = ir.IRBuilder(images_fn.append_basic_block("entry"))
-    zero, one = ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), 1)
-    fields = [ib.load(ib.gep(closure, [zero, k], source_etype=closure_t), typ=PTR)
-              for k in (zero, one)]  # fmt: skip
+    zero, one = ir.Constant(I32, 0), ir.Constant(I32, 1)
+    fields = [ib.load(ib.gep(closure, [zero, ir.Constant(I32, k)], source_etype=closure_t),
+                      typ=PTR) for k in range(3)]  # fmt: skip
+    flag, slot_workspace = _claim_slot(images_fn, ib, program, fields[1], fields[2])
     head, body, done = (images_fn.append_basic_block(n) for n in ("head", "body", "done"))
     start = ib.block
     ib.branch(head)
@@ -148,35 +148,69 @@ def _add_image_loop(
     image.add_incoming(begin, start)
     ib.cbranch(ib.icmp_signed("<", image, end), body, done)
     ib.position_at_end(body)
-    _add_calls(module, program, ib, fields[0], fields[1], image)
+    _add_calls(module, program, ib, fields[0], slot_workspace, image)
     image.add_incoming(ib.add(image, ir.Constant(I64, 1)), ib.block)
     ib.branch(head)
     ib.position_at_end(done)
+    ib.atomic_rmw("xchg", flag, zero, "release")  # the slot is free again (llvmlite's
+    # store_atomic wants a typed pointer)
     ib.ret_void()
 
+    flags_t = ir.ArrayType(I32, program.slots)
+    flags = b.alloca(flags_t, name="slot_flags")
+    flags.type = PTR
+    b.store(ir.Constant(flags_t, [0] * program.slots), flags)  # every slot free
     slot = b.alloca(closure_t, name="closure")
     slot.type = PTR  # llvmlite types allocas; opaque keeps gep/store type checks happy
-    b.store(args, b.gep(slot, [zero, zero], source_etype=closure_t))
-    b.store(workspace, b.gep(slot, [zero, one], source_etype=closure_t))
-    threads = b.load(shared_i32(module, NUM_THREADS_SYMBOL), typ=ir.IntType(32))
-    wide = b.sext(b.select(b.icmp_signed("<", threads, one), one, threads), I64)
+    for k, value in enumerate((args, workspace, flags)):
+        b.store(value, b.gep(slot, [zero, ir.Constant(I32, k)], source_etype=closure_t))
+    threads = b.load(shared_i32(module, NUM_THREADS_SYMBOL), typ=I32)
+    slots = ir.Constant(I32, program.slots)
+    wide = b.select(b.icmp_signed("<", threads, one), one, threads)
+    wide = b.select(b.icmp_signed("<", slots, wide), slots, wide)  # no more at once than slots
     images = ir.Constant(I64, program.images)
-    side_by_side = b.sub(images, b.srem(images, wide))  # a whole number of images a thread
-    run = declare(module, PARALLEL_FOR, VOID, [PTR, PTR, I64, ir.IntType(32)])
-    b.call(run, [images_fn, slot, side_by_side, threads])
+    side_by_side = b.sub(images, b.srem(images, b.sext(wide, I64)))  # whole images a thread
+    run = declare(module, PARALLEL_FOR, VOID, [PTR, PTR, I64, I32])
+    b.call(run, [images_fn, slot, side_by_side, wide])
     b.call(images_fn, [slot, side_by_side, images])
+
+
+def _claim_slot(
+    fn: ir.Function, b: ir.IRBuilder, program: Program, workspace: ir.Value, flags: ir.Value
+) -> tuple[ir.Value, ir.Value]:  # fmt: skip
+    """At `b`: the first free slot taken (its flag set from 0 to 1), as (its flag, its image
+    workspace). One is always free: the pool runs a loop's chunks on at most its `threads`,
+    which the entry holds to the slots."""
+    search, taken, step = (fn.append_basic_block(n) for n in ("claim", "claimed", "next_slot"))
+    first = b.block
+    b.branch(search)
+    b.position_at_end(search)
+    index = b.phi(I32, name="slot")
+    index.add_incoming(ir.Constant(I32, 0), first)
+    flag = b.gep(flags, [index], source_etype=I32)
+    swap = b.cmpxchg(flag, ir.Constant(I32, 0), ir.Constant(I32, 1), "acquire", "monotonic")
+    b.cbranch(b.extract_value(swap, 1), taken, step)
+    b.position_at_end(step)
+    after = b.add(index, ir.Constant(I32, 1))
+    wrapped = b.icmp_signed("<", after, ir.Constant(I32, program.slots))
+    index.add_incoming(b.select(wrapped, after, ir.Constant(I32, 0)), step)
+    b.branch(search)
+    b.position_at_end(taken)
+    offset = b.mul(b.sext(index, I64), ir.Constant(I64, program.workspace_bytes))
+    return flag, b.gep(workspace, [offset], source_etype=I8)
 
 
 def heap_scratch_bytes(program: Program, threads: int, stack_limit: int = STACK_LIMIT) -> int:
     """The most heap memory the program's kernels take at once for their scratch (local buffers
     over `stack_limit`) in a run on `threads` threads, beside the workspace. A program of images
-    side by side runs as `_add_image_loop` does: as many images at a time as threads (each
-    kernel's loops serial on its image's thread) where the images are as many as the threads,
-    then one image at a time on every thread."""
+    side by side runs as `_add_image_loop` does: as many images at a time as threads and slots
+    (each kernel's loops serial on its image's thread), then one image at a time on every
+    thread."""
     peak = max((heap_peak(k.body, threads, stack_limit) for k in program.kernels), default=0)
-    if program.images > 1 and threads > 1 and program.images >= threads:
+    wide = min(threads, program.slots)  # images at once
+    if program.images > 1 and wide > 1:
         serial = max((heap_peak(k.body, 1, stack_limit) for k in program.kernels), default=0)
-        peak = max(peak, threads * serial)
+        peak = max(peak, wide * serial)
     return peak
 
 

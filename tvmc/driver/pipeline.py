@@ -75,6 +75,7 @@ class CompileState:
     times: list[PassTime] = field(default_factory=list)
     progress: CompileProgress = field(default_factory=CompileProgress)
     images: int = 1  # the batch the program runs image by image (`per-image`), else 1
+    slots: int = 1  # image workspaces: the most images that run at once (the threads)
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,7 @@ def _per_image(state: CompileState) -> None:
     found = per_image_graph(state.graph)
     if found is not None and found[1] >= state.lowering_target.num_threads:
         state.graph, state.images = found  # (fewer images than threads: batched kernels use all)
+        state.slots = state.lowering_target.num_threads  # at most one image a thread at once
         # each image's kernels run on one thread: their defaults are chosen for that
         state.lowering_target = dataclasses.replace(state.lowering_target, num_threads=1)
 
@@ -128,7 +130,7 @@ def _lower(state: CompileState) -> None:
 
 def _plan_memory(state: CompileState) -> None:
     assert state.kernels is not None
-    state.lowered = plan_memory(state.kernels, state.images)
+    state.lowered = plan_memory(state.kernels, state.images, state.slots)
 
 
 def _codegen(state: CompileState) -> None:

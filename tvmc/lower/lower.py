@@ -356,9 +356,10 @@ def lower_kernels(
     return state
 
 
-def plan_memory(state: KernelLowering, images: int = 1) -> LoweredModel:
+def plan_memory(state: KernelLowering, images: int = 1, slots: int = 1) -> LoweredModel:
     """The Program: where every buffer lives (inputs, outputs, params, one shared workspace);
-    `images` > 1: the graph is one image's, run for that many (`Program.images`)."""
+    `images` > 1: the graph is one image's, run for that many (`Program.images`), at most
+    `slots` at once, each with its own workspace (`Program.slots`)."""
     graph, out_slots = state.graph, state.out_slots
     fixed: dict[Buffer, tuple[str, int]] = {}
     for index, name in enumerate(graph.inputs):
@@ -407,6 +408,7 @@ def plan_memory(state: KernelLowering, images: int = 1) -> LoweredModel:
         workspace_bytes=aligned_size(total) if images > 1 else total,  # images' starts aligned
         naive_bytes=sum(aligned_size(size) for size in workspace.values()),
         images=images,
+        slots=max(1, min(slots, images)),
     )
     program.validate()
     return LoweredModel(program, param_values, state.plan, tensor_of)

@@ -47,18 +47,20 @@ class ProgramInfo:
     workspace_bytes: int  # one image's, where images > 1
     naive_bytes: int = 0
     images: int = 1  # the batch the entry runs image by image (tvmc.kernel.program.Program)
+    slots: int = 1  # image workspaces the entry uses, at most that many images at once
 
     @classmethod
     def of(cls, program: Any) -> ProgramInfo:
         """What the runtime needs of `program` (a tvmc.kernel.program.Program)."""
         return cls(program.entry, list(program.inputs), list(program.outputs),
                    list(program.params), dict(program.buffers), list(program.calls),
-                   program.workspace_bytes, program.naive_bytes, program.images)  # fmt: skip
+                   program.workspace_bytes, program.naive_bytes, program.images,
+                   program.slots)  # fmt: skip
 
     @property
     def all_workspace_bytes(self) -> int:
-        """Bytes of every image's workspace (what a run allocates)."""
-        return self.workspace_bytes * self.images
+        """Bytes of every slot's image workspace (what a run allocates)."""
+        return self.workspace_bytes * self.slots
 
     def caller_shape(self, name: str) -> tuple[int, ...]:
         """The shape of the array a caller passes or gets for input or output `name`: its
@@ -86,6 +88,7 @@ class ProgramInfo:
             "workspace_bytes": self.workspace_bytes,
             "naive_bytes": self.naive_bytes,
             "images": self.images,
+            "slots": self.slots,
         }
 
     @classmethod
@@ -94,9 +97,11 @@ class ProgramInfo:
         calls = [Call(c["kernel"], tuple(c["args"]), c.get("node", ""), c.get("flops", 0),
                       tuple(Source.from_json(s) for s in c.get("sources", ())))
                  for c in d["calls"]]  # fmt: skip
+        images = int(d.get("images", 1))
+        slots = int(d.get("slots", images))  # a package from before slots: one an image
         return cls(d["entry"], list(d["inputs"]), list(d["outputs"]), list(d["params"]),
                    {b.name: b for b in buffers}, calls, int(d["workspace_bytes"]),
-                   int(d.get("naive_bytes", 0)), int(d.get("images", 1)))  # fmt: skip
+                   int(d.get("naive_bytes", 0)), images, slots)  # fmt: skip
 
 
 class Executor:
@@ -221,9 +226,13 @@ class Executor:
         base += len(self.info.outputs)
         slots.update({n: base + i for i, n in enumerate(self.info.params)})
         rows = []
+        # call by call, every image's intermediates are live at once: one workspace an image
+        workspace = self.workspace
+        if self.info.slots < self.info.images:
+            workspace = aligned_empty((self.info.workspace_bytes * self.info.images,), np.uint8)
         for call in self.info.calls:
-            per_image = [[ctypes.c_void_p(self._pointer(a, slots, n)) for a in call.args]
-                         for n in range(self.info.images)]  # fmt: skip
+            per_image = [[ctypes.c_void_p(self._pointer(a, slots, n, workspace))
+                          for a in call.args] for n in range(self.info.images)]  # fmt: skip
             fn = self.module[call.kernel]
             times = []
             for _ in range(repeat):
@@ -237,11 +246,14 @@ class Executor:
                          "seconds": statistics.median(times)})  # fmt: skip
         return rows
 
-    def _pointer(self, name: str, slots: Mapping[str, int], image: int = 0) -> int:
-        """Where buffer `name` of image `image` starts (as the entry computes it)."""
+    def _pointer(
+        self, name: str, slots: Mapping[str, int], image: int, workspace: np.ndarray
+    ) -> int:  # fmt: skip
+        """Where buffer `name` of image `image` starts, image n's workspace n workspaces into
+        `workspace`."""
         info, buf = self.info, self.info.buffers[name]
         if buf.storage == "workspace":
-            return self.workspace.ctypes.data + image * info.workspace_bytes + buf.offset
+            return workspace.ctypes.data + image * info.workspace_bytes + buf.offset
         owner = {"input": info.inputs, "output": info.outputs, "param": info.params}
         slot = owner[buf.storage][buf.index]
         step = 0 if buf.storage == "param" else info.buffers[slot].nbytes

@@ -191,7 +191,7 @@ METADATA = {"tvmc_version": TEXT, "target": TEXT, "triple": TEXT, "cpu": TEXT, "
             "heap_scratch_bytes?": COUNT, "heap_scratch_threads?": POSITIVE}  # fmt: skip
 PLAN = {"entry": NAME, "inputs": NAMES, "outputs": NAMES, "params": NAMES, "buffers": LIST,
         "calls": LIST, "kernels": LIST, "launches?": LIST, "workspace_bytes": COUNT,
-        "naive_bytes?": COUNT, "images?": POSITIVE}  # fmt: skip
+        "naive_bytes?": COUNT, "images?": POSITIVE, "slots?": POSITIVE}  # fmt: skip
 
 
 def _is_param(value: Any) -> bool:
@@ -255,6 +255,11 @@ def check_plan(
         if kernel.name in signatures:
             raise PackageError(f"{where}: mod.json lists kernel {kernel.name!r} twice")
         signatures[kernel.name] = kernel
+    if program.slots > program.images:
+        raise PackageError(
+            f"{where}: mod.json gives {program.images} images {program.slots} workspace "
+            "slots; they are at most one an image"
+        )
     _check_storage(where, program)
     _check_memory(where, program)
     if launches is None:
