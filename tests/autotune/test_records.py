@@ -34,6 +34,15 @@ def test_decode_a_hand_written_line_and_encode_back():
     assert Record.decode(record.encode()) == record
 
 
+def test_a_workload_on_a_fixed_thread_count_is_its_own():
+    """An image's kernel of a batch side by side runs on one thread: its args say so, and it
+    is another workload than the same op run on every thread."""
+    line = _changed('["ATTRS", {"group": 1}]', '["ATTRS", {"group": 1}], ["THREADS", 1]')
+    record = Record.decode(line)
+    assert record.args[-1] == ["THREADS", 1] and Record.decode(record.encode()) == record
+    assert record.workload != Record.decode(LINE).workload
+
+
 def test_corrupt_and_truncated_lines_are_skipped_with_their_line_number(tmp_path, caplog):
     path = tmp_path / "log.json"
     path.write_text(LINE + "\n" + "{not json\n" + "\n" + LINE[: len(LINE) // 2])
@@ -65,6 +74,9 @@ INSANE = {
     ),
     "shape of floats": _changed("[1, 64, 56, 56]", "[1.5, 64, 56, 56]"),
     "unknown arg kind": _changed('["ATTRS", {"group": 1}]', '["PICKLE", "x"]'),
+    "threads 0": _changed('["ATTRS", {"group": 1}]', '["ATTRS", {"group": 1}], ["THREADS", 0]'),
+    "threads a string": _changed('{"group": 1}]', '{"group": 1}], ["THREADS", "1"]'),
+    "threads twice over": _changed('{"group": 1}]', '{"group": 1}], ["THREADS", 1, 2]'),
     "too long": LINE.replace('"code_hash": null', '"code_hash": "' + "x" * (1 << 20) + '"'),
 }
 

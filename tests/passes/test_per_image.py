@@ -14,8 +14,12 @@ import tvmc
 from tests.lower.tiny_graphs import graph_of, node
 from tests.onnx_helpers import run_onnxruntime
 from tests.runtime.forge import edit_json, rewrite
+from tvmc.autotune import read_records
+from tvmc.autotune.measure import MeasureInput, MeasureOptions
+from tvmc.autotune.measure_cpu import build
 from tvmc.codegen import num_threads, set_num_threads
 from tvmc.driver.objects import TVMCPackage
+from tvmc.driver.tuning_report import args_summary
 from tvmc.errors import PackageError
 from tvmc.graph import Graph, TensorType
 from tvmc.ops import infer_node
@@ -232,3 +236,33 @@ def test_images_share_slots_without_clobbering(tmp_path: Path, threads):
         executor.set_inputs([x])
         for _ in range(25):
             np.testing.assert_allclose(executor.run()[0], want, rtol=1e-4, atol=1e-4)
+
+
+def test_an_image_kernels_tasks_are_tuned_and_applied_on_one_thread(tmp_path: Path, threads):
+    """Images side by side run each image's kernels on one thread: their tasks say so (another
+    workload than the same op on every thread), are built and timed on one thread, and compile
+    applies their records."""
+    threads(2)
+    model = conv_model(4)
+    onnx.save(model, tmp_path / "side.onnx")
+    onnx.save(conv_model(1), tmp_path / "one.onnx")
+    side = tvmc.extract_tasks(str(tmp_path / "side.onnx"))
+    one = tvmc.extract_tasks(str(tmp_path / "one.onnx"))
+    assert side and all(t.threads == 1 and t.args[-1] == ["THREADS", 1] for t in side)
+    assert all(t.label.endswith(" on 1 thread") for t in side)
+    assert one and all(t.threads == 0 and t.args[-1][0] == "ATTRS" for t in one)
+    assert {t.workload for t in side}.isdisjoint(t.workload for t in one)
+    conv = next(t for t in side if t.op == "Conv")
+    assert args_summary(conv.op, conv.args).endswith("threads=1")  # `tvmc tune --tasks list`
+    built = build(MeasureInput(conv, conv.space.get(0)))  # the template as one thread sees it
+    assert built.error_no == 0 and built.num_threads == 1
+    log = tmp_path / "log.json"
+    tvmc.tune_tasks([conv], log, "random", 3, measure_options=MeasureOptions(repeat=1), seed=0)
+    records = read_records(str(log))
+    assert records and all(r.args[-1] == ["THREADS", 1] for r in records)
+    package = tvmc.compile(str(tmp_path / "side.onnx"), tuning_records=log,
+                           package_path=str(tmp_path / "m.tar"))  # fmt: skip
+    assert package.program.images == 4 and package.metadata["tuning"]["tuned"] == 1
+    x = RNG.standard_normal((4, 8, 16, 16)).astype(np.float32)
+    (want,) = run_onnxruntime(model, {"x": x})
+    np.testing.assert_allclose(package.run(inputs={"x": x}).outputs["y"], want, 1e-4, 1e-4)

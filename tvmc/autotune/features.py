@@ -172,9 +172,10 @@ LOOP_FEATURES = (
 _ARITH = (Add, Sub, Mul, Div, Max, Min)
 
 
-def lowering_target(target: str) -> LoweringTarget:
-    """What templates are told of `target` when tuning (its vector width, the runtime threads)."""
-    return dataclasses.replace(_cpu_lowering(target), num_threads=num_threads())
+def lowering_target(target: str, threads: int = 0) -> LoweringTarget:
+    """What templates are told of `target` when tuning (its vector width, the runtime threads,
+    or `threads` where the task fixes them)."""
+    return dataclasses.replace(_cpu_lowering(target), num_threads=threads or num_threads())
 
 
 @functools.lru_cache(maxsize=8)
@@ -194,7 +195,8 @@ def task_kernels(task: Task, config: Mapping[str, Any]) -> list[Kernel]:
     opdef = OPS[task.op]
     out_types = opdef.infer(node.attrs, types)
     grant = PastEndGrant.of(task)  # the measured kernels' lowering (a 1x1 conv in place)
-    ctx = LowerContext(lowering_target(task.target), dict(config), may_read_past_end=grant)
+    ctx = LowerContext(lowering_target(task.target, task.threads), dict(config),
+                       may_read_past_end=grant)  # fmt: skip
     refs = [
         ref_of_buffer(f"in{i}", t, Buffer(f"in{i}", buffer_shape(t.shape), t.dtype),
                       np.zeros(t.shape, t.dtype) if i in opdef.weights else None)

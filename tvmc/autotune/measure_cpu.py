@@ -41,11 +41,12 @@ def build(
 ) -> BuildResult:
     """Lower the task's op alone with the config's knobs and compile it for the task's target.
 
-    `threads`: what the code will run with (default: this process's `num_threads()`).
+    `threads`: what the code will run with (default: this process's `num_threads()`), unless
+    the task's kernels run on a fixed count (`Task.threads`: an image's of a batch side by side).
     """
     start = time.perf_counter()
-    threads = threads or num_threads()
     task = inp.task
+    threads = task.threads or threads or num_threads()
     target = CPUTarget.parse(task.target)
     op = TaskOp.of(task)
 

@@ -214,10 +214,13 @@ def _no_constant(text: str) -> float:
 
 
 def _check_args(args: list[Any]) -> None:
-    """A ValueError unless args are ["TENSOR", shape, dtype] entries, then ["ATTRS", {...}]."""
+    """A ValueError unless args are ["TENSOR", shape, dtype] entries, then ["ATTRS", {...}],
+    and ["THREADS", n] (n >= 1) where the task's kernels run on n threads."""
     for arg in args:
-        if not isinstance(arg, list) or not arg or arg[0] not in ("TENSOR", "ATTRS"):
-            raise ValueError(f"arg {str(arg)[:40]} is not a TENSOR or ATTRS entry")
+        if not isinstance(arg, list) or not arg or arg[0] not in ("TENSOR", "ATTRS", "THREADS"):
+            raise ValueError(f"arg {str(arg)[:40]} is not a TENSOR, ATTRS or THREADS entry")
+        if arg[0] == "THREADS" and (len(arg) != 2 or type(arg[1]) is not int or arg[1] < 1):
+            raise ValueError("a THREADS entry is not ['THREADS', count of at least 1]")
         if arg[0] == "ATTRS" and (len(arg) != 2 or not isinstance(arg[1], dict)):
             raise ValueError("an ATTRS entry is not ['ATTRS', {...}]")
         if arg[0] == "TENSOR" and (

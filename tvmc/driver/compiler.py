@@ -136,7 +136,8 @@ def compile_state(
 
     def apply(state: CompileState) -> AppliedTuning:
         assert records is not None
-        return apply_records(state.graph, records, options.target, state.lowering_target)
+        return apply_records(state.graph, records, options.target, state.lowering_target,
+                             image_threads(state))  # fmt: skip
 
     return CompileState(
         _copy(graph), target, lowering_target, options.opt_level, options.codegen_jobs,
@@ -146,11 +147,18 @@ def compile_state(
 
 def optimize(
     graph: Graph, options: CompileOptions
-) -> tuple[Graph, CPUTarget | CUDATarget, LoweringTarget]:
+) -> tuple[Graph, CPUTarget | CUDATarget, LoweringTarget, int]:
     """A copy of `graph` through the pipeline's optimize stage (what tuning extracts tasks
-    from), the target and what templates see."""
+    from), the target, what templates see, and the threads its kernels run on where that is
+    fixed (`image_threads`)."""
     state = run_pipeline(compile_state(graph, options), options.disabled_passes, ["optimize"])
-    return state.graph, state.target, state.lowering_target
+    return state.graph, state.target, state.lowering_target, image_threads(state)
+
+
+def image_threads(state: CompileState) -> int:
+    """1 where the images of a batch run side by side, one a thread (each image's kernels on
+    its thread alone), else 0: the kernels run on the machine's threads."""
+    return 1 if state.images > 1 else 0
 
 
 def build(
@@ -168,12 +176,13 @@ def build(
 
 
 def apply_records(
-    graph: Graph, path: str, target: str, lowering_target: LoweringTarget
+    graph: Graph, path: str, target: str, lowering_target: LoweringTarget, threads: int = 0
 ) -> AppliedTuning:
     """Per task of the optimized `graph`, the config `best_records` picks in `path`: the last
-    paired check's verdict, else the best error-free record."""
+    paired check's verdict, else the best error-free record; `threads` > 0: the graph's
+    kernels run on that many threads (an image's of a batch side by side)."""
     path = os.fspath(path)
-    tasks = {t.workload: t for t in extract_tasks(graph, target, lowering_target)}
+    tasks = {t.workload: t for t in extract_tasks(graph, target, lowering_target, threads)}
     usable, stale, unknown = [], set(), set()
     records = load_records(path)  # a missing file, or one without a record, is an error
     check_target_kind(records, target, path)

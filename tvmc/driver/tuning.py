@@ -77,14 +77,14 @@ def graph_tasks(
         opt_level=opt_level,
         disabled_passes=tuple(disabled_passes),
     )
-    graph, _, lowering_target = optimize(graph, options)
+    graph, _, lowering_target, threads = optimize(graph, options)
     parsed = parse_target(options)
     if isinstance(parsed, CUDATarget):  # records name the arch: `cuda -arch=sm_90`
         target_string = str(parsed)
     else:
         refinements = [(target_llvm_mcpu, "mcpu"), (target_llvm_mattr, "mattr")]
         target_string = " ".join([target.strip(), *(f"-{k}={v}" for v, k in refinements if v)])
-    return extract_graph_tasks(graph, target_string, lowering_target)
+    return extract_graph_tasks(graph, target_string, lowering_target, threads)
 
 
 def share_trials(tasks: Sequence[Task], total: int) -> list[int]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tvmc.autotune import ERROR_NAMES, Record, Task
+from tvmc.autotune.task import task_threads
 from tvmc.codegen import CPUTarget, physical_cores, target_kind
 from tvmc.config import PEAK_GFLOPS_ENV
 from tvmc.graph import TensorType
@@ -40,13 +41,15 @@ def task_op(task_name: str) -> str | None:
 
 def args_summary(op: str | None, args: Sequence[Any]) -> str:
     """Tensor shapes, then the attributes worth a look: `1x3x32x32, 8x3x3x3; pads=1,1,1,1`
-    (defaults, unit strides and dilations, zero pads and shapes the tensors show are left out)."""
+    (defaults, unit strides and dilations, zero pads and shapes the tensors show are left out),
+    and `threads=N` where the kernels run on N threads whatever the machine's."""
     shapes, attrs = [], {}
     for arg in args:
         if isinstance(arg, list) and arg and arg[0] == "TENSOR":
             shapes.append("x".join(str(d) for d in arg[1]) or "scalar")
         elif isinstance(arg, list) and arg and arg[0] == "ATTRS":
             attrs = arg[1]
+    threads = task_threads(args)
     defaults = OPS[op].attrs if op in OPS else {}
     shown = []
     for key, value in attrs.items():
@@ -59,6 +62,8 @@ def args_summary(op: str | None, args: Sequence[Any]) -> str:
             continue
         text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
         shown.append(f"{key}={text}")
+    if threads:  # an image's kernel of a batch side by side: on one thread
+        shown.append(f"threads={threads}")
     return ", ".join(shapes) + ("; " + " ".join(shown) if shown else "")
 
 
