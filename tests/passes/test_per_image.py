@@ -19,7 +19,7 @@ from tvmc.autotune.measure import MeasureInput, MeasureOptions
 from tvmc.autotune.measure_cpu import build
 from tvmc.codegen import num_threads, set_num_threads
 from tvmc.driver.objects import TVMCPackage
-from tvmc.driver.tuning_report import args_summary
+from tvmc.driver.tuning_report import TuningProgress, args_summary, peak_gflops
 from tvmc.errors import PackageError
 from tvmc.graph import Graph, TensorType
 from tvmc.ops import infer_node
@@ -238,6 +238,19 @@ def test_images_share_slots_without_clobbering(tmp_path: Path, threads):
             np.testing.assert_allclose(executor.run()[0], want, rtol=1e-4, atol=1e-4)
 
 
+class Shown(TuningProgress):
+    """What tuning shows: its plan and each task's statistics."""
+
+    def __init__(self) -> None:
+        self.plan, self.stats = None, []
+
+    def start(self, plan) -> None:
+        self.plan = plan
+
+    def task_end(self, stats) -> None:
+        self.stats.append(stats)
+
+
 def test_an_image_kernels_tasks_are_tuned_and_applied_on_one_thread(tmp_path: Path, threads):
     """Images side by side run each image's kernels on one thread: their tasks say so (another
     workload than the same op on every thread), are built and timed on one thread, and compile
@@ -257,7 +270,12 @@ def test_an_image_kernels_tasks_are_tuned_and_applied_on_one_thread(tmp_path: Pa
     built = build(MeasureInput(conv, conv.space.get(0)))  # the template as one thread sees it
     assert built.error_no == 0 and built.num_threads == 1
     log = tmp_path / "log.json"
-    tvmc.tune_tasks([conv], log, "random", 3, measure_options=MeasureOptions(repeat=1), seed=0)
+    shown = Shown()
+    tvmc.tune_tasks([conv], log, "random", 3, measure_options=MeasureOptions(repeat=1), seed=0,
+                    progress=shown)  # fmt: skip
+    (stats,) = shown.stats  # its share of the peak is of the one core it runs on
+    assert stats.peak_gflops == peak_gflops("llvm", 1)[0]
+    assert shown.plan.peak_gflops == peak_gflops("llvm", 2)[0]  # the machine's, on its threads
     records = read_records(str(log))
     assert records and all(r.args[-1] == ["THREADS", 1] for r in records)
     package = tvmc.compile(str(tmp_path / "side.onnx"), tuning_records=log,

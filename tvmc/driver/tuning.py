@@ -275,8 +275,10 @@ def tune_tasks(
         paired_rounds,
     )
     progress.start(plan)
+    # a task on a fixed thread count (an image's kernel of a batch side by side) against those
+    task_peaks = [peak_gflops(target, t.threads)[0] if t.threads and peak else peak for t in tasks]
     stats = [
-        TaskStats.begin(t, indices[n], n, len(tasks), resumed[n], peak, mine[n])
+        TaskStats.begin(t, indices[n], n, len(tasks), resumed[n], task_peaks[n], mine[n])
         for n, t in enumerate(tasks)
     ]
     for s, share in zip(stats, shares):

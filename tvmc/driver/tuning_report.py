@@ -102,11 +102,12 @@ def gbps(nbytes: int | None, cost: float | None) -> float | None:
     return nbytes / cost / 1e9 if nbytes and cost else None
 
 
-def peak_gflops(target: str = "llvm") -> tuple[float, str]:
+def peak_gflops(target: str = "llvm", threads: int | None = None) -> tuple[float, str]:
     """The machine's fp32 peak in GFLOP/s, and where the figure comes from (0: unknown).
 
-    CPUs: measured per CPU, times the cores used (tvmc.runtime.peak), or $TVMC_PEAK_GFLOPS. A
-    foreign CPU target (another triple or -mcpu) is not this machine: unknown unless set.
+    CPUs: measured per CPU, times the cores used (`threads`, default the runtime's:
+    tvmc.runtime.peak), or $TVMC_PEAK_GFLOPS. A foreign CPU target (another triple or -mcpu) is
+    not this machine: unknown unless set.
     """
     if os.environ.get(PEAK_GFLOPS_ENV, "").strip():
         return measured_peak()
@@ -114,7 +115,7 @@ def peak_gflops(target: str = "llvm") -> tuple[float, str]:
         return 0.0, f"unknown for GPUs: set ${PEAK_GFLOPS_ENV}"
     if not CPUTarget.parse(target).is_native:
         return 0.0, f"unknown for a foreign CPU target: set ${PEAK_GFLOPS_ENV}"
-    return measured_peak()
+    return measured_peak(threads)
 
 
 def task_rows(tasks: Sequence[Task], indices: Sequence[int]) -> list[dict[str, Any]]:
