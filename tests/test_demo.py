@@ -9,7 +9,7 @@ import pytest
 
 from tvmc import demo
 from tvmc.autotune import read_records
-from tvmc.driver.objects import TVMCResult
+from tvmc.driver.objects import TVMCResult, format_more_times
 from tvmc.runtime.timing import Timings
 
 
@@ -59,3 +59,12 @@ def test_packages_alternate_in_rounds_with_the_order_flipped(monkeypatch: pytest
     assert tuned.times.results == (2.0, 2.0, 3.0, 3.0, 6.0, 6.0)
     assert (plain.times.runs, plain.times.seconds, plain.times.warmup) == (6, 1.5, 3)
     assert plain.times.thread_runs == ((2, 9),)
+
+
+def test_merged_rounds_keep_the_full_thread_count_first():
+    """The time table names the first count the full one ("runs on 2 threads N, M on 1")."""
+    rounds = [Timings((1.0,), 1, 0.1, 1, thread_runs=((2, 5), (1, 3))),
+              Timings((1.0,), 1, 0.1, 1, thread_runs=((1, 4),))]  # fmt: skip
+    merged = demo.merged_timings(rounds)
+    assert merged.thread_runs == ((2, 5), (1, 7))
+    assert "runs on 2 threads 5, 7 on 1" in format_more_times(merged)

@@ -102,7 +102,7 @@ def merged_timings(timings: list[Timings]) -> Timings:
         runs=sum(timing.runs for timing in timings),
         seconds=sum(timing.seconds for timing in timings),
         warmup=sum(timing.warmup for timing in timings),
-        thread_runs=tuple(sorted(threads.items())),
+        thread_runs=tuple(sorted(threads.items(), reverse=True)),  # the full count first
     )
 
 
