@@ -160,10 +160,11 @@ def _add_image_loop(
     flags = b.alloca(flags_t, name="slot_flags")
     flags.type = PTR
     b.store(ir.Constant(flags_t, [0] * program.slots), flags)  # every slot free
-    slot = b.alloca(closure_t, name="closure")
-    slot.type = PTR  # llvmlite types allocas; opaque keeps gep/store type checks happy
+    entry_closure = b.alloca(closure_t, name="closure")
+    entry_closure.type = PTR  # llvmlite types allocas; opaque keeps gep/store type checks happy
     for k, value in enumerate((args, workspace, flags)):
-        b.store(value, b.gep(slot, [zero, ir.Constant(I32, k)], source_etype=closure_t))
+        b.store(value, b.gep(entry_closure, [zero, ir.Constant(I32, k)],
+                           source_etype=closure_t))  # fmt: skip
     threads = b.load(shared_i32(module, NUM_THREADS_SYMBOL), typ=I32)
     slots = ir.Constant(I32, program.slots)
     wide = b.select(b.icmp_signed("<", threads, one), one, threads)
@@ -171,8 +172,8 @@ def _add_image_loop(
     images = ir.Constant(I64, program.images)
     side_by_side = b.sub(images, b.srem(images, b.sext(wide, I64)))  # whole images a thread
     run = declare(module, PARALLEL_FOR, VOID, [PTR, PTR, I64, I32])
-    b.call(run, [images_fn, slot, side_by_side, wide])
-    b.call(images_fn, [slot, side_by_side, images])
+    b.call(run, [images_fn, entry_closure, side_by_side, wide])
+    b.call(images_fn, [entry_closure, side_by_side, images])
 
 
 def _claim_slot(

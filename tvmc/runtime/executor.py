@@ -220,18 +220,18 @@ class Executor:
         on the thread count set."""
         self.call()
         self.module.use_threads(self.module.max_threads)
-        slots = {**{n: i for i, n in enumerate(self.info.inputs)}}
+        arg_slots = {**{n: i for i, n in enumerate(self.info.inputs)}}
         base = len(self.info.inputs)
-        slots.update({n: base + i for i, n in enumerate(self.info.outputs)})
+        arg_slots.update({n: base + i for i, n in enumerate(self.info.outputs)})
         base += len(self.info.outputs)
-        slots.update({n: base + i for i, n in enumerate(self.info.params)})
+        arg_slots.update({n: base + i for i, n in enumerate(self.info.params)})
         rows = []
         # call by call, every image's intermediates are live at once: one workspace an image
         workspace = self.workspace
         if self.info.slots < self.info.images:
             workspace = aligned_empty((self.info.workspace_bytes * self.info.images,), np.uint8)
         for call in self.info.calls:
-            per_image = [[ctypes.c_void_p(self._pointer(a, slots, n, workspace))
+            per_image = [[ctypes.c_void_p(self._pointer(a, arg_slots, n, workspace))
                           for a in call.args] for n in range(self.info.images)]  # fmt: skip
             fn = self.module[call.kernel]
             times = []
@@ -247,7 +247,7 @@ class Executor:
         return rows
 
     def _pointer(
-        self, name: str, slots: Mapping[str, int], image: int, workspace: np.ndarray
+        self, name: str, arg_slots: Mapping[str, int], image: int, workspace: np.ndarray
     ) -> int:  # fmt: skip
         """Where buffer `name` of image `image` starts, image n's workspace n workspaces into
         `workspace`."""
@@ -257,7 +257,7 @@ class Executor:
         owner = {"input": info.inputs, "output": info.outputs, "param": info.params}
         slot = owner[buf.storage][buf.index]
         step = 0 if buf.storage == "param" else info.buffers[slot].nbytes
-        return int(self._args[slots[slot]]) + image * step
+        return int(self._args[arg_slots[slot]]) + image * step
 
 
 def bound_inputs(info: ProgramInfo, arrays: list[np.ndarray]) -> list[np.ndarray]:
