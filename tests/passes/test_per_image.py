@@ -18,12 +18,15 @@ from tvmc.autotune import read_records
 from tvmc.autotune.measure import MeasureInput, MeasureOptions
 from tvmc.autotune.measure_cpu import build
 from tvmc.codegen import num_threads, set_num_threads
+from tvmc.codegen.threads import physical_cores
 from tvmc.driver.objects import TVMCPackage
 from tvmc.driver.tuning_report import TuningProgress, args_summary, peak_gflops
 from tvmc.errors import PackageError
 from tvmc.graph import Graph, TensorType
 from tvmc.ops import infer_node
 from tvmc.passes.per_image import per_image_graph
+from tvmc.runtime.executor import Executor
+from tvmc.runtime.package import load_module
 
 RNG = np.random.default_rng(7)
 W3 = RNG.standard_normal((16, 8, 3, 3)).astype(np.float32)
@@ -220,22 +223,54 @@ def test_a_plan_naming_other_slots_than_its_code_is_refused(tmp_path: Path, thre
 
 
 def test_images_share_slots_without_clobbering(tmp_path: Path, threads):
-    """7 images through 3 image workspaces, on 1 to 4 threads (more threads than slots: three
-    images at once), many runs: an image whose slot another image took would come out wrong."""
+    """7 images compiled on 2 threads, run on 1 to 5 (the workspace holds one image workspace
+    for each thread that runs, here up to five images at once, more than the plan's two), many
+    runs: an image whose slot another image took, or a slot past the workspace, comes out
+    wrong."""
     model = conv_model(7)
     onnx.save(model, tmp_path / "m.onnx")
-    threads(3)
+    threads(2)
     package = tvmc.compile(str(tmp_path / "m.onnx"), package_path=str(tmp_path / "m.tar"))
-    assert (package.program.images, package.program.slots) == (7, 3)
+    assert (package.program.images, package.program.slots) == (7, 2)
     x = RNG.standard_normal((7, 8, 16, 16)).astype(np.float32)
     (want,) = run_onnxruntime(model, {"x": x})
-    for count in (1, 2, 3, 4):
+    for count in (1, 2, 3, 4, 5):
         threads(count)
         executor = TVMCPackage(str(tmp_path / "m.tar")).executor()
+        slots = min(7, max(count, physical_cores()))
+        assert executor.image_slots == slots
+        assert executor.workspace.nbytes == package.program.workspace_bytes * slots
         executor.adaptive_threads = False  # every run on `count` threads
         executor.set_inputs([x])
         for _ in range(25):
             np.testing.assert_allclose(executor.run()[0], want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shared_library", [True, False])
+def test_the_code_reads_the_slots_its_workspace_holds(tmp_path: Path, threads, shared_library):
+    """Before a runtime sets it, the code's slot count is the plan's (what a runtime that does
+    not set it allocates); the module's first executor sets it, and the next allocates as many
+    even with more threads set by then."""
+    model = conv_model(6)
+    onnx.save(model, tmp_path / "m.onnx")
+    threads(2)
+    tvmc.compile(str(tmp_path / "m.onnx"), package_path=str(tmp_path / "m.tar"))
+    package = TVMCPackage(str(tmp_path / "m.tar"), use_shared_library=shared_library)
+    contents = package._contents
+    module = load_module(package.package_path, contents, shared_library)
+    assert module._image_slots is not None and module._image_slots.value == 2
+    threads(3)
+    first = Executor(module, contents.program, contents.params)
+    assert first.image_slots == module._image_slots.value == min(6, max(3, physical_cores()))
+    threads(6)
+    second = Executor(module, contents.program, contents.params)
+    assert second.image_slots == first.image_slots
+    x = RNG.standard_normal((6, 8, 16, 16)).astype(np.float32)
+    second.adaptive_threads = False
+    second.set_inputs([x])
+    (want,) = run_onnxruntime(model, {"x": x})
+    for _ in range(10):
+        np.testing.assert_allclose(second.run()[0], want, rtol=1e-4, atol=1e-4)
 
 
 class Shown(TuningProgress):

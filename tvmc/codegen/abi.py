@@ -15,6 +15,9 @@ if TYPE_CHECKING:
 
 NUM_THREADS_SYMBOL = "__tvmc_num_threads"  # int32 global: threads parallel loops ask the pool for
 SCRATCH_FAILED_SYMBOL = "__tvmc_scratch_failed"  # int32 global: nonzero once heap scratch failed
+# int32 global of a per-image entry: the image workspaces its caller's workspace holds (the
+# runtime sets it before the first call; its initial value is the plan's `slots`)
+IMAGE_SLOTS_SYMBOL = "__tvmc_image_slots"
 LAYOUT_SYMBOL = "__tvmc_layout"  # char[64] constant: the layout digest (tvmc.codegen.layout)
 LAYOUT_BYTES = 64  # a hex SHA-256
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from tvmc.codegen import pool, threads
 from tvmc.codegen.abi import (
+    IMAGE_SLOTS_SYMBOL,
     LAYOUT_BYTES,
     LAYOUT_SYMBOL,
     NUM_THREADS_SYMBOL,
@@ -45,6 +46,7 @@ class LoadedModule:
         keepalive: object,
         layout_address: int | None = None,
         scratch_failed_address: int | None = None,
+        image_slots_address: int | None = None,
     ) -> None:
         self.signatures = {k.name: k for k in kernels}
         # copied out now: the digest the code was compiled for, before any of it runs
@@ -58,6 +60,10 @@ class LoadedModule:
         self._scratch_failed = (
             ctypes.c_int32.from_address(scratch_failed_address) if scratch_failed_address else None
         )  # code compiled before the flag existed has none
+        self._image_slots = (
+            ctypes.c_int32.from_address(image_slots_address) if image_slots_address else None
+        )  # a per-image entry's (from code compiled before it: none, its slots fixed)
+        self._image_slots_set = False
         self.max_threads = 1  # the thread count set for this module (set_num_threads)
         threads.register(self)
 
@@ -81,6 +87,17 @@ class LoadedModule:
             return False
         flag.value = 0
         return True
+
+    def hold_image_slots(self, wanted: int) -> int | None:
+        """The image workspaces a per-image entry finds in its workspace: `wanted`, set by the
+        module's first executor (later ones allocate as many); None where the code fixes its
+        own (mod.json's `slots`)."""
+        if self._image_slots is None:
+            return None
+        if not self._image_slots_set:
+            self._image_slots.value = wanted
+            self._image_slots_set = True
+        return self._image_slots.value
 
     def use_threads(self, n: int) -> None:
         """Runs the next calls on `n` threads without changing the count set (an executor's
@@ -139,7 +156,12 @@ def load_library(path: str, kernels: Sequence[KernelSignature]) -> LoadedModule:
         failed = ctypes.addressof(ctypes.c_int32.in_dll(lib, SCRATCH_FAILED_SYMBOL))
     except ValueError:
         failed = None
-    return LoadedModule(kernels, addresses, nthreads, lib, layout, failed)  # type: ignore[arg-type]
+    try:
+        slots = ctypes.addressof(ctypes.c_int32.in_dll(lib, IMAGE_SLOTS_SYMBOL))
+    except ValueError:
+        slots = None
+    return LoadedModule(kernels, addresses, nthreads, lib, layout, failed,  # type: ignore[arg-type]
+                        slots)  # fmt: skip
 
 
 def load_shared(artifact: CPUArtifact) -> LoadedModule:
@@ -172,7 +194,8 @@ def load_object(
     nthreads = engine.get_global_value_address(NUM_THREADS_SYMBOL) or None
     layout = engine.get_global_value_address(LAYOUT_SYMBOL) or None
     failed = engine.get_global_value_address(SCRATCH_FAILED_SYMBOL) or None
-    return LoadedModule(kernels, addresses, nthreads, engine, layout, failed)
+    slots = engine.get_global_value_address(IMAGE_SLOTS_SYMBOL) or None
+    return LoadedModule(kernels, addresses, nthreads, engine, layout, failed, slots)
 
 
 def _engine(object_code: bytes):  # -> llvmlite's ExecutionEngine, the object added and resolved

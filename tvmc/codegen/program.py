@@ -32,6 +32,7 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from tvmc.codegen.abi import (
+    IMAGE_SLOTS_SYMBOL,
     LAYOUT_BYTES,
     LAYOUT_SYMBOL,
     NUM_THREADS_SYMBOL,
@@ -124,12 +125,15 @@ def _add_calls(
 def _add_image_loop(
     module: ir.Module, program: Program, b: ir.IRBuilder, args: ir.Value, workspace: ir.Value
 ) -> None:  # fmt: skip
-    """At `b`: the images side by side on the pool, as many at a time as threads run and slots
-    hold (each image's kernels then run their loops on its thread alone: the pool runs nested
-    loops serially), then the images left over one by one, each kernel on every thread. Each
-    run of images takes a free slot, an image workspace, for as long as it runs (`_claim_slot`):
-    the pool's chunks go to whichever thread is free, so no thread owns a slot."""
-    closure_t = ir.LiteralStructType([PTR, PTR, PTR])
+    """At `b`: the images side by side on the pool, as many at a time as threads run and the
+    workspace holds image workspaces (each image's kernels then run their loops on its thread
+    alone: the pool runs nested loops serially), then the images left over one by one, each
+    kernel on every thread. Each run of images takes a free slot, an image workspace, for as
+    long as it runs (`_claim_slot`): the pool's chunks go to whichever thread is free, so no
+    thread owns a slot. The slots the workspace holds are read from `__tvmc_image_slots`,
+    which the runtime sets for the machine it runs on (initially the plan's `slots`, what a
+    runtime that does not set it allocates)."""
+    closure_t = ir.LiteralStructType([PTR, PTR, PTR, I32])
     images_fn = ir.Function(module, ir.FunctionType(VOID, [PTR, I64, I64]),
                             f"{program.entry}_images")  # fmt: skip
     images_fn.linkage = "internal"
@@ -138,8 +142,8 @@ def _add_image_loop(
     ib = ir.IRBuilder(images_fn.append_basic_block("entry"))
     zero, one = ir.Constant(I32, 0), ir.Constant(I32, 1)
     fields = [ib.load(ib.gep(closure, [zero, ir.Constant(I32, k)], source_etype=closure_t),
-                      typ=PTR) for k in range(3)]  # fmt: skip
-    flag, slot_workspace = _claim_slot(images_fn, ib, program, fields[1], fields[2])
+                      typ=PTR if k < 3 else I32) for k in range(4)]  # fmt: skip
+    flag, slot_workspace = _claim_slot(images_fn, ib, program, *fields[1:])
     head, body, done = (images_fn.append_basic_block(n) for n in ("head", "body", "done"))
     start = ib.block
     ib.branch(head)
@@ -156,19 +160,25 @@ def _add_image_loop(
     # store_atomic wants a typed pointer)
     ib.ret_void()
 
-    flags_t = ir.ArrayType(I32, program.slots)
+    held = ir.GlobalVariable(module, I32, IMAGE_SLOTS_SYMBOL)
+    held.initializer = ir.Constant(I32, program.slots)
+    held.type = PTR  # llvmlite hands back a typed pointer; opaque keeps loads consistent
+    flags_t = ir.ArrayType(I32, program.images)  # a flag an image: the most slots a run uses
     flags = b.alloca(flags_t, name="slot_flags")
     flags.type = PTR
-    b.store(ir.Constant(flags_t, [0] * program.slots), flags)  # every slot free
-    entry_closure = b.alloca(closure_t, name="closure")
-    entry_closure.type = PTR  # llvmlite types allocas; opaque keeps gep/store type checks happy
-    for k, value in enumerate((args, workspace, flags)):
-        b.store(value, b.gep(entry_closure, [zero, ir.Constant(I32, k)],
-                           source_etype=closure_t))  # fmt: skip
+    b.store(ir.Constant(flags_t, [0] * program.images), flags)  # every slot free
+    images32 = ir.Constant(I32, program.images)
+    slots = b.load(held, typ=I32)
+    slots = b.select(b.icmp_signed("<", slots, one), one, slots)
+    slots = b.select(b.icmp_signed("<", images32, slots), images32, slots)
     threads = b.load(shared_i32(module, NUM_THREADS_SYMBOL), typ=I32)
-    slots = ir.Constant(I32, program.slots)
     wide = b.select(b.icmp_signed("<", threads, one), one, threads)
     wide = b.select(b.icmp_signed("<", slots, wide), slots, wide)  # no more at once than slots
+    entry_closure = b.alloca(closure_t, name="closure")
+    entry_closure.type = PTR  # llvmlite types allocas; opaque keeps gep/store type checks happy
+    for k, value in enumerate((args, workspace, flags, wide)):
+        b.store(value, b.gep(entry_closure, [zero, ir.Constant(I32, k)],
+                           source_etype=closure_t))  # fmt: skip
     images = ir.Constant(I64, program.images)
     side_by_side = b.sub(images, b.srem(images, b.sext(wide, I64)))  # whole images a thread
     run = declare(module, PARALLEL_FOR, VOID, [PTR, PTR, I64, I32])
@@ -177,11 +187,12 @@ def _add_image_loop(
 
 
 def _claim_slot(
-    fn: ir.Function, b: ir.IRBuilder, program: Program, workspace: ir.Value, flags: ir.Value
+    fn: ir.Function, b: ir.IRBuilder, program: Program, workspace: ir.Value, flags: ir.Value,
+    wide: ir.Value,
 ) -> tuple[ir.Value, ir.Value]:  # fmt: skip
-    """At `b`: the first free slot taken (its flag set from 0 to 1), as (its flag, its image
-    workspace). One is always free: the pool runs a loop's chunks on at most its `threads`,
-    which the entry holds to the slots."""
+    """At `b`: the first free slot of the first `wide` taken (its flag set from 0 to 1), as
+    (its flag, its image workspace). One is always free: the pool runs a loop's chunks on at
+    most its `wide` threads, and the images left over run after the loop."""
     search, taken, step = (fn.append_basic_block(n) for n in ("claim", "claimed", "next_slot"))
     first = b.block
     b.branch(search)
@@ -193,7 +204,7 @@ def _claim_slot(
     b.cbranch(b.extract_value(swap, 1), taken, step)
     b.position_at_end(step)
     after = b.add(index, ir.Constant(I32, 1))
-    wrapped = b.icmp_signed("<", after, ir.Constant(I32, program.slots))
+    wrapped = b.icmp_signed("<", after, wide)
     index.add_incoming(b.select(wrapped, after, ir.Constant(I32, 0)), step)
     b.branch(search)
     b.position_at_end(taken)

@@ -9,10 +9,12 @@ then the params, in the Program's order; `workspace` is `workspace_bytes` of scr
 A Program of `images` > 1 (`tvmc.passes.per_image`) is one image's: its buffers and calls are one
 image's, and the entry runs the calls once per image, images side by side on the thread pool.
 Image n of an input or output starts n times its buffer's bytes into the caller's array (which
-holds `images` of them); params are shared. The workspace holds `slots` image workspaces of
-`workspace_bytes` each (the caller allocates them), as many images as run at once: each run of
-images side by side takes a free slot for as long as it runs, so no two images running at once
-share one (`slots` is the compiling machine's thread count, at most `images`).
+holds `images` of them); params are shared. The workspace holds image workspaces of
+`workspace_bytes` each, as many as images run at once: each run of images side by side takes a
+free slot for as long as it runs, so no two images running at once share one. The runtime
+allocates one for each thread of the machine that runs it and tells the code how many
+(`__tvmc_image_slots`); `slots`, the compiling machine's thread count (at most `images`), is
+the count until then and what the compile report counts.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ class Program:
     naive_bytes: int = 0  # what the intermediates would take without memory reuse
     entry: str = "tvmc_main"
     images: int = 1  # the batch the entry runs image by image (1: the calls run once)
-    slots: int = 1  # image workspaces: at most this many images run at once (at most `images`)
+    slots: int = 1  # image workspaces on the compiling machine's threads (at most `images`)
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def kernel(self, name: str) -> Kernel:

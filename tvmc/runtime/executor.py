@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from tvmc.codegen.loader import LoadedModule
+from tvmc.codegen.threads import physical_cores
 from tvmc.config import ADAPTIVE_THREADS_ENV, env_on
 from tvmc.dtypes import numpy_dtype
 from tvmc.errors import InputError, ScratchMemoryError
@@ -47,7 +48,7 @@ class ProgramInfo:
     workspace_bytes: int  # one image's, where images > 1
     naive_bytes: int = 0
     images: int = 1  # the batch the entry runs image by image (tvmc.kernel.program.Program)
-    slots: int = 1  # image workspaces the entry uses, at most that many images at once
+    slots: int = 1  # image workspaces on the compiling machine's threads (the code's default)
 
     @classmethod
     def of(cls, program: Any) -> ProgramInfo:
@@ -59,7 +60,8 @@ class ProgramInfo:
 
     @property
     def all_workspace_bytes(self) -> int:
-        """Bytes of every slot's image workspace (what a run allocates)."""
+        """Bytes of every slot's image workspace on the compiling machine's threads (what
+        metadata.json states; a run allocates `Executor.image_slots` of them)."""
         return self.workspace_bytes * self.slots
 
     def caller_shape(self, name: str) -> tuple[int, ...]:
@@ -104,6 +106,16 @@ class ProgramInfo:
                    int(d.get("naive_bytes", 0)), images, slots)  # fmt: skip
 
 
+def _image_slots(module: LoadedModule, info: ProgramInfo) -> int:
+    """The image workspaces a run's workspace holds: one for each image that can run at once
+    on this machine (its thread count or cores, whichever is more; at most the images) where
+    the code reads the count, else the plan's `slots`, which the code then fixes."""
+    if info.images <= 1:
+        return 1
+    wanted = min(info.images, max(module.max_threads, physical_cores()))
+    return module.hold_image_slots(wanted) or info.slots
+
+
 class Executor:
     """A loaded model: fixed params and workspace, one `run` = one call of the entry function.
 
@@ -120,7 +132,9 @@ class Executor:
             check_layout("the program", "its code", module.layout, plan)
         self.module = module
         self.info = info
-        self.workspace = aligned_empty((max(info.all_workspace_bytes, 1),), np.uint8)
+        self.image_slots = _image_slots(module, info)
+        self.workspace = aligned_empty((max(info.workspace_bytes * self.image_slots, 1),),
+                                       np.uint8)  # fmt: skip
         self._params = []
         for name in info.params:
             buf = info.buffers[name]
@@ -228,7 +242,7 @@ class Executor:
         rows = []
         # call by call, every image's intermediates are live at once: one workspace an image
         workspace = self.workspace
-        if self.info.slots < self.info.images:
+        if self.image_slots < self.info.images:
             workspace = aligned_empty((self.info.workspace_bytes * self.info.images,), np.uint8)
         for call in self.info.calls:
             per_image = [[ctypes.c_void_p(self._pointer(a, arg_slots, n, workspace))
