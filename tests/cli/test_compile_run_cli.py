@@ -59,6 +59,7 @@ def test_compile_json(workdir: Path, tmp_path: Path):
     assert set(document["outputs"]) == {"cat", "s"}
     assert {"workspace_bytes", "naive_bytes", "param_bytes", "compile_seconds"} <= set(document)
     assert document["heap_scratch_bytes"] == 0 and document["heap_scratch_threads"] >= 1
+    assert document["images"] == 1 and document["image_workspace_bytes"] is None
     assert document["shared_library"] is True and document["dumps"] == {}
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
 import tvmc
@@ -17,6 +18,8 @@ from tests.runtime.forge import edit_json, rewrite
 from tvmc.autotune import read_records
 from tvmc.autotune.measure import MeasureInput, MeasureOptions
 from tvmc.autotune.measure_cpu import build
+from tvmc.cli.compile import size
+from tvmc.cli.main import cli
 from tvmc.codegen import num_threads, set_num_threads
 from tvmc.codegen.threads import physical_cores
 from tvmc.driver.objects import TVMCPackage
@@ -154,6 +157,10 @@ def test_images_side_by_side_compute_the_batch(tmp_path: Path, threads, batch: i
     assert side.program.slots == slots
     assert side.program.all_workspace_bytes == side.program.workspace_bytes * slots
     assert side.inputs["x"].shape == (batch, 8, 16, 16)
+    summary = side.summary()
+    assert summary["image_workspace_bytes"] == side.program.workspace_bytes > 0
+    assert summary["workspace_bytes"] == side.program.workspace_bytes * slots
+    assert batched.summary()["image_workspace_bytes"] is None
     for count in (1, 2, 3):  # 3 images on 2 threads: two side by side, then one on both
         threads(count)
         for package in (side, batched):
@@ -163,6 +170,18 @@ def test_images_side_by_side_compute_the_batch(tmp_path: Path, threads, batch: i
     profile.set_inputs([x])
     rows = profile.profile(repeat=1)
     assert rows and sum(r["flops"] for r in rows) > 0
+
+
+def test_compile_reports_an_image_workspace(tmp_path: Path, threads):
+    onnx.save(conv_model(4), tmp_path / "m.onnx")
+    threads(2)
+    result = CliRunner().invoke(cli, ["compile", str(tmp_path / "m.onnx"), "-o",
+                                      str(tmp_path / "m.tar")])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    program = TVMCPackage(str(tmp_path / "m.tar")).program
+    memory = next(line for line in result.stdout.splitlines() if "memory" in line)
+    whole, one = program.workspace_bytes * 2, program.workspace_bytes
+    assert f"workspace {size(whole)} ({size(one)} an image at once)" in memory, memory
 
 
 def test_fewer_images_than_threads_stay_batched(tmp_path: Path, threads):

@@ -276,6 +276,9 @@ class TVMCPackage:
             "calls": meta.get("calls"),
             "images": self.program.images,
             "workspace_bytes": meta["workspace_bytes"],
+            "image_workspace_bytes": (
+                self.program.workspace_bytes if self.program.images > 1 else None
+            ),  # fmt: skip
             "naive_bytes": meta["naive_bytes"],
             "heap_scratch_bytes": meta.get("heap_scratch_bytes"),
             "heap_scratch_threads": meta.get("heap_scratch_threads"),
