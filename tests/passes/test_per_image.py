@@ -3,6 +3,7 @@ a package computes what the batched one does, on any thread count and with image
 
 from __future__ import annotations
 
+import ctypes
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,7 @@ from tvmc.autotune.measure import MeasureInput, MeasureOptions
 from tvmc.autotune.measure_cpu import build
 from tvmc.cli.compile import size
 from tvmc.cli.main import cli
-from tvmc.codegen import num_threads, set_num_threads
+from tvmc.codegen import num_threads, pool, set_num_threads
 from tvmc.codegen.threads import physical_cores
 from tvmc.driver.objects import TVMCPackage
 from tvmc.driver.tuning_report import TuningProgress, args_summary, peak_gflops
@@ -28,7 +29,7 @@ from tvmc.errors import PackageError
 from tvmc.graph import Graph, TensorType
 from tvmc.ops import infer_node
 from tvmc.passes.per_image import per_image_graph
-from tvmc.runtime.executor import Executor
+from tvmc.runtime.executor import Executor, aligned_empty
 from tvmc.runtime.package import load_module
 
 RNG = np.random.default_rng(7)
@@ -338,3 +339,34 @@ def test_an_image_kernels_tasks_are_tuned_and_applied_on_one_thread(tmp_path: Pa
     x = RNG.standard_normal((4, 8, 16, 16)).astype(np.float32)
     (want,) = run_onnxruntime(model, {"x": x})
     np.testing.assert_allclose(package.run(inputs={"x": x}).outputs["y"], want, 1e-4, 1e-4)
+
+
+def test_the_code_runs_no_more_images_at_once_than_slots_held(tmp_path: Path, threads):
+    """Planned for 4 slots, told the workspace holds 2, run on 4 threads: the image
+    workspaces past the second (filled with a canary here) stay untouched."""
+    model = conv_model(6)
+    onnx.save(model, tmp_path / "m.onnx")
+    threads(4)
+    tvmc.compile(str(tmp_path / "m.onnx"), package_path=str(tmp_path / "m.tar"))
+    contents = TVMCPackage(str(tmp_path / "m.tar"))._contents
+    assert (contents.program.images, contents.program.slots) == (6, 4)
+    module = load_module(str(tmp_path / "m.tar"), contents, True)
+    assert module.hold_image_slots(2) == 2
+    executor = Executor(module, contents.program, contents.params)
+    assert executor.image_slots == 2
+    one = contents.program.workspace_bytes
+    workspace = aligned_empty((4 * one,), np.uint8)
+    workspace[...] = 0xAB
+    executor.workspace, executor._workspace_ptr = workspace, ctypes.c_void_p(workspace.ctypes.data)
+    executor.adaptive_threads = False
+    x = RNG.standard_normal((6, 8, 16, 16)).astype(np.float32)
+    executor.set_inputs([x])
+    (want,) = run_onnxruntime(model, {"x": x})
+    before = pool.stats().loops
+    for _ in range(20):
+        np.testing.assert_allclose(executor.run()[0], want, rtol=1e-4, atol=1e-4)
+    assert (workspace[2 * one :] == 0xAB).all()
+    # two images at a time, six in all: no image left over to run its kernels' loops on the
+    # pool (four at a time would leave two), so a run is the one loop of the images
+    if not pool.uses_gomp():  # libgomp's loops are not counted
+        assert pool.stats().loops - before == 20

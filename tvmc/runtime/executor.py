@@ -14,12 +14,11 @@ from typing import Any
 import numpy as np
 
 from tvmc.codegen.loader import LoadedModule
-from tvmc.codegen.threads import physical_cores
 from tvmc.config import ADAPTIVE_THREADS_ENV, env_on
 from tvmc.dtypes import numpy_dtype
 from tvmc.errors import InputError, ScratchMemoryError
 from tvmc.plan import Call, ProgramBuffer, Source
-from tvmc.runtime.package_check import check_layout, check_plan
+from tvmc.runtime.package_check import check_layout, check_plan, image_slots_wanted
 from tvmc.runtime.thread_choice import ThreadChoice
 from tvmc.runtime.timing import Timings, measure, timed_runs
 
@@ -112,7 +111,7 @@ def _image_slots(module: LoadedModule, info: ProgramInfo) -> int:
     the code reads the count, else the plan's `slots`, which the code then fixes."""
     if info.images <= 1:
         return 1
-    wanted = min(info.images, max(module.max_threads, physical_cores()))
+    wanted = image_slots_wanted(info.images, module.max_threads)
     return module.hold_image_slots(wanted) or info.slots
 
 

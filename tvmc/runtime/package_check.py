@@ -22,6 +22,7 @@ import numpy as np
 
 from tvmc.codegen.abi import KernelSignature
 from tvmc.codegen.layout import layout_digest
+from tvmc.codegen.threads import num_threads, physical_cores
 from tvmc.dtypes import DTYPES, numpy_dtype
 from tvmc.errors import PackageError
 from tvmc.memory import machine_memory
@@ -369,12 +370,20 @@ def _check_launches(where: str, program: ProgramInfo, launches: Sequence[Launch]
             )
 
 
+def image_slots_wanted(images: int, threads: int) -> int:
+    """The image workspaces a run of a plan of `images` allocates on this machine, where the
+    code reads the count (`Executor.image_slots`): one for each image its threads (the count
+    set, `threads`, or its cores, whichever is more) run at once."""
+    return min(images, max(threads, physical_cores())) if images > 1 else 1
+
+
 def _check_memory(where: str, program: ProgramInfo) -> None:
     """What running the plan allocates fits in this machine's memory."""
     names = [*program.inputs, *program.outputs]  # a one-image plan's: the caller holds N
     sizes = [program.buffers[n].nbytes for n in names]
     params = [program.buffers[n].nbytes for n in program.params]
-    need = program.all_workspace_bytes + sum(sizes) * program.images + sum(params)
+    slots = max(program.slots, image_slots_wanted(program.images, num_threads()))
+    need = program.workspace_bytes * slots + sum(sizes) * program.images + sum(params)
     have = machine_memory()
     if need > have:
         raise PackageError(
