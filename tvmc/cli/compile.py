@@ -181,17 +181,16 @@ def compile_command(
     heap, threads = summary["heap_scratch_bytes"], summary["heap_scratch_threads"]
     # kernels' scratch too large for a worker's stack, taken from the heap while they run
     heap = f", heap scratch {size(heap)} on {threads} threads" if heap else ""
-    workspace = size(summary["workspace_bytes"])
+    workspace = f"{size(summary['workspace_bytes'])} ("
     if summary["image_workspace_bytes"]:  # one an image running at once, on the running machine
-        workspace += f" ({size(summary['image_workspace_bytes'])} an image at once)"
+        workspace += f"{size(summary['image_workspace_bytes'])} an image at once; "
     lines = [
         f"compiled {model_file} -> {summary['package']} ({size(package_bytes)}): "
         f"{summary['kernels']} kernels for {summary['target']} in {total:.1f} s",
         f"  target  {summary['target']} ({resolved})",
         f"  code    {summary['kernels']} kernels, {summary['calls']} calls for "
         f"{summary['nodes']} nodes{per_image}; {code}",
-        f"  memory  workspace {workspace} "
-        f"(without reuse {size(summary['naive_bytes'])}){heap}, "
+        f"  memory  workspace {workspace}without reuse {size(summary['naive_bytes'])}){heap}, "
         f"params {size(summary['param_bytes'])}",
         f"  time    {total:.2f} s ({stages})",
     ]
