@@ -63,6 +63,15 @@ def test_compile_json(workdir: Path, tmp_path: Path):
     assert document["shared_library"] is True and document["dumps"] == {}
 
 
+def test_compile_for_other_threads(workdir: Path, tmp_path: Path):
+    out = tmp_path / "m.tar"
+    args = ["compile", workdir / "tiny.onnx", "-o", out, "--num-threads", "5"]
+    assert json.loads(ok(tvmc(*args, "--json")).stdout)["heap_scratch_threads"] == 5
+    assert ", planned for 5 threads)" in ok(tvmc(*args)).stdout
+    error(tvmc(*args[:-1], "0"), 2, r"--num-threads.*0 is not in the range x>=1")
+    error(tvmc(*args, "--target", "cuda -arch=sm_90"), 2, r"--num-threads plans CPU code")
+
+
 def test_compile_reports_heap_scratch(tmp_path: Path):
     """A 3x3 conv on a 160x160 plane: its Winograd scratch is too large for a thread's stack."""
     weights = numpy_helper.from_array(np.zeros((32, 32, 3, 3), np.float32), "w")

@@ -25,7 +25,7 @@ from tvmc.codegen import num_threads, pool, set_num_threads
 from tvmc.codegen.threads import physical_cores
 from tvmc.driver.objects import TVMCPackage
 from tvmc.driver.tuning_report import TuningProgress, args_summary, peak_gflops
-from tvmc.errors import PackageError
+from tvmc.errors import PackageError, UsageError
 from tvmc.graph import Graph, TensorType
 from tvmc.ops import infer_node
 from tvmc.passes.per_image import per_image_graph
@@ -370,3 +370,22 @@ def test_the_code_runs_no_more_images_at_once_than_slots_held(tmp_path: Path, th
     # pool (four at a time would leave two), so a run is the one loop of the images
     if not pool.uses_gomp():  # libgomp's loops are not counted
         assert pool.stats().loops - before == 20
+
+
+def test_a_batch_is_planned_for_the_threads_given(tmp_path: Path, threads):
+    """`num_threads` plans the package for the machine that runs it: 4 images run side by
+    side for 2 or 4 threads, batched for 8 (four images would leave four threads idle)."""
+    model = conv_model(4)
+    onnx.save(model, tmp_path / "m.onnx")
+    threads(2)
+    x = RNG.standard_normal((4, 8, 16, 16)).astype(np.float32)
+    (want,) = run_onnxruntime(model, {"x": x})
+    for planned, images, slots in ((2, 4, 2), (4, 4, 4), (8, 1, 1)):
+        package = tvmc.compile(str(tmp_path / "m.onnx"), package_path=str(tmp_path / "m.tar"),
+                               num_threads=planned)  # fmt: skip
+        assert (package.program.images, package.program.slots) == (images, slots)
+        assert package.metadata["heap_scratch_threads"] == planned
+        got = tvmc.run(package, inputs={"x": x}).outputs["y"]
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    with pytest.raises(UsageError, match="--num-threads must be a whole number"):
+        tvmc.compile(str(tmp_path / "m.onnx"), package_path=str(tmp_path / "m.tar"), num_threads=0)

@@ -73,6 +73,14 @@ def pass_table(passes: list[dict]) -> Table:
     metavar="OPTIONS",
     help="Options for --cross-compiler, one quoted string, e.g. '--sysroot=/opt/arm64'.",
 )
+@click.option(
+    "--num-threads",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Threads the package's runs will use (the machine that runs it): the kernels' default "
+    "schedules and whether a batch's images run side by side are chosen for them (default: "
+    "$TVMC_NUM_THREADS, else this machine's physical cores).",
+)
 @model_options
 @click.option(
     "--tuning-records",
@@ -124,6 +132,7 @@ def compile_command(
     target_llvm_mtriple: str | None,
     cross_compiler: str | None,
     cross_compiler_options: str | None,
+    num_threads: int | None,
     input_shapes: dict[str, tuple[int, ...]] | None,
     input_dtypes: dict[str, str] | None,
     model_format: str | None,
@@ -157,6 +166,7 @@ def compile_command(
             progress=progress,
             cross_compiler=cross_compiler,
             cross_compiler_options=cross_compiler_options,
+            num_threads=num_threads,
         )
     summary = package.summary()
     if wants_json(output_format, json_flag):
@@ -171,6 +181,8 @@ def compile_command(
         code = (f"mod.o only: add --cross-compiler {cc} for mod.so; on the target machine, "
                 "tvmc run loads mod.o via LLVM")  # fmt: skip
     resolved = f"{summary['triple']}, cpu {summary['cpu']}"
+    if summary["heap_scratch_threads"]:  # what the plan was chosen for (--num-threads)
+        resolved += f", planned for {summary['heap_scratch_threads']} threads"
     if summary["device"] == "cuda":
         code = "mod.ptx (the driver compiles it for the GPU when loading)"
         resolved = f"PTX for {summary['cpu']}, runs with --device cuda"

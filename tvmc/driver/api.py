@@ -70,6 +70,7 @@ def compile_model(
     progress: CompileProgress | None = None,
     cross_compiler: str | None = None,
     cross_compiler_options: str | None = None,
+    num_threads: int | None = None,
 ) -> TVMCPackage:
     """Compile a model (a TVMCModel or a model file) into a package; None path: a temp file.
 
@@ -80,6 +81,9 @@ def compile_model(
     kernels' code is done (`tvmc compile` draws it on a terminal).
     `cross_compiler` (and `cross_compiler_options`, one string): the C compiler that links
     mod.so for a cross target, e.g. "aarch64-linux-gnu-gcc" (TVMC's names).
+    `num_threads`: the threads runs of the package use, on the machine that runs it; the plan
+    (kernels' default schedules, a batch's images side by side) is chosen for them (default:
+    $TVMC_NUM_THREADS, else this machine's physical cores).
     """
     from tvmc.driver.package import compile_graph, cross_linker, dump_formats
     from tvmc.driver.pipeline import CompileProgress
@@ -100,6 +104,7 @@ def compile_model(
         target_llvm_mcpu, target_llvm_mattr, target_llvm_mtriple, tuning_records=tuning_records,
         load_times=model.load_times if loaded else None, force=force, progress=progress,
         cross_compiler=cross_compiler, cross_compiler_options=cross_compiler_options,
+        num_threads=num_threads,
     )  # fmt: skip
     return TVMCPackage._compiled(compiled)
 

@@ -45,6 +45,7 @@ class CompileOptions:
     disabled_passes: tuple[str, ...] = ()
     codegen_jobs: int | None = None  # processes generating code (default: the physical cores)
     tuning_records: str | None = None  # --tuning-records: apply the best record per workload
+    num_threads: int | None = None  # --num-threads: what runs use (default: this machine's)
 
 
 @dataclass
@@ -77,6 +78,7 @@ class BuildResult:
     seconds: dict[str, float] = field(default_factory=dict)  # per stage
     tuning: AppliedTuning | None = None  # set when compiled with tuning records
     passes: list[PassTime] = field(default_factory=list)  # every pass, in order
+    threads: int = 1  # the threads the code was planned for (CompileOptions.num_threads)
 
 
 def checked_kind(target: str) -> str:
@@ -120,7 +122,19 @@ def check_options(options: CompileOptions) -> CPUTarget | CUDATarget:
                              f"{', '.join(sorted(known))}.{did_you_mean(name, known)}")  # fmt: skip
     if not 0 <= options.opt_level <= 3:
         raise UsageError(f"--opt-level must be 0 to 3, got {options.opt_level}")
+    threads = options.num_threads
+    if threads is not None:
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise UsageError(f"--num-threads must be a whole number of at least 1, got {threads!r}")
+        if checked_kind(options.target) == "cuda":
+            raise UsageError(f"--num-threads plans CPU code, not {options.target!r}")
     return parse_target(options)
+
+
+def planned_threads(options: CompileOptions) -> int:
+    """The threads the runs of the code use, which its plan is chosen for: --num-threads,
+    else this machine's (`num_threads`)."""
+    return options.num_threads or num_threads()
 
 
 def compile_state(
@@ -131,7 +145,7 @@ def compile_state(
     if isinstance(target, CUDATarget):
         lowering_target = LoweringTarget(kind="cuda")
     else:
-        lowering_target = LoweringTarget.of_cpu(target, num_threads())
+        lowering_target = LoweringTarget.of_cpu(target, planned_threads(options))
     records = options.tuning_records
 
     def apply(state: CompileState) -> AppliedTuning:
@@ -172,7 +186,7 @@ def build(
     logger.info("compiled %d kernels in %s", len(state.lowered.program.kernels),
                 ", ".join(f"{k} {v:.2f} s" for k, v in seconds.items()))  # fmt: skip
     return BuildResult(state.graph, state.lowered, state.artifact, state.target, seconds,
-                       state.tuning, list(state.times))  # fmt: skip
+                       state.tuning, list(state.times), planned_threads(options))  # fmt: skip
 
 
 def apply_records(

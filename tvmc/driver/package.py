@@ -21,7 +21,6 @@ from tvmc.codegen.cuda_program import CUDAArtifact
 from tvmc.codegen.llvm_cpu import CPUArtifact
 from tvmc.codegen.program import heap_scratch_bytes
 from tvmc.codegen.target import NVPTX_TRIPLE, CPUTarget, CUDATarget, target_kind
-from tvmc.codegen.threads import num_threads
 from tvmc.driver.compiler import TARGET_KINDS, BuildResult, CompileOptions, build
 from tvmc.driver.outputs import check_output
 from tvmc.driver.pipeline import CompileProgress, PassTime, stage_seconds
@@ -92,6 +91,7 @@ def compile_graph(
     progress: CompileProgress | None = None,
     cross_compiler: str | None = None,
     cross_compiler_options: str | None = None,
+    num_threads: int | None = None,
 ) -> CompiledPackage:
     """Compile a graph (from `source`, a model file) into a package; None path: a temp file.
 
@@ -102,7 +102,8 @@ def compile_graph(
     unless `force`. `progress` hears each stage begin and kernels' code get done.
     `cross_compiler` (with `cross_compiler_options`, one shell-quoted string, as TVMC): the C
     compiler that links mod.so for the target, e.g. `aarch64-linux-gnu-gcc`; without it a
-    package for another architecture holds mod.o only (tvmc loads it via LLVM).
+    package for another architecture holds mod.o only (tvmc loads it via LLVM). `num_threads`:
+    the threads the runs use, which the code is planned for (default: this machine's).
     """
     dumps = dump_formats(dump_code, target)
     linker = cross_linker(target, cross_compiler, cross_compiler_options)
@@ -119,6 +120,7 @@ def compile_graph(
         disabled_passes=_names(disabled_passes),
         codegen_jobs=1 if "asm" in dumps else None,  # assembly needs the one in-process module
         tuning_records=os.fspath(tuning_records) if tuning_records is not None else None,
+        num_threads=num_threads,
     )
     progress = progress or CompileProgress()
     result = build(graph, options, progress)
@@ -286,7 +288,7 @@ def _heap_scratch(result: BuildResult) -> dict[str, int]:
     CUDA program's scratch is registers and shared memory)."""
     if not isinstance(result.artifact, CPUArtifact):
         return {}
-    threads = num_threads()
+    threads = result.threads
     scratch = heap_scratch_bytes(result.lowered.program, threads)
     return {"heap_scratch_bytes": scratch, "heap_scratch_threads": threads}
 

@@ -11,8 +11,8 @@ __tvmc_spec() {
             ;;
         'tvmc compile')
             subcommands=()
-            options=(--cross-compiler --cross-compiler-options --disabled-pass --dump-code --force --format --help --input-dtypes --input-shapes --json --model-format --opt-level --output --print-pass-times --target --target-llvm-mattr --target-llvm-mcpu --target-llvm-mtriple --tuning-records --verbose -O -h -o -v)
-            value_options=(--cross-compiler --cross-compiler-options --disabled-pass --dump-code --format --input-dtypes --input-shapes --model-format --opt-level --output --target --target-llvm-mattr --target-llvm-mcpu --target-llvm-mtriple --tuning-records -O -o)
+            options=(--cross-compiler --cross-compiler-options --disabled-pass --dump-code --force --format --help --input-dtypes --input-shapes --json --model-format --num-threads --opt-level --output --print-pass-times --target --target-llvm-mattr --target-llvm-mcpu --target-llvm-mtriple --tuning-records --verbose -O -h -o -v)
+            value_options=(--cross-compiler --cross-compiler-options --disabled-pass --dump-code --format --input-dtypes --input-shapes --model-format --num-threads --opt-level --output --target --target-llvm-mattr --target-llvm-mcpu --target-llvm-mtriple --tuning-records -O -o)
             ;;
         'tvmc completion')
             subcommands=()
