@@ -105,6 +105,8 @@ def parse_target(options: CompileOptions) -> CPUTarget | CUDATarget:
                  if getattr(options, k)]  # fmt: skip
         if given:
             raise UsageError(f"{', '.join(given)} refine llvm targets, not {options.target!r}")
+        if options.num_threads is not None:
+            raise UsageError(f"--num-threads plans CPU code, not {options.target!r}")
         has_arch = any(w.startswith("-arch") for w in words[1:])
         return CUDATarget.parse(options.target, None if has_arch else present_arch())
     flags = {"-mtriple": options.mtriple, "-mcpu": options.mcpu, "-mattr": options.mattr}
@@ -123,11 +125,9 @@ def check_options(options: CompileOptions) -> CPUTarget | CUDATarget:
     if not 0 <= options.opt_level <= 3:
         raise UsageError(f"--opt-level must be 0 to 3, got {options.opt_level}")
     threads = options.num_threads
-    if threads is not None:
-        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-            raise UsageError(f"--num-threads must be a whole number of at least 1, got {threads!r}")
-        if checked_kind(options.target) == "cuda":
-            raise UsageError(f"--num-threads plans CPU code, not {options.target!r}")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                or threads < 1):  # fmt: skip
+        raise UsageError(f"--num-threads must be a whole number of at least 1, got {threads!r}")
     return parse_target(options)
 
 

@@ -276,9 +276,12 @@ def tune_tasks(
     )
     progress.start(plan)
     # a task on a fixed thread count (an image's kernel of a batch side by side) against those
-    task_peaks = [peak_gflops(target, t.threads)[0] if t.threads and peak else peak for t in tasks]
+    fixed = {t.threads for t in tasks if t.threads} if peak else set()  # unknown: unknown too
+    peaks = {n: peak_gflops(target, n)[0] for n in fixed}  # once a thread count
     stats = [
-        TaskStats.begin(t, indices[n], n, len(tasks), resumed[n], task_peaks[n], mine[n])
+        TaskStats.begin(
+            t, indices[n], n, len(tasks), resumed[n], peaks.get(t.threads, peak), mine[n]
+        )
         for n, t in enumerate(tasks)
     ]
     for s, share in zip(stats, shares):

@@ -109,8 +109,6 @@ def _image_slots(module: LoadedModule, info: ProgramInfo) -> int:
     """The image workspaces a run's workspace holds: one for each image that can run at once
     on this machine (its thread count or cores, whichever is more; at most the images) where
     the code reads the count, else the plan's `slots`, which the code then fixes."""
-    if info.images <= 1:
-        return 1
     wanted = image_slots_wanted(info.images, module.max_threads)
     return module.hold_image_slots(wanted) or info.slots
 
